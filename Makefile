@@ -1,0 +1,36 @@
+# make run  - create .venv if missing, install, start the app on http://localhost:8501
+# make test - create .venv if missing, install, run every test
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: install run test bench figures lint clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -rs
+
+bench: $(STAMP)
+	$(PY) bench/bench_attention.py
+
+figures: $(STAMP)
+	$(PY) -m attnviz render --spec docs/figures.toml
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

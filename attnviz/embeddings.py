@@ -1,0 +1,91 @@
+"""Deterministic, vocabulary-free token embeddings.
+
+A token's vector is built from its characters the way fastText builds vectors for
+unseen words: the token is wrapped as ``<token>``, cut into character n-grams
+(n = 3..5) plus the whole wrapped token, and each piece gets a pseudo-random
+normal vector derived from a SHAKE-256 hash of its UTF-8 bytes. The token's vector
+is the sum of its pieces' vectors divided by sqrt(count), so every element is
+~N(0, 1) and tokens that share many n-grams (``attend``, ``attention``) point in
+similar directions.
+
+SHAKE-256 is specified by FIPS 202, so the same token gives bit-identical vectors in
+every process, on every machine and in every Python version (Python's ``hash()``
+is salted per process and must never be used here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+NGRAM_SIZES = (3, 4, 5)
+# Each normal uses two uint32 from the hash stream (Box-Muller).
+_U32 = np.dtype("<u4")
+
+
+def char_ngrams(token: str, sizes: tuple[int, ...] = NGRAM_SIZES) -> list[str]:
+    """The character n-grams of ``<token>`` plus the wrapped token itself.
+
+    The whole token is always included, so a short token (``I``) still has a piece.
+    """
+    wrapped = f"<{token.lower()}>"
+    grams = [wrapped[i : i + n] for n in sizes for i in range(len(wrapped) - n + 1)]
+    exact = f"<{token}>"  # case-sensitive whole token: "The" and "the" share n-grams only
+    return grams + [exact] if exact not in grams else grams
+
+
+@lru_cache(maxsize=65536)
+def _piece_vector(piece: str, dim: int) -> np.ndarray:
+    """A standard-normal vector of length ``dim`` determined by ``piece`` alone."""
+    raw = hashlib.shake_256(piece.encode("utf-8")).digest(8 * dim)
+    u = np.frombuffer(raw, dtype=_U32).astype(np.float64)
+    u1 = (u[:dim] + 1.0) / 4294967297.0  # in (0, 1], so log() is finite
+    u2 = u[dim:] / 4294967296.0
+    vec = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2)
+    vec.setflags(write=False)
+    return vec
+
+
+def token_vector(token: str, dim: int) -> np.ndarray:
+    """The embedding of one token (float64, length ``dim``), before positions."""
+    pieces = char_ngrams(token)
+    total = np.zeros(dim)
+    for p in pieces:
+        total += _piece_vector(p, dim)
+    return total / math.sqrt(len(pieces))
+
+
+def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
+    """Sinusoidal positional encoding from "Attention Is All You Need": (L, E).
+
+    PE[pos, 2i] = sin(pos / 10000^(2i/E)), PE[pos, 2i+1] = cos(pos / 10000^(2i/E)).
+    Works for odd ``dim`` too (the last column is a sine).
+    """
+    pos = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
+    i = torch.arange(0, dim, 2, dtype=torch.float64)  # (ceil(E/2),)
+    angle = pos / torch.pow(10000.0, i / dim)  # (L, ceil(E/2))
+    pe = torch.zeros(length, dim, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : dim // 2])
+    return pe.to(torch.float32)
+
+
+def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.Tensor:
+    """Embed ``tokens`` as a float32 tensor of shape (L, E) with E = ``d_model``.
+
+    Deterministic and vocabulary-free (see the module docstring). With
+    ``positional=True`` the sinusoidal position encoding is added, so the same
+    token at two positions gets two different vectors.
+    """
+    if d_model < 1:
+        raise ValueError(f"d_model must be at least 1, got {d_model}.")
+    if not tokens:
+        raise ValueError("There are no tokens to embed.")
+    x = torch.from_numpy(np.stack([token_vector(t, d_model) for t in tokens])).float()  # (L, E)
+    if positional:
+        x = x + sinusoidal_positions(len(tokens), d_model)  # (L, E)
+    return x

@@ -1,0 +1,243 @@
+"""Plotly figures of an attention run. Builders return ``go.Figure``; nothing is shown.
+
+Data and drawing are separate: ``*_data`` functions prepare what a figure shows as
+plain numbers and labels (``HeatmapData``), so tests can check them; the
+``*_figure`` functions only draw.
+
+Token labels are user text. Plotly renders a subset of HTML in labels (``<b>``,
+``<a href>``), so every label is HTML-escaped here and shows literally. Repeated
+tokens ("the ... the") get invisible zero-width suffixes so that Plotly's
+categorical axes keep one row/column per position instead of merging them.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from .pipeline import PAD, AttentionResult
+
+COLOR_SCALES = ("Viridis", "Cividis", "Magma", "Blues", "Greys", "Hot")  # first: colour-blind safe
+DIVERGING = "RdBu_r"
+THEMES = {"light": "plotly_white", "dark": "plotly_dark"}
+# Beyond this many rows/columns, grid views are max-pooled to stay light in a browser.
+DEFAULT_MAX_CELLS = 96
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    colors: str = COLOR_SCALES[0]
+    theme: str = "light"
+    font_size: int = 12  # presenter mode raises this
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass
+class HeatmapData:
+    z: np.ndarray  # (rows, cols) float32
+    x: list[str]  # column labels (escaped, unique)
+    y: list[str]  # row labels (escaped, unique)
+    title: str
+    value_name: str = "weight"
+    zmin: float | None = 0.0
+    zmax: float | None = 1.0
+    pooled: int = 1  # block size when max-pooled (1 = full detail)
+    notes: list[str] = field(default_factory=list)
+
+
+def escape_label(token: str) -> str:
+    """Show ``token`` literally in Plotly text (no tags, no links, no entities)."""
+    return html.escape(token, quote=True)
+
+
+def axis_labels(tokens: list[str]) -> list[str]:
+    """Escaped labels, made unique by zero-width spaces so no two positions merge."""
+    seen: dict[str, int] = {}
+    out = []
+    for t in tokens:
+        lab = escape_label(t)
+        k = seen.get(lab, 0)
+        seen[lab] = k + 1
+        out.append(lab + "\u200b" * k)
+    return out
+
+
+def max_pool(z: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
+    """Max-pool a (rows, cols) matrix with square blocks so that neither side
+    exceeds ``max_cells``; peaks survive (a mean would wash them out).
+
+    Returns the pooled matrix and the block size (1 when nothing was pooled).
+    """
+    rows, cols = z.shape
+    block = max(1, math.ceil(max(rows, cols) / max_cells))
+    if block == 1:
+        return z, 1
+    R, C = math.ceil(rows / block), math.ceil(cols / block)
+    padded = np.full((R * block, C * block), -np.inf, dtype=np.float32)
+    padded[:rows, :cols] = z
+    pooled = padded.reshape(R, block, C, block).max(axis=(1, 3))  # (R, C)
+    return pooled, block
+
+
+def _block_labels(n: int, block: int) -> list[str]:
+    return [f"{i}–{min(i + block, n) - 1}" for i in range(0, n, block)]
+
+
+def _matrix_data(z, rows: list[str], cols: list[str], title: str, max_cells: int | None,
+                 **kw) -> HeatmapData:
+    z = np.asarray(z, dtype=np.float32)
+    block = 1
+    if max_cells is not None:
+        z, block = max_pool(z, max_cells)
+    if block > 1:
+        x, y = _block_labels(len(cols), block), _block_labels(len(rows), block)
+        note = (f"Overview: {len(rows)}×{len(cols)} max-pooled in {block}×{block} blocks "
+                "(each cell shows its block's largest value).")
+        return HeatmapData(z, x, y, title, pooled=block, notes=[note], **kw)
+    return HeatmapData(z, axis_labels(cols), axis_labels(rows), title, **kw)
+
+
+# --- data ---------------------------------------------------------------------------
+
+
+def head_data(result: AttentionResult, n: int = 0, h: int = 0, *,
+              max_cells: int | None = None) -> HeatmapData:
+    """Weights of head ``h`` of sequence ``n``: (L, S)."""
+    w = result.weights[n, h].numpy()  # (L, S)
+    return _matrix_data(w, result.tokens[n], result.source_tokens[n], f"head {h}", max_cells)
+
+
+def grid_data(result: AttentionResult, n: int = 0, *,
+              max_cells: int | None = DEFAULT_MAX_CELLS) -> list[HeatmapData]:
+    """One ``HeatmapData`` per head, pooled when the text is long."""
+    return [head_data(result, n, h, max_cells=max_cells) for h in range(result.weights.shape[1])]
+
+
+def mean_data(result: AttentionResult, n: int = 0, *,
+              max_cells: int | None = None) -> HeatmapData:
+    w = result.weights[n].mean(dim=0).numpy()  # (H, L, S) -> (L, S)
+    return _matrix_data(w, result.tokens[n], result.source_tokens[n], "mean over heads",
+                        max_cells)
+
+
+def mask_data(result: AttentionResult, n: int = 0, *,
+              max_cells: int | None = None) -> HeatmapData:
+    """1 where a query may attend, 0 where blocked: (L, S)."""
+    m = result.mask_matrix(n).to(torch.float32).numpy()  # (L, S)
+    title = f"mask: {result.config.mask}"
+    return _matrix_data(m, result.tokens[n], result.source_tokens[n], title, max_cells,
+                        value_name="may attend")
+
+
+def output_data(result: AttentionResult, n: int = 0) -> HeatmapData:
+    """The output vectors: tokens × d_model."""
+    o = result.output[n].numpy()  # (L, E)
+    lim = float(np.abs(o).max()) or 1.0
+    return HeatmapData(o, [str(i) for i in range(o.shape[1])], axis_labels(result.tokens[n]),
+                       "output vectors", value_name="value", zmin=-lim, zmax=lim)
+
+
+def query_data(result: AttentionResult, n: int = 0, q: int = 0) -> tuple[np.ndarray, list[str], str]:
+    """Weights of query ``q`` over every key, per head: (H, S), key labels, query label."""
+    w = result.weights[n, :, q, :].numpy()  # (H, S)
+    return w, axis_labels(result.source_tokens[n]), escape_label(result.tokens[n][q])
+
+
+# --- drawing ------------------------------------------------------------------------
+
+
+def _layout(fig: go.Figure, style: FigureStyle, title: str) -> go.Figure:
+    fig.update_layout(
+        template=THEMES.get(style.theme, THEMES["light"]),
+        title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
+        font={"size": style.font_size},
+        margin={"l": 10, "r": 10, "t": 60 + style.font_size, "b": 10},
+        width=style.width, height=style.height,
+    )
+    return fig
+
+
+def _heatmap_trace(d: HeatmapData, style: FigureStyle, *, shared: bool, diverging: bool = False):
+    hover = (f"query: %{{y}}<br>key: %{{x}}<br>{d.value_name}: %{{z:.4f}}<extra></extra>"
+             if not diverging else
+             f"token: %{{y}}<br>dim: %{{x}}<br>{d.value_name}: %{{z:.4f}}<extra></extra>")
+    kw = {"coloraxis": "coloraxis"} if shared else {
+        "colorscale": DIVERGING if diverging else style.colors,
+        "zmin": d.zmin, "zmax": d.zmax, "zmid": 0 if diverging else None,
+    }
+    return go.Heatmap(z=d.z, x=d.x, y=d.y, hovertemplate=hover, **kw)
+
+
+def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
+                   diverging: bool = False) -> go.Figure:
+    fig = go.Figure(_heatmap_trace(d, style, shared=False, diverging=diverging))
+    fig.update_yaxes(autorange="reversed", type="category", title_text="query" if not diverging else "token")
+    fig.update_xaxes(type="category" if not diverging else "linear",
+                     title_text="key" if not diverging else "dimension", side="top" if not diverging else "bottom")
+    if not diverging:
+        fig.update_yaxes(scaleanchor=None)
+    return _layout(fig, style, d.title)
+
+
+def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
+                title: str = "attention weights per head") -> go.Figure:
+    """Heatmaps side by side with one shared 0–1 colour scale."""
+    H = len(data)
+    cols = min(H, 4) if style.font_size <= 14 else min(H, 2)
+    rows = math.ceil(H / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[d.title for d in data],
+                        horizontal_spacing=0.06, vertical_spacing=0.12 / max(1, rows - 1) if rows > 1 else 0.1)
+    for i, d in enumerate(data):
+        fig.add_trace(_heatmap_trace(d, style, shared=True), row=i // cols + 1, col=i % cols + 1)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category", tickangle=-45)
+    fig.update_layout(coloraxis={"colorscale": style.colors, "cmin": 0.0, "cmax": 1.0,
+                                 "colorbar": {"title": {"text": "weight"}}})
+    for ann in fig.layout.annotations:  # subplot titles follow the font size
+        ann.font = {"size": style.font_size + 1}
+    if style.height is None:
+        per_row = 260 if style.font_size <= 14 else 420
+        fig.update_layout(height=per_row * rows + 80)
+    return _layout(fig, style, title)
+
+
+def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
+                 style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Query ``q``'s weights over all keys, one bar group per head."""
+    w, keys, qlab = query_data(result, n, q)
+    fig = go.Figure()
+    for h in range(w.shape[0]):
+        fig.add_trace(go.Bar(x=keys, y=w[h], name=f"head {h}",
+                             hovertemplate="key: %{x}<br>weight: %{y:.4f}<extra>head " + str(h) + "</extra>"))
+    fig.update_layout(barmode="group", yaxis={"range": [0, 1], "title": {"text": "weight"}},
+                      xaxis={"type": "category", "title": {"text": "key"}})
+    return _layout(fig, style, f"query “{qlab}” (position {q}): weights over keys")
+
+
+def output_figure(result: AttentionResult, n: int = 0, style: FigureStyle = FigureStyle()) -> go.Figure:
+    return heatmap_figure(output_data(result, n), style, diverging=True)
+
+
+def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = FigureStyle(), *,
+                max_cells: int | None = None) -> go.Figure:
+    """The mask as a two-colour matrix; pad positions are labelled [PAD]."""
+    d = mask_data(result, n, max_cells=max_cells)
+    fig = go.Figure(go.Heatmap(
+        z=d.z, x=d.x, y=d.y, zmin=0, zmax=1, showscale=False,
+        colorscale=[[0.0, "#3b3b3b"], [0.5, "#3b3b3b"], [0.5, "#f2e8b6"], [1.0, "#f2e8b6"]],
+        hovertemplate="query: %{y}<br>key: %{x}<br>may attend: %{z}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed", type="category", title_text="query")
+    fig.update_xaxes(type="category", side="top", title_text="key")
+    return _layout(fig, style, d.title + " (light = may attend, dark = blocked)")
+
+
+def pad_positions(result: AttentionResult, n: int = 0) -> list[int]:
+    return [i for i, t in enumerate(result.source_tokens[n]) if t == PAD and i >= result.source_lengths[n]]

@@ -1,0 +1,263 @@
+"""Multi-head attention as an ``nn.Module`` whose every step can be looked at.
+
+    Q = X_q W_Q^T + b_Q,  K = X_kv W_K^T + b_K,  V = X_kv W_V^T + b_V     (N, L|S, E)
+    split:  (N, L, E) -> (N, H, L, D)   with D = E / H
+    head_h = softmax(Q_h K_h^T / sqrt(D) + M) V_h                           (N, H, L, D)
+    join:   (N, H, L, D) -> (N, L, E)
+    out = join W_O^T + b_O                                                  (N, L, E)
+
+Parameters are laid out exactly as in ``torch.nn.MultiheadAttention`` (one packed
+``in_proj_weight`` of shape (3E, E), then ``out_proj``), so ``from_torch`` copies a
+PyTorch module's weights and both give the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .attention import AttentionSteps, attention_fast, attention_steps
+
+
+@dataclass
+class MultiHeadSteps:
+    """Everything one forward pass computed. Shapes in PyTorch's letters."""
+
+    q: torch.Tensor  # projected queries, per head   (N, H, L, D)
+    k: torch.Tensor  # projected keys, per head      (N, H, S, D)
+    v: torch.Tensor  # projected values, per head    (N, H, S, D)
+    attention: AttentionSteps  # scores .. weights .. per-head outputs (N, H, L, *)
+    joined: torch.Tensor  # heads concatenated, before W_O (N, L, E)
+    output: torch.Tensor  # after W_O                     (N, L, E)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """The weights that multiplied V (after dropout): (N, H, L, S)."""
+        return self.attention.dropped
+
+    @property
+    def head_outputs(self) -> torch.Tensor:
+        return self.attention.output  # (N, H, L, D)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Name -> shape of every intermediate, in computation order (debug_shape)."""
+        a = self.attention
+        named = {
+            "Q": self.q, "K": self.k, "V": self.v,
+            "scores QKᵀ": a.scores, "scaled": a.scaled, "masked": a.masked,
+            "weights": a.weights, "head outputs": a.output,
+            "joined": self.joined, "output": self.output,
+        }  # fmt: skip
+        return {name: tuple(t.shape) for name, t in named.items()}
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention returning per-head weights ``(N, H, L, S)``.
+
+    ``forward(query, key=None, value=None, attn_mask=None)``: self-attention when
+    ``key``/``value`` are omitted, cross-attention when they come from another
+    sequence (of another length S). Inputs are batch-first ``(N, L, E)``; a 2-D
+    ``(L, E)`` input is treated as a batch of one and returned 2-D/3-D likewise.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        bias: bool = True,
+        generator: torch.Generator | None = None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if int(d_model) != d_model or d_model < 1:
+            raise ValueError(f"d_model must be a positive integer, got {d_model!r}.")
+        if int(num_heads) != num_heads or num_heads < 1:
+            raise ValueError(f"The number of heads must be a positive integer, got {num_heads!r}.")
+        if d_model % num_heads:
+            divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+            raise ValueError(
+                f"{num_heads} heads do not divide d_model={d_model} evenly "
+                f"(each head gets d_model / heads features). Choose one of: "
+                f"{', '.join(map(str, divisors))}."
+            )
+        self.d_model, self.num_heads = int(d_model), int(num_heads)
+        self.head_dim = self.d_model // self.num_heads
+        factory = {"device": device, "dtype": dtype}
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model, **factory))  # (3E, E)
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * d_model, **factory)) if bias else None
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias, **factory)
+        self.reset_parameters(generator)
+
+    @torch.no_grad()
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Xavier-uniform weights (as PyTorch's module) and small uniform biases.
+
+        Drawn from ``generator`` on the CPU, then copied: the same seed gives the
+        same parameters on every device. Biases are non-zero so that they are visible.
+        """
+        E = self.d_model
+        for t, bound in (
+            (self.in_proj_weight, math.sqrt(6.0 / (E + E))),  # xavier per (E, E) block
+            (self.out_proj.weight, math.sqrt(6.0 / (E + E))),
+            (self.in_proj_bias, 1.0 / math.sqrt(E)),
+            (self.out_proj.bias, 1.0 / math.sqrt(E)),
+        ):
+            if t is not None:
+                cpu = torch.rand(t.shape, generator=generator, dtype=torch.float32) * 2 - 1
+                t.copy_(cpu * bound)
+
+    # -- the Q/K/V projections, as views of the packed weight -------------------------
+    @property
+    def w_q(self) -> torch.Tensor:
+        return self.in_proj_weight[: self.d_model]  # (E, E)
+
+    @property
+    def w_k(self) -> torch.Tensor:
+        return self.in_proj_weight[self.d_model : 2 * self.d_model]
+
+    @property
+    def w_v(self) -> torch.Tensor:
+        return self.in_proj_weight[2 * self.d_model :]
+
+    def _bias(self, i: int) -> torch.Tensor | None:
+        b = self.in_proj_bias
+        return None if b is None else b[i * self.d_model : (i + 1) * self.d_model]
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A copy of ``mha``'s weights in this module; both give the same numbers.
+
+        Only the packed layout (kdim == vdim == embed_dim) without bias_k/bias_v or
+        add_zero_attn exists in this module.
+        """
+        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("from_torch supports nn.MultiheadAttention with kdim = vdim = embed_dim, "
+                             "no add_bias_kv and no add_zero_attn.")
+        p = mha.in_proj_weight
+        out = cls(mha.embed_dim, mha.num_heads, bias=mha.in_proj_bias is not None,
+                  device=p.device, dtype=p.dtype)
+        with torch.no_grad():
+            out.in_proj_weight.copy_(mha.in_proj_weight)
+            out.out_proj.weight.copy_(mha.out_proj.weight)
+            if out.in_proj_bias is not None:
+                out.in_proj_bias.copy_(mha.in_proj_bias)
+                out.out_proj.bias.copy_(mha.out_proj.bias)
+        return out
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        N, T, _ = x.shape
+        return x.view(N, T, self.num_heads, self.head_dim).transpose(1, 2)  # (N, H, T, D)
+
+    def _inputs(self, query, key, value, attn_mask):
+        """Validate and normalise: batch-first 3-D tensors and a 4-D-ready mask."""
+        unbatched = query.dim() == 2
+        if unbatched:
+            query = query.unsqueeze(0)  # (1, L, E)
+            key = None if key is None else key.unsqueeze(0)
+            value = None if value is None else value.unsqueeze(0)
+        if query.dim() != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"query must be (N, L, {self.d_model}) or (L, {self.d_model}); "
+                             f"got {tuple(query.shape)}.")
+        if key is None and value is None:  # self-attention: nothing more to check
+            return query, query, query, self._mask4(attn_mask), unbatched
+        key = query if key is None else key
+        value = key if value is None else value
+        for name, t in (("key", key), ("value", value)):
+            if t.dim() != 3 or t.shape[-1] != self.d_model or t.shape[0] != query.shape[0]:
+                raise ValueError(f"{name} must be (N={query.shape[0]}, S, {self.d_model}); "
+                                 f"got {tuple(t.shape)}.")
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"key and value must have the same length: {tuple(key.shape)} vs "
+                             f"{tuple(value.shape)}.")
+        return query, key, value, self._mask4(attn_mask), unbatched
+
+    @staticmethod
+    def _mask4(attn_mask):
+        if attn_mask is None:
+            return None
+        if attn_mask.dim() == 3:  # (N, L, S): add the head axis
+            attn_mask = attn_mask.unsqueeze(1)  # (N, 1, L, S)
+        if not attn_mask.dtype.is_floating_point and attn_mask.dtype != torch.bool:
+            attn_mask = attn_mask != 0  # integer 0/1 masks as in the seed
+        return attn_mask
+
+    def _project(self, query, key, value):
+        """Q, K, V split into heads: each (N, H, L|S, D), contiguous per head."""
+        H, D = self.num_heads, self.head_dim
+        if not (query is key and key is value):  # cross-attention: three matmuls
+            return (self._split(F.linear(query, self.w_q, self._bias(0))),  # (N, H, L, D)
+                    self._split(F.linear(key, self.w_k, self._bias(1))),  # (N, H, S, D)
+                    self._split(F.linear(value, self.w_v, self._bias(2))))  # (N, H, S, D)
+        # Self-attention: one packed matmul for Q, K and V, then one copy into
+        # head-major layout (contiguous (N, H, L, D) blocks speed up both bmm's).
+        N, L, _ = query.shape
+        b = self.in_proj_bias
+        if torch.is_grad_enabled() and (query.requires_grad or self.in_proj_weight.requires_grad):
+            qkv = F.linear(query, self.in_proj_weight, b)  # (N, L, 3E)
+            qkv = qkv.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4).contiguous()  # (3, N, H, L, D)
+        else:  # inference: the bias is added during the copy (one pass, as PyTorch's fast path)
+            flat = F.linear(query, self.in_proj_weight)  # (N, L, 3E)
+            heads = flat.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, N, H, L, D) view
+            qkv = flat.new_empty(3, N, H, L, D)
+            if b is None:
+                qkv.copy_(heads)
+            else:
+                torch.add(heads, b.view(3, 1, H, 1, D), out=qkv)  # (3, N, H, L, D)
+        return qkv.unbind(0)  # 3 x (N, H, L, D)
+
+    def _join_project(self, heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        N, H, L, D = heads.shape
+        joined = heads.transpose(1, 2).reshape(N, L, H * D)  # (N, L, E)
+        return joined, F.linear(joined, self.out_proj.weight, self.out_proj.bias)  # (N, L, E)
+
+    def steps(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        *,
+        dropout_p: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> MultiHeadSteps:
+        """The forward pass with every intermediate kept (see ``MultiHeadSteps``).
+
+        ``attn_mask``: bool (True = may attend) or float (added), broadcastable to
+        (N, H, L, S): (L, S), (N, 1, 1, S) from ``padding_mask``, (N, 1, L, S) ...
+        """
+        query, key, value, attn_mask, unbatched = self._inputs(query, key, value, attn_mask)
+        q, k, v = self._project(query, key, value)  # (N, H, L|S, D)
+        att = attention_steps(q, k, v, attn_mask, dropout_p, generator=generator)
+        joined, out = self._join_project(att.output)  # (N, L, E) each
+        if unbatched:
+            out, joined = out.squeeze(0), joined.squeeze(0)
+        return MultiHeadSteps(q, k, v, att, joined, out)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        *,
+        dropout_p: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(output (N, L, E), weights (N, H, L, S))``; weights are after dropout.
+
+        Same numbers as ``steps`` without keeping the intermediates (the fast path).
+        """
+        if not 0.0 <= dropout_p < 1.0:
+            raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
+        query, key, value, attn_mask, unbatched = self._inputs(query, key, value, attn_mask)
+        q, k, v = self._project(query, key, value)  # (N, H, L|S, D)
+        heads, weights = attention_fast(q, k, v, attn_mask, 1.0 / math.sqrt(self.head_dim),
+                                        dropout_p, generator)  # (N, H, L, D), (N, H, L, S)
+        _, out = self._join_project(heads)  # (N, L, E)
+        return (out.squeeze(0), weights.squeeze(0)) if unbatched else (out, weights)

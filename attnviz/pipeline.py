@@ -1,0 +1,239 @@
+"""From plain settings to every number of one multi-head attention run.
+
+    text -> tokens -> embeddings X (N, L, E) -> Q, K, V -> scores -> masked scores
+         -> weights (N, H, L, S) -> per-head outputs -> joined -> W_O -> output (N, L, E)
+
+``compute(AttentionConfig(...))`` is the one call the app, the CLI and the tests use.
+All randomness (the projection weights, dropout) comes from a CPU
+``torch.Generator`` seeded by ``config.seed``, so a config gives bit-identical
+results on the same device and the same weights on every device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+
+import torch
+
+from .devices import resolve_device
+from .embeddings import embed, sinusoidal_positions
+from .masks import MASK_KINDS, build_mask
+from .multihead import MultiHeadAttention, MultiHeadSteps
+from .tokens import DEFAULT_MAX_TOKENS, MODES, tokenize
+
+PAD = "[PAD]"
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Every setting of a run, as plain values (hashable, so caches can key on it).
+
+    ``text`` holds one sentence per line; several lines form a padded batch.
+    ``source``, when not empty, makes it cross-attention: queries come from
+    ``text``, keys and values from ``source`` (one line per line of ``text``).
+    """
+
+    text: str = DEFAULT_TEXT
+    num_heads: int = 4
+    d_model: int = 64
+    mask: str = "none"
+    window: int = 2
+    pad_to: int = 0
+    device: str = "cpu"
+    seed: int = 0
+    dropout: float = 0.0
+    positional: bool = True
+    tokenize_mode: str = "auto"
+    source: str = ""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` with a message a user can act on."""
+        if self.d_model < 1 or self.d_model > 4096:
+            raise ValueError(f"d_model must be between 1 and 4096, got {self.d_model}.")
+        if self.num_heads < 1:
+            raise ValueError(f"The number of heads must be at least 1, got {self.num_heads}.")
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"{self.num_heads} heads do not divide d_model={self.d_model}: "
+                f"choose a head count among {', '.join(map(str, head_choices(self.d_model)))}."
+            )
+        if self.mask not in MASK_KINDS:
+            raise ValueError(f"Unknown mask {self.mask!r}; choose one of {', '.join(MASK_KINDS)}.")
+        if self.window < 0:
+            raise ValueError(f"The window must be 0 or more, got {self.window}.")
+        if self.pad_to < 0 or self.pad_to > self.max_tokens:
+            raise ValueError(f"pad_to must be between 0 and the token cap {self.max_tokens}, "
+                             f"got {self.pad_to}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"Dropout must be in [0, 1), got {self.dropout}.")
+        if self.tokenize_mode not in MODES:
+            raise ValueError(f"Unknown tokenization mode {self.tokenize_mode!r}; "
+                             f"choose one of {', '.join(MODES)}.")
+
+    def with_(self, **changes) -> AttentionConfig:
+        return replace(self, **changes)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+def head_choices(d_model: int, limit: int = 64) -> list[int]:
+    """Head counts that divide ``d_model`` (each head gets d_model / H features)."""
+    return [h for h in range(1, min(d_model, limit) + 1) if d_model % h == 0]
+
+
+@dataclass
+class AttentionResult:
+    """Everything one run produced; tensors live on the CPU, detached."""
+
+    config: AttentionConfig
+    tokens: list[list[str]]  # per sequence, padded to L with PAD (queries)
+    source_tokens: list[list[str]]  # keys/values; same as tokens for self-attention
+    lengths: list[int]  # real (unpadded) query lengths
+    source_lengths: list[int]
+    embeddings: torch.Tensor  # (N, L, E)
+    mask: torch.Tensor | None  # bool, broadcastable to (N, H, L, S); True = may attend
+    steps: MultiHeadSteps  # every intermediate (CPU)
+    model: MultiHeadAttention  # the module that ran (CPU copy)
+    device: str
+    timings_ms: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        return self.steps.weights  # (N, H, L, S)
+
+    @property
+    def output(self) -> torch.Tensor:
+        return self.steps.output  # (N, L, E)
+
+    @property
+    def is_cross(self) -> bool:
+        return bool(self.config.source.strip())
+
+    def mask_matrix(self, n: int = 0) -> torch.Tensor:
+        """The (L, S) bool mask of sequence ``n`` (all True when unmasked)."""
+        N, H, L, S = self.weights.shape
+        if self.mask is None:
+            return torch.ones(L, S, dtype=torch.bool)
+        return self.mask.expand(N, 1, L, S)[n, 0]  # (L, S)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"X": tuple(self.embeddings.shape), **self.steps.shapes()}
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON export: config, tokens, weights, output."""
+        return {
+            "config": asdict(self.config),
+            "tokens": self.tokens,
+            "source_tokens": self.source_tokens,
+            "lengths": self.lengths,
+            "shapes": {k: list(v) for k, v in self.shapes().items()},
+            "weights": self.weights.tolist(),  # (N, H, L, S)
+            "output": self.output.tolist(),  # (N, L, E)
+        }
+
+
+def _lines(text: str, what: str) -> list[str]:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError(f"The {what} is empty: type at least one word.")
+    return lines
+
+
+def _tokenize_batch(lines: list[str], cfg: AttentionConfig) -> list[list[str]]:
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(tokenize(line, cfg.tokenize_mode, max_tokens=cfg.max_tokens))
+        except ValueError as e:
+            raise ValueError(f"Line {i + 1}: {e}" if len(lines) > 1 else str(e)) from None
+    return out
+
+
+def _embed_batch(seqs: list[list[str]], L: int, cfg: AttentionConfig) -> torch.Tensor:
+    """Embed each sequence and pad with zero vectors to L: (N, L, E)."""
+    x = torch.zeros(len(seqs), L, cfg.d_model)  # (N, L, E)
+    for n, toks in enumerate(seqs):
+        x[n, : len(toks)] = embed(toks, cfg.d_model, positional=False)  # (len, E)
+    if cfg.positional:
+        x = x + sinusoidal_positions(L, cfg.d_model)  # (N, L, E) + (L, E)
+    return x
+
+
+def compute(config: AttentionConfig) -> AttentionResult:
+    """Run multi-head attention for ``config`` and keep every intermediate.
+
+    Raises ``ValueError`` with a user-facing message for bad settings or text.
+    """
+    config.validate()
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    t0 = time.perf_counter()
+
+    q_seqs = _tokenize_batch(_lines(config.text, "text"), config)
+    cross = bool(config.source.strip())
+    kv_seqs = _tokenize_batch(_lines(config.source, "source text"), config) if cross else q_seqs
+    if cross and len(kv_seqs) != len(q_seqs):
+        if len(kv_seqs) == 1:
+            kv_seqs = kv_seqs * len(q_seqs)
+        else:
+            raise ValueError(f"The source has {len(kv_seqs)} lines but the text has "
+                             f"{len(q_seqs)}: give one source line, or one per text line.")
+    lengths = [len(t) for t in q_seqs]
+    src_lengths = [len(t) for t in kv_seqs]
+    L = max(max(lengths), config.pad_to)
+    S = max(max(src_lengths), config.pad_to) if cross else L
+    timings["tokenize"] = (time.perf_counter() - t0) * 1e3
+
+    t0 = time.perf_counter()
+    x = _embed_batch(q_seqs, L, config)  # (N, L, E)
+    x_kv = _embed_batch(kv_seqs, S, config) if cross else x  # (N, S, E)
+    timings["embed"] = (time.perf_counter() - t0) * 1e3
+
+    device = resolve_device(config.device)
+    gen = torch.Generator().manual_seed(int(config.seed))  # CPU: same draws on every device
+    model = MultiHeadAttention(config.d_model, config.num_heads, generator=gen)
+    padded = any(n < S for n in src_lengths)
+    mask = build_mask(config.mask, L, S, window=config.window,
+                      lengths=src_lengths if padded else None)
+    if config.mask in ("window", "causal+window") and config.window >= max(L, S) - 1:
+        notes.append(f"The window ({config.window}) covers the whole text ({max(L, S)} tokens), "
+                     "so it blocks nothing.")
+    if padded and config.mask == "none":
+        notes.append("Some keys are [PAD] tokens and the mask is 'none', so queries attend to "
+                     "padding. Choose any other mask to block it.")
+
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        dev_model = model.to(device)
+        steps = dev_model.steps(
+            x.to(device), None if not cross else x_kv.to(device), None,
+            None if mask is None else mask.to(device),
+            dropout_p=config.dropout, generator=gen,
+        )
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    timings["attention"] = (time.perf_counter() - t0) * 1e3
+    steps = _to_cpu(steps)
+
+    pad = lambda seqs, n: [t + [PAD] * (n - len(t)) for t in seqs]  # noqa: E731
+    return AttentionResult(
+        config=config, tokens=pad(q_seqs, L), source_tokens=pad(kv_seqs, S),
+        lengths=lengths, source_lengths=src_lengths, embeddings=x, mask=mask, steps=steps,
+        model=model.cpu(), device=str(device), timings_ms=timings, notes=notes,
+    )  # fmt: skip
+
+
+def _to_cpu(steps: MultiHeadSteps) -> MultiHeadSteps:
+    """Move every tensor of ``steps`` to the CPU (a no-op there)."""
+    a = steps.attention
+    mv = lambda t: None if t is None else t.detach().cpu()  # noqa: E731
+    att = type(a)(mv(a.scores), mv(a.scaled), mv(a.masked), mv(a.weights), mv(a.dropped),
+                  mv(a.output), a.scale, mv(a.fully_masked_rows))
+    return MultiHeadSteps(mv(steps.q), mv(steps.k), mv(steps.v), att, mv(steps.joined),
+                          mv(steps.output))

@@ -1,0 +1,70 @@
+"""attnviz.MultiHeadAttention (per-head weights) against nn.MultiheadAttention.
+
+Both modules hold the same weights (``from_torch``) and run in this process on the
+CPU, interleaved, so the ratio cancels out the machine's speed. Prints a Markdown
+table: median milliseconds per call and ours / PyTorch (below 1.0 = faster).
+
+    python bench/bench_attention.py [--repeats 30] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from attnviz import MultiHeadAttention
+from attnviz.masks import causal_mask, to_torch_mha_mask
+
+
+def timed(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512, 1024])
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    H, E = 8, 512
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(E, H, batch_first=True).eval()
+    ours = MultiHeadAttention.from_torch(ref).eval()
+    print(f"CPU, {args.threads} threads, H={H}, E={E}, N=1, median of {args.repeats}, torch {torch.__version__}\n")
+    print("| L | mask | attnviz (ms) | nn.MultiheadAttention (ms) | ratio |")
+    print("|---:|---|---:|---:|---:|")
+    for L in args.lengths:
+        x = torch.randn(1, L, E)
+        for mask_name in ("none", "causal"):
+            m = None if mask_name == "none" else causal_mask(L)
+            tm = None if m is None else to_torch_mha_mask(m)
+            with torch.inference_mode():
+                run_ours = lambda x=x, m=m: ours(x, attn_mask=m)
+                run_ref = lambda x=x, tm=tm: ref(x, x, x, attn_mask=tm, need_weights=True,
+                                                 average_attn_weights=False)
+                o1, w1 = run_ours()
+                o2, w2 = run_ref()
+                assert (w1 - w2).abs().max() < 1e-5 and (o1 - o2).abs().max() < 1e-4
+                for _ in range(3):
+                    run_ours(), run_ref()
+                a, b = [], []
+                reps = max(5, args.repeats if L <= 512 else args.repeats // 2)
+                for _ in range(reps):  # interleave so drift hits both alike
+                    a += timed(run_ours, 1)
+                    b += timed(run_ref, 1)
+            ma, mb = statistics.median(a), statistics.median(b)
+            print(f"| {L} | {mask_name} | {ma:.2f} | {mb:.2f} | {ma / mb:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

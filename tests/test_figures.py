@@ -1,0 +1,76 @@
+import json
+
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from attnviz import AttentionConfig, compute
+from attnviz import figures as F
+
+
+@pytest.fixture(scope="module")
+def result():
+    return compute(AttentionConfig(text="the cat saw the dog", num_heads=4, mask="causal"))
+
+
+def test_grid_has_one_heatmap_per_head_with_a_shared_scale(result):
+    fig = F.grid_figure(F.grid_data(result))
+    assert len(fig.data) == 4
+    assert all(t.coloraxis == "coloraxis" for t in fig.data)
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    np.testing.assert_array_equal(np.asarray(fig.data[2].z), result.weights[0, 2].numpy())
+
+
+def test_repeated_tokens_keep_their_own_rows(result):
+    d = F.head_data(result)
+    assert len(set(d.x)) == len(d.x) == 5
+    assert d.x[0].rstrip("\u200b") == d.x[3].rstrip("\u200b") == "the"
+
+
+def test_hover_names_query_key_weight(result):
+    t = F.grid_figure(F.grid_data(result)).data[0]
+    assert "query" in t.hovertemplate and "key" in t.hovertemplate and "weight" in t.hovertemplate
+
+
+@pytest.mark.parametrize("token", ["<b>x</b>", '<a href="javascript:alert(1)">y</a>', "<img src=x onerror=alert(1)>"])
+def test_labels_are_escaped(token):
+    labels = F.axis_labels([token, "ok"])
+    assert "<" not in labels[0] and ">" not in labels[0]
+    import html
+    assert html.unescape(labels[0]) == token
+    # and it survives into the serialized figure escaped
+    r = compute(AttentionConfig(text="a b"))
+    r.tokens[0][0] = r.source_tokens[0][0] = token
+    spec = pio.to_json(F.grid_figure(F.grid_data(r)))
+    assert "<a href" not in spec and "<b>" not in spec and "<img" not in spec
+
+
+def test_output_heatmap(result):
+    fig = F.output_figure(result)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (5, 64)
+    np.testing.assert_array_equal(z, result.output[0].numpy())
+
+
+def test_max_pool_keeps_peaks():
+    z = np.zeros((10, 10), dtype=np.float32)
+    z[7, 2] = 0.9
+    pooled, block = F.max_pool(z, 4)
+    assert block == 3 and pooled.shape == (4, 4) and pooled[2, 0] == np.float32(0.9)
+    assert F.max_pool(z, 10)[1] == 1
+
+
+def test_long_text_grid_is_pooled_and_says_so():
+    r = compute(AttentionConfig(text=" ".join(f"w{i}" for i in range(300)), num_heads=2))
+    data = F.grid_data(r, max_cells=64)
+    assert data[0].pooled == 5 and data[0].z.shape == (60, 60) and data[0].notes
+    assert json.loads(F.grid_figure(data).to_json())  # serialisable
+
+
+def test_no_nan_in_figures_with_fully_masked_rows():
+    r = compute(AttentionConfig(text="a b c\nd", mask="window", window=0, pad_to=4))
+    assert r.weights[1, :, 1:].sum() == 0  # pad queries of sequence 1 see nothing
+    figs = [F.grid_figure(F.grid_data(r, n=1)), F.output_figure(r, 1), F.mask_figure(r, 1)]
+    for fig in figs:
+        for trace in fig.data:
+            assert np.isfinite(np.asarray(trace.z, dtype=float)).all()

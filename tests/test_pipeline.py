@@ -1,0 +1,85 @@
+import pytest
+import torch
+
+from attnviz import AttentionConfig, available_devices, compute, resolve_device
+from attnviz.pipeline import PAD, head_choices
+
+
+def test_default_config_runs():
+    r = compute(AttentionConfig())
+    N, H, L, S = r.weights.shape
+    assert (N, H) == (1, 4) and L == S == len(r.tokens[0])
+    assert r.output.shape == (1, L, 64)
+    assert r.device == "cpu" and set(r.timings_ms) == {"tokenize", "embed", "attention"}
+    assert r.shapes()["Q"] == (1, 4, L, 16)
+
+
+def test_same_config_same_bits_and_seed_matters():
+    cfg = AttentionConfig(text="I love AI\n我爱人工智能", mask="padding", dropout=0.2, seed=7)
+    a, b = compute(cfg), compute(cfg)
+    assert torch.equal(a.weights, b.weights) and torch.equal(a.output, b.output)
+    c = compute(cfg.with_(seed=8))
+    assert not torch.equal(a.weights, c.weights)
+
+
+def test_padded_batch_labels_and_mask():
+    r = compute(AttentionConfig(text="I love AI\n我爱人工智能", mask="causal"))
+    assert r.tokens[0] == ["I", "love", "AI", PAD, PAD, PAD]
+    assert r.lengths == [3, 6]
+    w = r.weights[0]  # (H, L, S)
+    assert (w[:, :, 3:] == 0).all()  # pads never attended when a mask is on
+    assert (w.triu(1) == 0).all()
+
+
+def test_pad_to_and_mask_none_warns_about_pads():
+    r = compute(AttentionConfig(text="a b", pad_to=5, mask="none"))
+    assert r.tokens[0] == ["a", "b", PAD, PAD, PAD]
+    assert any("padding" in n for n in r.notes)
+    assert (r.weights[0, :, :, 2:] > 0).all()  # literally no mask
+
+
+def test_cross_attention_shapes():
+    r = compute(AttentionConfig(text="I love AI", source="我爱人工智能", num_heads=2))
+    assert r.weights.shape == (1, 2, 3, 6) and r.is_cross
+    assert r.source_tokens[0] == ["我", "爱", "人", "工", "智", "能"]
+
+
+def test_window_covering_everything_is_noted():
+    r = compute(AttentionConfig(text="a b c", mask="window", window=10))
+    assert r.notes and (r.weights > 0).all()
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"text": "  \n "}, "empty"),
+        ({"num_heads": 3}, "3 heads do not divide d_model=64"),
+        ({"mask": "diag"}, "Unknown mask"),
+        ({"window": -1}, "window"),
+        ({"dropout": 1.5}, "Dropout"),
+        ({"device": "cuda:7"}, "not available on this machine; available: cpu"),
+        ({"text": "w " * 600}, "limit is 512"),
+        ({"tokenize_mode": "bpe"}, "tokenization mode"),
+        ({"pad_to": 9999}, "pad_to"),
+    ],
+)
+def test_bad_settings_raise_clear_errors(change, message):
+    with pytest.raises(ValueError, match=message):
+        compute(AttentionConfig().with_(**change))
+
+
+def test_devices():
+    names = [d.name for d in available_devices()]
+    assert names[0] == "cpu"
+    assert resolve_device("CPU") == torch.device("cpu")
+    with pytest.raises(ValueError, match="available: cpu"):
+        resolve_device("tpu")
+    assert head_choices(12) == [1, 2, 3, 4, 6, 12]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_cuda_matches_cpu():
+    cfg = AttentionConfig(text="I love AI\nThe cat sat on the mat", mask="causal", num_heads=8, d_model=64)
+    cpu, gpu = compute(cfg), compute(cfg.with_(device="cuda"))
+    assert (cpu.weights - gpu.weights).abs().max() <= 1e-5
+    assert (cpu.output - gpu.output).abs().max() <= 1e-5
