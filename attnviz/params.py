@@ -1,0 +1,206 @@
+"""The view state shared by the app's URL and the CLI's ``--from-url``.
+
+Every control of the app has a query-string name. This module is the one place
+that parses those strings (they always arrive as text), validates them, and writes
+them back, so a link opened in the browser and a ``render --from-url`` build show
+the same thing. Invalid or missing values fall back to their defaults, and each
+fallback is reported as a warning that names the parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from .devices import device_names
+from .figures import COLOR_SCALES
+from .masks import MASK_KINDS
+from .pipeline import DEFAULT_TEXT, AttentionConfig, head_choices
+from .tokens import DEFAULT_MAX_TOKENS, MODES, tokenize
+
+D_MODELS = (8, 16, 32, 64, 128, 256, 512)
+VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table")
+MAX_SEED = 2**31 - 1
+MAX_WINDOW = DEFAULT_MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """Everything a link restores. Field names are the query-string names."""
+
+    text: str = DEFAULT_TEXT
+    heads: int = 4
+    d_model: int = 64
+    mask: str = "causal"
+    window: int = 2
+    pad_to: int = 0
+    device: str = "cpu"
+    seed: int = 0
+    positional: bool = True
+    tokenize: str = "auto"
+    dropout: float = 0.0
+    colors: str = COLOR_SCALES[0]
+    head: int = 0
+    query: int = 0
+    seq: int = 0
+    view: str = "grid"
+    present: bool = False
+    source: str = "我爱人工智能"  # the cross-attention page's keys/values
+
+    def config(self, *, cross: bool = False) -> AttentionConfig:
+        """The computation these settings describe (view-only fields excluded)."""
+        return AttentionConfig(
+            text=self.text, num_heads=self.heads, d_model=self.d_model, mask=self.mask,
+            window=self.window, pad_to=self.pad_to, device=self.device, seed=self.seed,
+            dropout=self.dropout, positional=self.positional, tokenize_mode=self.tokenize,
+            source=self.source if cross else "",
+        )  # fmt: skip
+
+    def with_(self, **changes) -> ViewState:
+        return replace(self, **changes)
+
+    def to_query(self) -> dict[str, str]:
+        """Every field as the string the URL carries (booleans as 1/0)."""
+        out = {}
+        for k, v in asdict(self).items():
+            out[k] = ("1" if v else "0") if isinstance(v, bool) else str(v)
+        return out
+
+    def query_string(self) -> str:
+        return urlencode(self.to_query())
+
+
+DEFAULTS = ViewState()
+NAMES = tuple(f.name for f in fields(ViewState))
+
+
+def _as_int(raw: str, lo: int, hi: int) -> int:
+    v = int(raw.strip())
+    if not lo <= v <= hi:
+        raise ValueError(f"must be between {lo} and {hi}")
+    return v
+
+
+def _as_bool(raw: str) -> bool:
+    s = raw.strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be 1 or 0")
+
+
+def _as_choice(raw: str, choices) -> str:
+    if raw not in choices:
+        raise ValueError(f"must be one of {', '.join(map(str, choices))}")
+    return raw
+
+
+def _as_float(raw: str, lo: float, hi: float) -> float:
+    v = float(raw)
+    if not lo <= v <= hi:  # also rejects nan
+        raise ValueError(f"must be between {lo} and {hi}")
+    return v
+
+
+def _as_text(raw: str, mode: str) -> str:
+    text = raw.replace("\r\n", "\n")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError("is empty")
+    for ln in lines:
+        tokenize(ln, mode)  # raises a readable ValueError over the cap
+    return text
+
+
+def _flatten(params: Mapping) -> dict[str, str]:
+    """Streamlit's query params and parse_qs give str or list[str]: take the last."""
+    out = {}
+    for k, v in params.items():
+        if isinstance(v, (list, tuple)):
+            if not v:
+                continue
+            v = v[-1]
+        out[str(k)] = str(v)
+    return out
+
+
+def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewState, list[str]]:
+    """Query parameters -> (ViewState, warnings). Never raises on bad input.
+
+    Missing parameters take their defaults silently; invalid ones take their
+    defaults with a warning naming the parameter and the reason.
+    """
+    p = _flatten(params)
+    devices = device_names() if devices is None else devices
+    warnings: list[str] = []
+    values: dict = {}
+
+    def take(name, convert):
+        if name not in p:
+            return
+        try:
+            values[name] = convert(p[name])
+        except (ValueError, TypeError) as e:
+            shown = p[name] if len(p[name]) <= 40 else p[name][:37] + "..."
+            warnings.append(f"URL parameter `{name}={shown}` {_reason(e)}; using the default "
+                            f"({getattr(DEFAULTS, name)!s:.40}).")
+
+    take("tokenize", lambda r: _as_choice(r, MODES))
+    take("text", lambda r: _as_text(r, values.get("tokenize", DEFAULTS.tokenize)))
+    take("source", lambda r: _as_text(r, values.get("tokenize", DEFAULTS.tokenize)))
+    take("d_model", lambda r: _as_choice(str(int(r)), [str(d) for d in D_MODELS]) and int(r))
+    d_model = values.get("d_model", DEFAULTS.d_model)
+    take("heads", lambda r: _heads(r, d_model))
+    take("mask", lambda r: _as_choice(r, MASK_KINDS))
+    take("window", lambda r: _as_int(r, 0, MAX_WINDOW))
+    take("pad_to", lambda r: _as_int(r, 0, DEFAULT_MAX_TOKENS))
+    take("seed", lambda r: _as_int(r, 0, MAX_SEED))
+    take("positional", _as_bool)
+    take("dropout", lambda r: _as_float(r, 0.0, 0.9))
+    take("colors", lambda r: _as_choice(r, COLOR_SCALES))
+    take("head", lambda r: _as_int(r, 0, 511))
+    take("query", lambda r: _as_int(r, 0, DEFAULT_MAX_TOKENS - 1))
+    take("seq", lambda r: _as_int(r, 0, 10_000))
+    take("view", lambda r: _as_choice(r, VIEWS))
+    take("present", _as_bool)
+    if "device" in p:
+        dev = p["device"].strip().lower()
+        dev = "cuda:0" if dev == "cuda" else dev
+        if dev in devices:
+            values["device"] = dev
+        else:
+            warnings.append(f"URL parameter `device={p['device']:.20}` is not available on this machine "
+                            f"(available: {', '.join(devices)}); running on cpu.")
+    # A heads value that fit the default d_model but not the URL's own d_model.
+    if "heads" not in values and d_model % DEFAULTS.heads:
+        values["heads"] = max(h for h in head_choices(d_model) if h <= DEFAULTS.heads)
+    state = replace(DEFAULTS, **values)
+    if state.head >= state.heads:
+        warnings.append(f"URL parameter `head={state.head}` is past the last head ({state.heads - 1}); "
+                        "showing head 0.")
+        state = replace(state, head=0)
+    return state, warnings
+
+
+def _heads(raw: str, d_model: int) -> int:
+    h = int(raw)
+    if h < 1 or d_model % h:
+        raise ValueError(f"does not divide d_model={d_model} (choose one of "
+                         f"{', '.join(map(str, head_choices(d_model)))})")
+    return h
+
+
+def _reason(e: Exception) -> str:
+    msg = str(e)
+    if msg.startswith("invalid literal") or msg.startswith("could not convert"):
+        return "is not a number"
+    return msg if msg.startswith(("must", "is ", "does")) else f"is invalid: {msg}"
+
+
+def parse_url(url_or_query: str, **kw) -> tuple[ViewState, list[str]]:
+    """A full URL or a bare query string (with or without a leading ``?``)."""
+    s = url_or_query.strip()
+    query = urlsplit(s).query if "://" in s or s.startswith("/") else s.lstrip("?")
+    return parse(dict(parse_qsl(query, keep_blank_values=True)), **kw)

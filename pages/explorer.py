@@ -1,0 +1,84 @@
+"""The explorer: one run of multi-head attention seen several ways."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz.params import VIEWS
+from attnviz.views import VIEW_TITLES, clamp_selection, file_stem, pooled_note, run_json, view_figure, weights_csv
+from ui import compute
+from ui import state as ui_state
+
+s = ui_state.current()
+if not s.present:
+    st.title("Attention explorer")
+    st.caption("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight.")
+for w in ui_state.url_warnings():
+    st.warning(w, icon="🔗")
+
+result = compute.run(s.config())
+fixed, fixes = clamp_selection(result, s)
+for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
+    if getattr(fixed, k) != getattr(s, k):
+        st.session_state[k] = getattr(fixed, k)
+s = fixed
+for note in result.notes + fixes:
+    st.info(note, icon="ℹ️")
+
+N, H, L, S = result.weights.shape
+tokens = result.tokens[s.seq]
+if not s.present:
+    shapes = " → ".join(f"{name} {tuple(shape)}" for name, shape in result.shapes().items())
+    ms = sum(result.timings_ms.values())
+    st.caption(f"**Shapes** {shapes} · device **{result.device}** · {ms:.1f} ms")
+
+st.segmented_control("View", VIEWS, key="view", format_func=VIEW_TITLES.get, required=True,
+                     help="Which picture of the result to show.")
+c2, c3, _ = st.columns([1, 2, 3])
+c2.selectbox("Head", list(range(H)), key="head", help="The head shown by 'One head', 'Mask' and the table.")
+c3.selectbox("Query token", list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
+             help="The token whose weights 'Query focus' shows.")
+s = ui_state.current()
+view = s.view or "grid"
+
+
+def show(v: str) -> None:
+    compute.chart(view_figure(result, s, v), key=f"chart_{v}", filename=file_stem(s, v))
+
+
+if view == "grid" or not s.present:
+    show("grid")
+    note = pooled_note(result)
+    if note:
+        st.caption(note + " The 'One head' view shows every cell.")
+
+if view == "mask":
+    left, right = st.columns(2)
+    with left:
+        show("mask")
+    with right:
+        show("head")
+    if result.mask is not None and (~result.mask_matrix(s.seq)).all(-1).any():
+        st.info("Some query rows are fully masked: their weights and output are all zero, by definition.")
+elif view == "output":
+    show("output")
+    st.dataframe(pd.DataFrame(result.output[s.seq].numpy(), index=[f"{i}: {t}" for i, t in enumerate(tokens)]),
+                 height=260)
+elif view == "table":
+    keys = result.source_tokens[s.seq]
+    st.subheader(f"Weights of head {s.head}")
+    st.dataframe(pd.DataFrame(result.weights[s.seq, s.head].numpy(),
+                              index=[f"{i}: {t}" for i, t in enumerate(tokens)],
+                              columns=[f"{j}: {t}" for j, t in enumerate(keys)]),
+                 height=min(600, 40 + 35 * L))
+elif view != "grid":
+    show(view)
+
+if not s.present:
+    st.divider()
+    d1, d2, d3 = st.columns([1, 1, 3])
+    d1.download_button("Weights (CSV)", data=lambda: weights_csv(result), file_name=file_stem(s, "weights") + ".csv",
+                       mime="text/csv", on_click="ignore", key="dl_csv", icon="⬇️")
+    d2.download_button("Run (JSON)", data=lambda: run_json(result), file_name=file_stem(s, "run") + ".json",
+                       mime="application/json", on_click="ignore", key="dl_json", icon="⬇️")
+    d3.caption("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
+               "copy it to share this exact view.")

@@ -1,0 +1,63 @@
+"""Helpers for AppTest-based tests."""
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import numpy as np
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+# AppTest resets PagesManager.uses_pages_directory before every run, and a `pages/`
+# folder beside app.py then makes it treat the app as a legacy folder-based
+# multipage app on reruns, dropping the sidebar's widget state. The real server
+# decides this once per process and st.navigation turns it off for good; do the
+# same here so reruns behave as in the browser (the browser tests check that too).
+_pages_manager_init = PagesManager.__init__
+
+
+def _init_like_the_server(self, *args, **kwargs):
+    _pages_manager_init(self, *args, **kwargs)
+    PagesManager.uses_pages_directory = False
+
+
+PagesManager.__init__ = _init_like_the_server
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def app(query: str = "", page: str | None = None, timeout: float = 60) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for k, v in parse_qsl(query.lstrip("?"), keep_blank_values=True):
+        at.query_params[k] = v
+    at.run()
+    if page:
+        at.switch_page(page).run()
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def z(trace: dict) -> np.ndarray:
+    """A heatmap's z, decoded from Plotly's base64 'bdata' when needed."""
+    import base64
+
+    v = trace["z"]
+    if isinstance(v, dict) and "bdata" in v:
+        arr = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        shape = v.get("shape")
+        if isinstance(shape, str):
+            shape = [int(s) for s in shape.split(",")]
+        return arr.reshape(shape) if shape else arr
+    return np.array(v, dtype=float)
+
+
+def no_errors(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def heatmaps(fig: dict) -> list[dict]:
+    return [t for t in fig["data"] if t["type"] == "heatmap"]

@@ -1,0 +1,182 @@
+"""The explorer page through Streamlit's AppTest: controls, URL state, bad input."""
+
+import numpy as np
+import pytest
+
+from attnviz import AttentionConfig, compute
+
+from .apphelp import app, figures, heatmaps, no_errors, z
+
+
+def test_default_run_shows_the_grid_and_mirrors_the_url():
+    at = app()
+    no_errors(at)
+    figs = figures(at)
+    assert len(heatmaps(figs[0])) == 4
+    assert at.query_params["heads"] == ["4"] or at.query_params["heads"] == "4"
+    assert at.download_button  # CSV and JSON
+
+
+def _qp(at, name):
+    v = at.query_params[name]
+    return v[-1] if isinstance(v, list) else v
+
+
+def test_heads_control_changes_the_grid_and_the_url():
+    at = app()
+    at.selectbox(key="heads").set_value(8).run()
+    no_errors(at)
+    assert len(heatmaps(figures(at)[0])) == 8
+    assert _qp(at, "heads") == "8"
+
+
+def test_heads_offered_only_divide_d_model():
+    at = app()
+    at.selectbox(key="d_model").set_value(8).run()
+    assert set(at.selectbox(key="heads").options) == {"1", "2", "4", "8"}
+
+
+def test_mask_control_changes_the_weights():
+    at = app("mask=none")
+    w_none = z(heatmaps(figures(at)[0])[0])
+    assert (w_none[np.triu_indices_from(w_none, 1)] > 0).all()
+    at.selectbox(key="mask").set_value("causal").run()
+    w_causal = z(heatmaps(figures(at)[0])[0])
+    assert (w_causal[np.triu_indices_from(w_causal, 1)] == 0).all()
+
+
+@pytest.mark.parametrize("key, value", [("seed", 3), ("window", 1), ("pad_to", 14), ("dropout", 0.3)])
+def test_numeric_controls_recompute(key, value):
+    at = app("mask=window")
+    before = z(heatmaps(figures(at)[0])[0])
+    widget = at.number_input(key=key) if key != "dropout" else at.slider(key=key)
+    widget.set_value(value).run()
+    no_errors(at)
+    after = z(heatmaps(figures(at)[0])[0])
+    assert before.shape != after.shape or not np.array_equal(before, after)
+    assert _qp(at, key) == str(value)
+
+
+def test_positional_and_tokenize_controls():
+    at = app()
+    before = z(heatmaps(figures(at)[0])[0])
+    at.toggle(key="positional").set_value(False).run()
+    assert not np.array_equal(before, z(heatmaps(figures(at)[0])[0]))
+    at.selectbox(key="tokenize").set_value("char").run()
+    assert z(heatmaps(figures(at)[0])[0]).shape[0] > 20
+
+
+def test_view_changes_do_not_recompute(monkeypatch):
+    import ui.compute as ui_compute
+
+    calls = []
+    real = ui_compute.compute
+    monkeypatch.setattr(ui_compute, "compute", lambda cfg: calls.append(cfg) or real(cfg))
+    ui_compute._cached.clear()
+    at = app()
+    assert len(calls) == 1
+    at.selectbox(key="colors").set_value("Cividis").run()
+    assert figures(at)[0]["layout"]["coloraxis"]["colorscale"][0][1] == "#00224e"  # Cividis
+    at.selectbox(key="head").set_value(2).run()
+    at.selectbox(key="query").set_value(3).run()
+    at.segmented_control(key="view").set_value("mean").run()
+    no_errors(at)
+    assert len(calls) == 1  # only views changed
+    at.number_input(key="seed").set_value(9).run()
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("view, n_charts", [("head", 2), ("query", 2), ("mean", 2), ("mask", 3), ("output", 2),
+                                            ("table", 1)])
+def test_each_view(view, n_charts):
+    at = app()
+    at.segmented_control(key="view").set_value(view).run()
+    no_errors(at)
+    assert len(figures(at)) == n_charts
+    if view in ("output", "table"):
+        assert at.dataframe
+
+
+def test_query_focus_uses_the_chosen_token():
+    at = app("view=query&query=2&heads=2")
+    fig = figures(at)[1]
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert len(bars) == 2
+    r = compute(AttentionConfig(num_heads=2, mask="causal"))
+    np.testing.assert_allclose(z({"z": bars[1]["y"]}), r.weights[0, 1, 2].numpy(), atol=1e-7)
+
+
+def test_batch_selector_shows_the_chosen_sentence():
+    at = app()
+    at.text_area(key="text").set_value("I love AI\n我爱人工智能").run()
+    no_errors(at)
+    at.selectbox(key="seq").set_value(1).run()
+    fig = heatmaps(figures(at)[0])[0]
+    assert [s.rstrip("\u200b") for s in fig["y"]] == ["我", "爱", "人", "工", "智", "能"]
+
+
+def test_url_restores_the_view():
+    at = app("text=I+love+AI&heads=2&d_model=32&mask=none&seed=5&view=head&head=1&colors=Magma")
+    no_errors(at)
+    assert not at.warning
+    assert at.selectbox(key="heads").value == 2 and at.segmented_control(key="view").value == "head"
+    head = figures(at)[1]
+    r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=32, mask="none", seed=5))
+    np.testing.assert_array_equal(z(heatmaps(head)[0]), r.weights[0, 1].numpy())
+
+
+@pytest.mark.parametrize(
+    "query, name",
+    [("heads=3", "heads"), ("device=cuda", "device"), ("mask=sideways", "mask"), ("window=-2", "window"),
+     ("seed=abc", "seed"), ("text=", "text"), ("d_model=7", "d_model"), ("dropout=2", "dropout")],
+)
+def test_invalid_url_parameters_warn_and_fall_back(query, name):
+    at = app(query)
+    no_errors(at)
+    assert any(f"`{name}=" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert figures(at)  # still draws, with the default
+
+
+def test_cuda_link_on_a_cpu_machine_says_so():
+    at = app("device=cuda&heads=2")
+    assert any("running on cpu" in w.value for w in at.warning)
+    assert at.selectbox(key="device").value == "cpu"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("   ", "empty"), (" ".join(["w"] * 600), "limit is 512")],
+)
+def test_bad_text_gives_a_message_not_a_traceback(text, message):
+    at = app()
+    at.text_area(key="text").set_value(text).run()
+    assert not at.exception
+    assert any(message in e.value for e in at.error)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I ❤️ 👩🏽‍💻 code", "我爱人工智能", "مرحبا بالعالم", "<script>alert(1)</script> <b>bold</b>",
+     "Pneumonoultramicroscopicsilicovolcanoconiosis" * 5, "a\x00b\x07c\x1b[31m"],
+)
+def test_unusual_text_draws_a_correct_figure(text):
+    at = app()
+    at.text_area(key="text").set_value(text).run()
+    no_errors(at)
+    fig = figures(at)[0]
+    for t in heatmaps(fig):
+        assert np.isfinite(z(t)).all()
+        assert not any("<" in lab or ">" in lab for lab in t["x"] + t["y"])
+
+
+def test_window_larger_than_text_is_explained():
+    at = app("mask=window&window=50")
+    no_errors(at)
+    assert any("blocks nothing" in i.value for i in at.info)
+
+
+def test_presenter_mode_shows_one_large_view():
+    at = app("present=1&view=mean")
+    no_errors(at)
+    figs = figures(at)
+    assert len(figs) == 1 and figs[0]["layout"]["font"]["size"] >= 20

@@ -1,0 +1,106 @@
+"""Shared settings: URL <-> session state <-> sidebar widgets.
+
+Widget keys are the query-string names of ``attnviz.params.ViewState``. On a
+session's first run the URL is parsed (``attnviz.params.parse``) into session state
+before any widget exists; after every run the current state is written back to the
+URL, so the address bar always reopens exactly this view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import streamlit as st
+
+from attnviz.devices import available_devices
+from attnviz.figures import COLOR_SCALES
+from attnviz.masks import MASK_KINDS
+from attnviz.params import D_MODELS, DEFAULTS, NAMES, ViewState, parse
+from attnviz.pipeline import head_choices
+from attnviz.tokens import DEFAULT_MAX_TOKENS, MODES
+
+_LOADED = "_attnviz_loaded"
+_WARNINGS = "_attnviz_url_warnings"
+
+
+def load() -> None:
+    """Seed session state from the URL once; keep page-specific keys alive after."""
+    ss = st.session_state
+    if _LOADED not in ss:
+        state, warnings = parse(st.query_params.to_dict())
+        for k, v in asdict(state).items():
+            ss[k] = v
+        ss[_WARNINGS] = warnings
+        ss[_LOADED] = True
+    else:
+        # Streamlit forgets the value of a widget that a run did not draw (a page's own
+        # controls while another page is open); re-assigning keeps it.
+        for k in NAMES:
+            if k in ss:
+                ss[k] = ss[k]
+    # d_model may have changed under a head count that no longer divides it.
+    choices = head_choices(int(ss.get("d_model", DEFAULTS.d_model)))
+    if ss.get("heads") not in choices:
+        ss["heads"] = max(h for h in choices if h <= max(1, int(ss.get("heads") or 1)))
+
+
+def url_warnings() -> list[str]:
+    return list(st.session_state.get(_WARNINGS, []))
+
+
+def current() -> ViewState:
+    ss = st.session_state
+    values = {k: ss.get(k, getattr(DEFAULTS, k)) for k in NAMES}
+    return ViewState(**values)
+
+
+def write_url(state: ViewState) -> None:
+    """Mirror every setting in the query string (only when it changed)."""
+    want = state.to_query()
+    if st.query_params.to_dict() != want:
+        st.query_params.from_dict(want)
+
+
+def sidebar() -> None:
+    """Every control of the computation, each with a key (its URL name) and a help line."""
+    sb = st.sidebar
+    sb.text_area("Text — one sentence per line", key="text", height=110, max_chars=20_000,
+                 help="Several lines form a padded batch. Up to 512 tokens per line.")
+    lines = [ln for ln in str(st.session_state.get("text", "")).splitlines() if ln.strip()]
+    if len(lines) > 1:
+        if st.session_state.get("seq", 0) >= len(lines):
+            st.session_state["seq"] = 0
+        sb.selectbox("Sentence to show", list(range(len(lines))), key="seq",
+                     format_func=lambda i: f"{i + 1}: {lines[i][:40]}",
+                     help="Which line of the padded batch the views show.")
+    c1, c2 = sb.columns(2)
+    c1.selectbox("d_model", D_MODELS, key="d_model", help="Width E of the embeddings and of the output.")
+    c2.selectbox("Heads", head_choices(int(st.session_state["d_model"])), key="heads",
+                 help="Only counts that divide d_model: each head gets d_model / heads features.")
+    sb.selectbox("Mask", MASK_KINDS, key="mask",
+                 help="causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
+                      "Every mask but 'none' also blocks [PAD] keys.")
+    c1, c2 = sb.columns(2)
+    c1.number_input("Window", min_value=0, max_value=DEFAULT_MAX_TOKENS, step=1, key="window",
+                    help="Local window: query i sees keys j with |i − j| ≤ window.")
+    c2.number_input("Pad to", min_value=0, max_value=DEFAULT_MAX_TOKENS, step=1, key="pad_to",
+                    help="Pad every sentence to at least this many tokens with [PAD].")
+    devices = available_devices()
+    labels = {d.name: d.label for d in devices}
+    if st.session_state.get("device") not in labels:
+        st.session_state["device"] = "cpu"
+    sb.selectbox("Device", list(labels), key="device", format_func=labels.get,
+                 help="Where the computation runs. Only devices found on this machine.")
+    c1, c2 = sb.columns(2)
+    c1.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed",
+                    help="Seeds the projection weights and dropout: same seed, same numbers.")
+    c2.selectbox("Tokens", MODES, key="tokenize",
+                 help="auto: words, and one token per CJK character; word; char.")
+    sb.slider("Dropout p", min_value=0.0, max_value=0.9, step=0.05, key="dropout",
+              help="Dropout on the weights (off by default); seeded, so reproducible.")
+    sb.toggle("Positional encoding", key="positional",
+              help="Add sinusoidal position vectors to the token embeddings.")
+    sb.selectbox("Colour scale", COLOR_SCALES, key="colors",
+                 help="Viridis and Cividis read well for colour-blind viewers and in greyscale.")
+    sb.toggle("Presenter mode", key="present",
+              help="Large fonts, collapsed sidebar, one view per screen — for a projector.")
