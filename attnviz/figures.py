@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from .pipeline import PAD, AttentionResult
 
@@ -57,16 +56,38 @@ def escape_label(token: str) -> str:
     return html.escape(token, quote=True)
 
 
+# Invisible characters used as digits to tell repeated labels apart (not U+200D, the
+# zero-width joiner, which would fuse with an emoji label).
+_INVISIBLE_DIGITS = ("\u200b", "\u200c", "\u2060", "\ufeff")
+
+
+def _invisible_suffix(k: int) -> str:
+    """The k-th repeat's suffix: k written in base 4 with invisible digits ('' for k = 0)."""
+    out = ""
+    while k:
+        k, d = divmod(k, len(_INVISIBLE_DIGITS))
+        out += _INVISIBLE_DIGITS[d]
+    return out
+
+
 def axis_labels(tokens: list[str]) -> list[str]:
-    """Escaped labels, made unique by zero-width spaces so no two positions merge."""
+    """Escaped labels, made unique by invisible suffixes so no two positions merge.
+
+    The suffix grows with log(repeats), so 512 copies of one token stay cheap.
+    """
     seen: dict[str, int] = {}
     out = []
     for t in tokens:
         lab = escape_label(t)
         k = seen.get(lab, 0)
         seen[lab] = k + 1
-        out.append(lab + "\u200b" * k)
+        out.append(lab + _invisible_suffix(k))
     return out
+
+
+def plain_label(label: str) -> str:
+    """A label without its invisible suffix (for tests and tables)."""
+    return label.rstrip("".join(_INVISIBLE_DIGITS))
 
 
 def max_pool(z: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
@@ -153,12 +174,14 @@ def query_data(result: AttentionResult, n: int = 0, q: int = 0) -> tuple[np.ndar
 # --- drawing ------------------------------------------------------------------------
 
 
-def _layout(fig: go.Figure, style: FigureStyle, title: str) -> go.Figure:
+def _layout(fig: go.Figure, style: FigureStyle, title: str, *, top_axis: bool = False) -> go.Figure:
+    # A key axis drawn on top needs room between it and the title.
+    top = 60 + style.font_size + (6 * style.font_size if top_axis else 0)
     fig.update_layout(
         template=THEMES.get(style.theme, THEMES["light"]),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
         font={"size": style.font_size},
-        margin={"l": 10, "r": 10, "t": 60 + style.font_size, "b": 10},
+        margin={"l": 10, "r": 10, "t": top, "b": 10},
         width=style.width, height=style.height,
     )
     return fig
@@ -181,27 +204,46 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
     fig.update_yaxes(autorange="reversed", type="category", title_text="query" if not diverging else "token")
     fig.update_xaxes(type="category" if not diverging else "linear",
                      title_text="key" if not diverging else "dimension", side="top" if not diverging else "bottom")
-    if not diverging:
-        fig.update_yaxes(scaleanchor=None)
-    return _layout(fig, style, d.title)
+    return _layout(fig, style, d.title, top_axis=not diverging)
 
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
                 title: str = "attention weights per head") -> go.Figure:
-    """Heatmaps side by side with one shared 0–1 colour scale."""
+    """Heatmaps side by side with one shared 0–1 colour scale.
+
+    The subplot layout is written out directly (axis domains, title annotations):
+    ``make_subplots`` plus per-axis updates cost ~200 ms for 8 heads, a tenth of that.
+    """
     H = len(data)
     cols = min(H, 4) if style.font_size <= 14 else min(H, 2)
     rows = math.ceil(H / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[d.title for d in data],
-                        horizontal_spacing=0.06, vertical_spacing=0.12 / max(1, rows - 1) if rows > 1 else 0.1)
+    gap_x, gap_y = 0.06, (0.14 if style.font_size <= 14 else 0.2) / max(1, rows - 1) if rows > 1 else 0.0
+    w = (1.0 - gap_x * (cols - 1)) / cols
+    h = (1.0 - gap_y * (rows - 1)) / rows
+    layout: dict = {
+        "coloraxis": {"colorscale": style.colors, "cmin": 0.0, "cmax": 1.0,
+                      "colorbar": {"title": {"text": "weight"}}},
+        "annotations": [],
+    }
+    traces = []
     for i, d in enumerate(data):
-        fig.add_trace(_heatmap_trace(d, style, shared=True), row=i // cols + 1, col=i % cols + 1)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", tickangle=-45)
-    fig.update_layout(coloraxis={"colorscale": style.colors, "cmin": 0.0, "cmax": 1.0,
-                                 "colorbar": {"title": {"text": "weight"}}})
-    for ann in fig.layout.annotations:  # subplot titles follow the font size
-        ann.font = {"size": style.font_size + 1}
+        r, c = divmod(i, cols)
+        x0, y1 = c * (w + gap_x), 1.0 - r * (h + gap_y)
+        clip = lambda a, b: [round(max(0.0, a), 6), round(min(1.0, b), 6)]  # noqa: E731 - float dust
+        ax = "" if i == 0 else str(i + 1)
+        layout[f"xaxis{ax}"] = {"domain": clip(x0, x0 + w), "anchor": f"y{ax}", "type": "category",
+                                "tickangle": -45}
+        layout[f"yaxis{ax}"] = {"domain": clip(y1 - h, y1), "anchor": f"x{ax}", "type": "category",
+                                "autorange": "reversed"}
+        layout["annotations"].append({
+            "text": d.title, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+            "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+            "font": {"size": style.font_size + 1},
+        })
+        trace = _heatmap_trace(d, style, shared=True)
+        trace.update(xaxis=f"x{ax}", yaxis=f"y{ax}")
+        traces.append(trace)
+    fig = go.Figure(data=traces, layout=layout)
     if style.height is None:
         per_row = 260 if style.font_size <= 14 else 420
         fig.update_layout(height=per_row * rows + 80)
@@ -236,7 +278,7 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     ))
     fig.update_yaxes(autorange="reversed", type="category", title_text="query")
     fig.update_xaxes(type="category", side="top", title_text="key")
-    return _layout(fig, style, d.title + " (light = may attend, dark = blocked)")
+    return _layout(fig, style, d.title + " (light = may attend, dark = blocked)", top_axis=True)
 
 
 def pad_positions(result: AttentionResult, n: int = 0) -> list[int]:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from attnviz import AttentionConfig, compute
+from attnviz.figures import plain_label
 
 from .apphelp import app, figures, heatmaps, no_errors, z
 
@@ -112,7 +113,7 @@ def test_batch_selector_shows_the_chosen_sentence():
     no_errors(at)
     at.selectbox(key="seq").set_value(1).run()
     fig = heatmaps(figures(at)[0])[0]
-    assert [s.rstrip("\u200b") for s in fig["y"]] == ["我", "爱", "人", "工", "智", "能"]
+    assert [plain_label(s) for s in fig["y"]] == ["我", "爱", "人", "工", "智", "能"]
 
 
 def test_url_restores_the_view():

@@ -1,0 +1,109 @@
+"""Start the app with `streamlit run` and drive it with Playwright + Debian's Chromium.
+
+Used by the browser tests and by bench/bench_browser.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+HOW_TO_GET_CHROMIUM = ("Chromium not found: install Debian's package with "
+                       "`sudo apt-get install -y chromium` (CI's .ci/run does), or set BROWSER_PATH.")
+
+
+def chromium_path() -> str | None:
+    for cand in (os.environ.get("BROWSER_PATH"), "/usr/bin/chromium", shutil.which("chromium"),
+                 shutil.which("chromium-browser")):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(timeout: float = 60):
+    """Yield the base URL of `streamlit run app.py` on 127.0.0.1; stop it after."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"streamlit did not start: {err[-2000:]}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
+
+
+def wait_idle(page, timeout: float = 30_000) -> None:
+    """Wait until Streamlit has finished the current run and a chart is drawn."""
+    page.wait_for_selector(".js-plotly-plot", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def wait_for_label(page, text: str, timeout: float = 30_000) -> None:
+    """Wait until some axis tick of a chart reads ``text`` (the rerun has drawn)."""
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.js-plotly-plot .ytick text')].some(e => e.textContent === t)",
+        arg=text, timeout=timeout)
+    wait_idle(page)
+
+
+def wait_for_titles(page, n: int, timeout: float = 30_000) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('.js-plotly-plot .annotation-text').length === n",
+        arg=n, timeout=timeout)
+    wait_idle(page)
+
+
+def subplot_titles(page) -> list[str]:
+    """The 'head N' titles of the grid (Plotly draws them as annotations)."""
+    return page.eval_on_selector_all(
+        ".js-plotly-plot .annotation-text", "els => els.map(e => e.textContent)")
+
+
+def full_page_screenshot(page, path: Path, width: int = 1400) -> None:
+    """Streamlit scrolls inside stMain: size the viewport to its height first."""
+    h = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": max(800, int(h))})
+    page.wait_for_timeout(800)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)

@@ -1,0 +1,119 @@
+"""The app in a real browser: Playwright driving Debian's Chromium."""
+
+import pytest
+
+from .browserkit import (
+    HOW_TO_GET_CHROMIUM,
+    ROOT,
+    chromium_path,
+    full_page_screenshot,
+    launch,
+    streamlit_server,
+    subplot_titles,
+    wait_for_label,
+    wait_for_titles,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+SHOTS = ROOT / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    dialogs = []
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.dialogs = dialogs
+    yield pg
+    ctx.close()
+
+
+def choose(page, label: str, option: str) -> None:
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def type_text(page, text: str, expect_label: str) -> None:
+    area = page.locator("[data-testid=stTextArea] textarea").first
+    area.fill(text)
+    area.press("Control+Enter")
+    wait_for_label(page, expect_label)
+
+
+def y_labels(page) -> list[str]:
+    return page.eval_on_selector_all(".js-plotly-plot .yaxislayer-above .ytick text",
+                                     "els => els.map(e => e.textContent)")
+
+
+def test_type_change_heads_and_mask(server, page):
+    page.goto(server)
+    wait_idle(page)
+    type_text(page, "Attention shows what each word looks at", "looks")
+    labels = y_labels(page)
+    assert "Attention" in labels and "looks" in labels
+    assert sorted(subplot_titles(page)) == [f"head {h}" for h in range(4)]
+    choose(page, "Heads", "8")
+    wait_for_titles(page, 8)
+    assert sorted(subplot_titles(page)) == sorted(f"head {h}" for h in range(8))
+    assert "heads=8" in page.url
+    choose(page, "Mask", "window")
+    page.wait_for_function("() => location.search.includes('mask=window')")
+    wait_idle(page)
+    assert "mask=window" in page.url and "heads=8" in page.url  # earlier choice kept on rerun
+    assert len(subplot_titles(page)) == 8
+    assert "Attention" in y_labels(page)
+    assert not page.dialogs
+
+
+def test_shared_url_restores_the_view(server, page):
+    page.goto(server + "/?text=I+love+AI&heads=2&d_model=32&mask=none&view=head&head=1&seed=3")
+    wait_idle(page)
+    titles = subplot_titles(page)
+    assert sorted(titles) == ["head 0", "head 1"]
+    gtitles = page.eval_on_selector_all(".js-plotly-plot .gtitle", "els => els.map(e => e.textContent)")
+    assert "head 1" in gtitles  # the enlarged head is head 1
+    assert set(y_labels(page)) == {"I", "love", "AI"}
+
+
+def test_invalid_link_warns_in_the_page(server, page):
+    page.goto(server + "/?heads=3&device=cuda")
+    wait_idle(page)
+    body = page.inner_text("[data-testid=stMain]")
+    assert "heads=3" in body and "device=cuda" in body and "running on cpu" in body
+    assert "Traceback" not in body
+
+
+def test_html_in_the_text_is_shown_literally(server, page):
+    page.goto(server)
+    wait_idle(page)
+    type_text(page, "<img src=x onerror=alert(1)> <b>bold</b>", "onerror")
+    page.wait_for_timeout(500)
+    assert not page.dialogs
+    labels = y_labels(page)
+    assert "<" in labels and "img" in labels and "b" in labels
+    assert page.locator(".js-plotly-plot img").count() == 0
+    assert page.locator(".js-plotly-plot b").count() == 0
+
+
+def test_full_page_screenshot_for_the_readme(server, page):
+    page.goto(server + "/?text=The+cat+sat+on+the+mat+because+it+was+tired.&heads=4&mask=causal&view=mask&head=1")
+    wait_idle(page)
+    full_page_screenshot(page, SHOTS / "explorer.png")
+    assert (SHOTS / "explorer.png").stat().st_size > 20_000
