@@ -1,0 +1,161 @@
+"""python -m attnviz render: formats, views, reproducibility, --from-url, bad input, batches."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnviz import cli, export
+from attnviz.params import ViewState
+from attnviz.views import FIGURE_VIEWS
+
+from .apphelp import app, figures
+
+HAS_CHROMIUM = export.find_chromium() is not None
+NEEDS_CHROMIUM = pytest.mark.skipif(not HAS_CHROMIUM, reason=export.HOW_TO_GET_CHROMIUM)
+SMALL = ["--text", "I love AI", "--heads", "2", "--d-model", "16", "--mask", "causal"]
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([sys.executable, "-m", "attnviz", "render", *args], capture_output=True, text=True,
+                       cwd=cwd, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("view", FIGURE_VIEWS)
+@pytest.mark.parametrize("fmt", ["html", "json", "csv"])
+def test_every_view_in_text_formats_is_byte_identical_on_rerun(tmp_path, view, fmt):
+    a, b = tmp_path / f"a.{fmt}", tmp_path / f"b.{fmt}"
+    for out in (a, b):
+        assert cli.main(["render", *SMALL, "--view", view, "--query", "1", "--out", str(out)]) == 0
+    assert a.read_bytes() == b.read_bytes() and a.stat().st_size > 100
+    if fmt == "json":
+        data = json.loads(a.read_text())
+        assert data["tokens"] == [["I", "love", "AI"]] and len(data["weights"][0]) == 2
+    if fmt == "csv":
+        assert a.read_text().splitlines()[0] == "sequence,head,query_pos,query,key_pos,key,weight"
+        assert len(a.read_text().splitlines()) == 1 + 2 * 3 * 3
+    if fmt == "html":
+        html = a.read_text()
+        assert "<script src=\"http" not in html and "attnviz-figure" in html  # plotly.js inline: offline
+        assert len(html) > 1_000_000
+
+
+@NEEDS_CHROMIUM
+def test_every_view_as_png_and_svg_in_one_batch_twice(tmp_path):
+    lines = ['[defaults]', 'text = "I love AI"', 'heads = 2', 'd_model = 16', 'mask = "causal"', 'width = 500',
+             'height = 400']
+    for view in FIGURE_VIEWS:
+        for fmt in ("png", "svg"):
+            lines += ["[[figure]]", f'out = "{view}.{fmt}"', f'view = "{view}"']
+    spec = tmp_path / "figs.toml"
+    spec.write_text("\n".join(lines))
+    first = {}
+    for round_ in range(2):
+        code, _, err = run("--spec", str(spec))
+        assert code == 0, err
+        for view in FIGURE_VIEWS:
+            for fmt in ("png", "svg"):
+                data = (tmp_path / f"{view}.{fmt}").read_bytes()
+                assert data[:4] == b"\x89PNG" if fmt == "png" else b"<svg" in data[:200]
+                if round_ == 0:
+                    first[view, fmt] = data
+                else:
+                    assert data == first[view, fmt], f"{view}.{fmt} differs between runs"
+
+
+def test_from_url_equals_the_apps_figure():
+    query = "text=I+love+AI&heads=2&d_model=32&mask=window&window=1&seed=4&view=head&head=1&colors=Cividis"
+    at = app(query)
+    app_fig = figures(at)[1]  # the grid, then the selected view
+    state = cli.state_from({}, from_url="http://localhost:8501/?" + query)
+    cli_fig = json.loads(cli.figure_for(cli.Job(state, Path("x.png"))).to_json())
+    for part in ("width", "height"):
+        app_fig["layout"].pop(part, None)
+        cli_fig["layout"].pop(part, None)
+    assert cli_fig == app_fig
+
+
+def test_flags_override_the_url():
+    state = cli.state_from({"heads": 8}, from_url="?heads=2&mask=none")
+    assert state == ViewState(heads=8, mask="none")
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--view", "radar", "--out", "x.png"], "view=radar"),
+        (["--out", "x.gif"], "Unknown output format"),
+        (["--heads", "3", "--out", "x.json"], "heads=3 does not divide"),
+        (["--window", "-1", "--out", "x.json"], "window=-1"),
+        (["--text", "", "--out", "x.json"], "empty"),
+        (["--text", "   ", "--out", "x.json"], "empty"),
+        (["--out", "/no/such/dir/x.json"], "does not exist"),
+        (["--heads", "two", "--out", "x.json"], "invalid int value"),
+        (["--theme", "neon", "--out", "x.html"], "theme"),
+        (["--device", "cuda:3", "--out", "x.json"], "not available"),
+        (["--spec", "missing.toml"], "does not exist"),
+        ([], "Give --out"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    code, out, err = run(*args, cwd=tmp_path)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err
+    assert not [p for p in tmp_path.iterdir() if p.name != "missing.toml"]  # nothing left behind
+
+
+def test_unwritable_output(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        code, _, err = run(*SMALL, "--out", str(ro / "x.json"))
+        import os
+        if os.geteuid() == 0:  # root writes anywhere; the check is then moot
+            assert code == 0
+        else:
+            assert code == 2 and "not writable" in err
+    finally:
+        ro.chmod(0o700)
+
+
+def test_malformed_spec(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[figure]\nout = ")
+    code, _, err = run("--spec", str(bad))
+    assert code == 2 and "not valid TOML" in err and len(err.strip().splitlines()) == 1
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[defaults]\nheads = 2\n")
+    code, _, err = run("--spec", str(empty))
+    assert code == 2 and "no [[figure]]" in err
+
+
+def test_batch_with_a_broken_entry_writes_the_rest(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('[defaults]\ntext = "I love AI"\nheads = 2\nd_model = 16\n'
+                    '[[figure]]\nout = "a.json"\n'
+                    '[[figure]]\nout = "b.json"\nheads = 5\n'
+                    '[[figure]]\nout = "c.csv"\n')
+    code, _, err = run("--spec", str(spec))
+    assert code == 2
+    assert (tmp_path / "a.json").exists() and (tmp_path / "c.csv").exists() and not (tmp_path / "b.json").exists()
+    assert "b.json: Setting heads=5 does not divide" in err and "1 of 3 figures failed" in err
+
+
+def test_without_chromium_images_fail_with_advice_but_text_formats_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(export, "find_chromium", lambda: None)
+    assert cli.main(["render", *SMALL, "--out", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "apt-get install -y chromium" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.png").exists()
+    assert cli.main(["render", *SMALL, "--out", str(tmp_path / "x.html")]) == 0
+
+
+def test_console_script_is_declared():
+    import tomllib
+
+    meta = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert meta["project"]["scripts"]["attnviz"] == "attnviz.cli:main"
