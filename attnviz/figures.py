@@ -278,8 +278,51 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     ))
     fig.update_yaxes(autorange="reversed", type="category", title_text="query")
     fig.update_xaxes(type="category", side="top", title_text="key")
-    return _layout(fig, style, d.title + " (light = may attend, dark = blocked)", top_axis=True)
+    return _layout(fig, style, d.title + " (dark = blocked)", top_axis=True)
 
 
 def pad_positions(result: AttentionResult, n: int = 0) -> list[int]:
     return [i for i, t in enumerate(result.source_tokens[n]) if t == PAD and i >= result.source_lengths[n]]
+
+
+# --- teaching pages -------------------------------------------------------------------
+
+
+def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
+                  style: FigureStyle = FigureStyle(), *, value_name: str = "value",
+                  zero_one: bool = False) -> go.Figure:
+    """Any intermediate as a heatmap. −∞ cells (blocked scores) are left blank with
+    "−∞ (masked)" on hover, never drawn as a number."""
+    m = np.asarray(matrix, dtype=np.float64)
+    blocked = np.isneginf(m)
+    finite = m[np.isfinite(m)]
+    z = np.where(blocked, np.nan, m).tolist()
+    z = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in z]
+    text = [["−∞ (masked)" if b else "" for b in row] for row in blocked]
+    lim = float(np.abs(finite).max()) if finite.size else 1.0
+    kw = ({"zmin": 0.0, "zmax": 1.0, "colorscale": style.colors} if zero_one else
+          {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": DIVERGING})
+    fig = go.Figure(go.Heatmap(
+        z=z, x=axis_labels(cols), y=axis_labels(rows), text=text, hoverongaps=True,
+        hovertemplate=f"row: %{{y}}<br>column: %{{x}}<br>{value_name}: %{{z:.4f}} %{{text}}<extra></extra>", **kw))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    fig.update_layout(height=max(260, 22 * len(rows) + 140))
+    return _layout(fig, style, title)
+
+
+def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
+               style: FigureStyle = FigureStyle(), *, y_title: str = "value") -> go.Figure:
+    """Grouped bars, one group per token position, one bar per series."""
+    x = axis_labels(tokens)
+    fig = go.Figure([go.Bar(x=x, y=np.asarray(v, dtype=np.float64), name=name) for name, v in series.items()])
+    fig.update_layout(barmode="group", xaxis={"type": "category"}, yaxis={"title": {"text": y_title}})
+    return _layout(fig, style, title)
+
+
+def lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(), *,
+                 x_title: str = "", y_title: str = "", log_x: bool = True) -> go.Figure:
+    fig = go.Figure([go.Scatter(x=x, y=y, name=name, mode="lines+markers") for name, y in series.items()])
+    fig.update_layout(xaxis={"type": "log" if log_x else "linear", "title": {"text": x_title}},
+                      yaxis={"title": {"text": y_title}})
+    return _layout(fig, style, title)

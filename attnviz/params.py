@@ -47,6 +47,10 @@ class ViewState:
     view: str = "grid"
     present: bool = False
     source: str = "我爱人工智能"  # the cross-attention page's keys/values
+    masks: str = "causal,window,causal+window"  # the mask lab's comparison, comma-separated
+    float64: bool = False  # the verification page's extra float64 check
+    grad_of: str = "sum"  # the gradient page's scalar of the query's output
+    additive: bool = False  # the √d_k page's comparison with additive attention
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
         """The computation these settings describe (view-only fields excluded)."""
@@ -114,6 +118,14 @@ def _as_text(raw: str, mode: str) -> str:
     return text
 
 
+def _as_masks(raw: str) -> str:
+    kinds = [k.strip() for k in raw.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in MASK_KINDS]
+    if bad or not kinds:
+        raise ValueError(f"must be a comma-separated list of {', '.join(MASK_KINDS)}")
+    return ",".join(dict.fromkeys(kinds))
+
+
 def _flatten(params: Mapping) -> dict[str, str]:
     """Streamlit's query params and parse_qs give str or list[str]: take the last."""
     out = {}
@@ -165,6 +177,10 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     take("seq", lambda r: _as_int(r, 0, 10_000))
     take("view", lambda r: _as_choice(r, VIEWS))
     take("present", _as_bool)
+    take("masks", _as_masks)
+    take("float64", _as_bool)
+    take("grad_of", lambda r: _as_choice(r, ("sum", "norm", "dim0")))
+    take("additive", _as_bool)
     if "device" in p:
         dev = p["device"].strip().lower()
         dev = "cuda:0" if dev == "cuda" else dev

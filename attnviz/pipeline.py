@@ -95,7 +95,8 @@ class AttentionResult:
     source_tokens: list[list[str]]  # keys/values; same as tokens for self-attention
     lengths: list[int]  # real (unpadded) query lengths
     source_lengths: list[int]
-    embeddings: torch.Tensor  # (N, L, E)
+    embeddings: torch.Tensor  # queries' input X (N, L, E)
+    source_embeddings: torch.Tensor  # keys'/values' input (N, S, E); `embeddings` for self-attention
     mask: torch.Tensor | None  # bool, broadcastable to (N, H, L, S); True = may attend
     steps: MultiHeadSteps  # every intermediate (CPU)
     model: MultiHeadAttention  # the module that ran (CPU copy)
@@ -224,7 +225,7 @@ def compute(config: AttentionConfig) -> AttentionResult:
     pad = lambda seqs, n: [t + [PAD] * (n - len(t)) for t in seqs]  # noqa: E731
     return AttentionResult(
         config=config, tokens=pad(q_seqs, L), source_tokens=pad(kv_seqs, S),
-        lengths=lengths, source_lengths=src_lengths, embeddings=x, mask=mask, steps=steps,
+        lengths=lengths, source_lengths=src_lengths, embeddings=x, source_embeddings=x_kv, mask=mask, steps=steps,
         model=model.cpu(), device=str(device), timings_ms=timings, notes=notes,
     )  # fmt: skip
 

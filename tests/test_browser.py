@@ -117,3 +117,23 @@ def test_full_page_screenshot_for_the_readme(server, page):
     wait_idle(page)
     full_page_screenshot(page, SHOTS / "explorer.png")
     assert (SHOTS / "explorer.png").stat().st_size > 20_000
+
+
+TOUR = [("step-by-step", "Step by step"), ("mask-lab", "Mask lab"), ("cross-attention", "Cross-attention"),
+        ("verify", "Verify against PyTorch"), ("gradients", "Gradients"), ("why-scale", "Why scale by √d_k")]
+
+
+@pytest.mark.parametrize("path, title", TOUR)
+def test_every_teaching_page_from_the_navigation(server, page, path, title):
+    page.goto(server + "/?text=I+love+AI&heads=2&mask=causal")
+    wait_idle(page)
+    page.get_by_role("link", name=title).first.click()
+    page.wait_for_function("p => location.pathname.endsWith(p)", arg="/" + path)
+    if path == "verify":
+        page.wait_for_selector("text=PASS", timeout=60_000)
+    else:
+        wait_idle(page, timeout=60_000)
+    body = page.inner_text("[data-testid=stMain]")
+    assert title.split()[0] in body and "Traceback" not in body and "heads=2" in page.url
+    full_page_screenshot(page, SHOTS / f"{path}.png")
+    assert not page.dialogs

@@ -51,6 +51,8 @@ def url_warnings() -> list[str]:
 def current() -> ViewState:
     ss = st.session_state
     values = {k: ss.get(k, getattr(DEFAULTS, k)) for k in NAMES}
+    if isinstance(values["masks"], (list, tuple)):  # the mask lab's multiselect holds a list
+        values["masks"] = ",".join(values["masks"])
     return ViewState(**values)
 
 

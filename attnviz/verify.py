@@ -1,0 +1,97 @@
+"""Check a run against PyTorch's own attention, live, on the run's device.
+
+``nn.MultiheadAttention`` gets the run's weights copied in and the same inputs and
+mask; ``F.scaled_dot_product_attention`` gets the run's per-head Q, K, V. The max
+absolute differences are compared with a threshold (1e-5 in float32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .devices import resolve_device
+from .masks import to_torch_mha_mask
+from .pipeline import AttentionConfig, compute
+
+THRESHOLD = {torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+@dataclass
+class Check:
+    name: str
+    max_abs_diff: float
+    threshold: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_diff <= self.threshold  # NaN compares False: fails
+
+
+@dataclass
+class Verification:
+    checks: list[Check]
+    dtype: str
+    device: str
+    undefined_rows: int  # fully masked query rows (PyTorch gives NaN there; ours zeros)
+    notes: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+
+def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
+    """Compare attnviz with PyTorch for ``config`` (dropout switched off for the comparison)."""
+    notes = []
+    if config.dropout:
+        notes.append(f"Dropout p={config.dropout} is random by design; it is switched off to compare.")
+        config = config.with_(dropout=0.0)
+    dtype = torch.float64 if float64 else torch.float32
+    device = resolve_device(config.device)
+    result = compute(config)
+    ours = result.model.to(device=device, dtype=dtype)
+    x = result.embeddings.to(device=device, dtype=dtype)  # (N, L, E)
+    cross = result.is_cross
+    mask = None if result.mask is None else result.mask.to(device)
+    with torch.no_grad():
+        x_kv = result.source_embeddings.to(device=device, dtype=dtype) if cross else x  # (N, S, E)
+        steps = ours.steps(x, None if not cross else x_kv, None, mask)
+        N, H, L, S = steps.weights.shape
+
+        mha = nn.MultiheadAttention(ours.d_model, ours.num_heads, batch_first=True, device=device, dtype=dtype)
+        mha.in_proj_weight.copy_(ours.in_proj_weight)
+        mha.in_proj_bias.copy_(ours.in_proj_bias)
+        mha.out_proj.weight.copy_(ours.out_proj.weight)
+        mha.out_proj.bias.copy_(ours.out_proj.bias)
+        mha.eval()
+        torch_mask = None
+        if mask is not None:
+            torch_mask = to_torch_mha_mask(mask.expand(N, H, L, S).reshape(N * H, L, S))  # True = blocked
+        ref_out, ref_w = mha(x, x_kv, x_kv, attn_mask=torch_mask, need_weights=True,
+                             average_attn_weights=False)
+        a = steps.attention
+        ref_heads = F.scaled_dot_product_attention(steps.q, steps.k, steps.v, attn_mask=mask)
+
+    defined = torch.isfinite(ref_w).all(-1)  # (N, H, L): rows PyTorch can define
+    undefined = int((~defined).sum())
+    if undefined:
+        notes.append(f"{undefined} query rows (over all heads) have every key blocked: PyTorch returns NaN "
+                     "there, attnviz returns zeros; those rows are left out of the comparison.")
+
+    def diff(ours_t, ref_t, rows):
+        d = (ours_t - ref_t).abs()
+        d = d[rows] if rows is not None else d
+        return float(d.max()) if d.numel() else 0.0
+
+    out_rows = defined.all(1)  # (N, L): query positions defined in every head
+    thr = THRESHOLD[dtype]
+    checks = [
+        Check("weights vs nn.MultiheadAttention", diff(a.weights, ref_w, defined), thr),
+        Check("output vs nn.MultiheadAttention", diff(steps.output, ref_out, out_rows), thr),
+        Check("head outputs vs F.scaled_dot_product_attention", diff(a.output, ref_heads, defined), thr),
+    ]
+    return Verification(checks, str(dtype).replace("torch.", ""), str(device), undefined, notes)

@@ -1,0 +1,42 @@
+"""Step by step: softmax(QKᵀ/√d_k + M)V and the multi-head split, one step at a time."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz.figures import matrix_figure
+from attnviz.views import style_for
+from attnviz.walkthrough import walkthrough, weighted_sum_terms
+from ui import compute, widgets
+from ui import state as ui_state
+
+s = ui_state.current()
+st.title("Step by step")
+st.latex(r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O^\top,\quad"
+         r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h")
+result = compute.run(s.config())
+seq = min(s.seq, len(result.tokens) - 1)
+head, query = widgets.head_and_query(result, seq, query_label="Follow this token")
+tok = result.tokens[seq][query]
+style = style_for(s)
+st.caption(f"Following **{tok}** (position {query}) through head {head}. The highlighted row in each "
+           "table is its numbers; every number is the one the computation used.")
+
+for step in walkthrough(result, seq, head, query):
+    st.subheader(f"{step.number}. {step.title}")
+    left, right = st.columns([3, 2])
+    with left:
+        st.latex(step.latex)
+        st.caption(f"{step.explain}  Shape of the whole tensor: `{step.shape}`.")
+        zero_one = step.title in ("Weights", "After dropout")
+        compute.chart(matrix_figure(step.matrix, step.rows, step.cols, f"{step.title} — head {head}",
+                                    style, zero_one=zero_one), key=f"step{step.number}",
+                      filename=f"attnviz-step{step.number}")
+    with right:
+        st.markdown(f"**Row of “{tok}”** ({len(step.row)} numbers)")
+        row = pd.DataFrame({"column": step.cols[: len(step.row)],
+                            "value": [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
+        st.dataframe(row, hide_index=True, height=min(400, 40 + 35 * len(row)))
+        if step.title == "Head output":
+            terms = weighted_sum_terms(result, seq, head, query)
+            st.markdown("Its output is " + " + ".join(f"{w:.3f}·v({k})" for k, w in terms[:4])
+                        + (" + …" if len(terms) > 4 else ""))

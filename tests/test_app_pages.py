@@ -1,0 +1,127 @@
+"""The teaching pages: AppTest runs, numbers against the core and PyTorch, URL state."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz import AttentionConfig, compute
+from attnviz.gradients import token_gradients
+from attnviz.masks import MASK_KINDS
+from attnviz.scaling import sweep
+from attnviz.verify import verify
+from attnviz.walkthrough import blocked_row_demo, walkthrough
+
+from .apphelp import app, figures, no_errors
+
+PAGES = ["step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale"]
+EDITED = "text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD&heads=2&d_model=32&mask=padding&seed=3"
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("query", ["", EDITED, "mask=window&window=0&pad_to=12&dropout=0.2"])
+def test_every_page_runs(page, query):
+    at = app(query, page=f"pages/{page}.py")
+    no_errors(at)
+    assert figures(at) or at.success
+
+
+def test_step_by_step_numbers_are_the_core_intermediates():
+    r = compute(AttentionConfig(text="I love AI", num_heads=2, mask="causal", dropout=0.1, seed=2))
+    steps = walkthrough(r, 0, 1, 2)
+    a = r.steps.attention
+    expect = [r.embeddings[0], r.steps.q[0, 1], r.steps.k[0, 1], r.steps.v[0, 1], a.scores[0, 1], a.scaled[0, 1],
+              a.masked[0, 1], a.weights[0, 1], a.dropped[0, 1], a.output[0, 1], r.steps.joined[0], r.output[0]]
+    assert len(steps) == len(expect)
+    for step, t in zip(steps, expect):
+        np.testing.assert_array_equal(step.matrix, t.numpy(), err_msg=step.title)
+        np.testing.assert_array_equal(step.row, t[2].numpy(), err_msg=step.title)
+    # the page draws those same numbers (first figure: the embeddings of "I love AI")
+    at = app("text=I+love+AI&heads=2&mask=causal&dropout=0.1&seed=2&head=1&query=2", page="pages/step_by_step.py")
+    z = np.array(figures(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z, r.embeddings[0].numpy(), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", MASK_KINDS)
+def test_verification_passes_for_every_mask(kind):
+    cfg = AttentionConfig(text="I love AI\nThe cat sat on the mat", mask=kind, window=1, pad_to=8, num_heads=4)
+    v = verify(cfg)
+    assert v.passed, [(c.name, c.max_abs_diff) for c in v.checks]
+    assert verify(cfg.with_(source="我爱人工智能"), float64=True).passed
+
+
+def test_verification_badge_goes_red_when_the_implementation_is_perturbed(monkeypatch):
+    from attnviz.multihead import MultiHeadAttention
+
+    real = MultiHeadAttention.steps
+
+    def perturbed(self, *a, **k):
+        s = real(self, *a, **k)
+        s.attention.weights = s.attention.weights + 1e-3
+        return s
+
+    at = app("mask=causal", page="pages/verify.py")
+    assert at.success and not at.error
+    monkeypatch.setattr(MultiHeadAttention, "steps", perturbed)
+    at = app("mask=causal", page="pages/verify.py")
+    assert any("FAIL" in e.value for e in at.error)
+    assert not at.success
+
+
+def test_gradients_match_autograd():
+    cfg = AttentionConfig(text="the cat sat on the mat", num_heads=2, d_model=16, mask="causal", seed=1)
+    g = token_gradients(cfg, 0, 3, "norm")
+    r = compute(cfg)
+    x = r.embeddings.clone().requires_grad_(True)
+    with torch.enable_grad():
+        s = r.model.steps(x, attn_mask=r.mask)
+        (gx, gv) = torch.autograd.grad(s.output[0, 3].norm(), [x, s.v])
+    np.testing.assert_allclose(g.norms["X"], gx[0].norm(dim=-1).numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(g.norms["V"], gv[0].transpose(0, 1).flatten(1).norm(dim=-1).numpy(), rtol=1e-5)
+    assert (g.norms["V"][4:] == 0).all()  # causal: later tokens cannot reach query 3
+    assert set(g.hooked) == {"Q", "K", "V"}
+
+
+def test_gradient_page_restores_its_scalar_from_the_url():
+    at = app("grad_of=dim0&query=1", page="pages/gradients.py")
+    no_errors(at)
+    assert at.selectbox(key="grad_of").value == "dim0"
+    assert "first component" in at.markdown[0].value or any("first component" in m.value for m in at.markdown)
+
+
+def test_why_scale_numbers():
+    s = sweep(seed=0, additive=True)
+    assert s.std_raw[-1] > 10 * s.std_scaled[-1]  # raw spread grows like sqrt(d_k)
+    assert abs(s.std_scaled[0] - 1) < 0.3 and abs(s.std_scaled[-1] - 1) < 0.2
+    assert s.max_raw[-1] > 0.8 and s.max_scaled[-1] < 0.5  # saturation only without scaling
+    assert len(s.entropy_additive) == len(s.d_k)
+    at = app("additive=1", page="pages/why_scale.py")
+    names = [t["name"] for t in figures(at)[1]["data"]]
+    assert "additive" in names
+
+
+def test_mask_lab_shows_fully_masked_rows_and_restores_its_choice():
+    at = app("masks=window,padding&window=0&text=a+b%0Ac&pad_to=3&seq=1", page="pages/mask_lab.py")
+    no_errors(at)
+    assert at.multiselect(key="masks").value == ["window", "padding"]
+    assert any("Fully masked rows" in w.value for w in at.warning)
+    assert len(figures(at)) == 8
+    demo = blocked_row_demo()
+    assert all(np.isnan(demo["-inf"])) and np.allclose(demo["-1e9"], 1 / 4) and demo["attnviz"] == [0.0] * 4
+
+
+def test_cross_attention_page_shapes_and_source_padding():
+    at = app("text=I+love+AI&heads=2&mask=padding&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD",
+             page="pages/cross_attention.py")
+    no_errors(at)
+    grid = figures(at)[0]
+    assert len(grid["data"]) == 2 and len(grid["data"][0]["x"]) == 6 and len(grid["data"][0]["y"]) == 3
+    r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="padding"))
+    assert (r.weights[1, :, :, 2:] == 0).all()  # padded source keys never attended
+
+
+def test_shared_settings_follow_across_pages():
+    at = app("heads=2&mask=none")
+    at.switch_page("pages/step_by_step.py").run()
+    no_errors(at)
+    assert at.selectbox(key="heads").value == 2
+    assert figures(at)[1]["layout"]["title"]["text"].startswith("Queries of this head")
