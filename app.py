@@ -18,12 +18,17 @@ state.load()
 HERE = Path(__file__).resolve().parent
 PAGES = [
     st.Page(HERE / "pages" / "explorer.py", title="Explorer", icon=":material/search:", default=True),
-    st.Page(HERE / "pages" / "step_by_step.py", title="Step by step", icon=":material/stairs:", url_path="step-by-step"),
-    st.Page(HERE / "pages" / "mask_lab.py", title="Mask lab", icon=":material/grid_on:", url_path="mask-lab"),
-    st.Page(HERE / "pages" / "cross_attention.py", title="Cross-attention", icon=":material/swap_horiz:", url_path="cross-attention"),
-    st.Page(HERE / "pages" / "verify.py", title="Verify against PyTorch", icon=":material/verified:", url_path="verify"),
-    st.Page(HERE / "pages" / "gradients.py", title="Gradients", icon=":material/trending_down:", url_path="gradients"),
-    st.Page(HERE / "pages" / "why_scale.py", title="Why scale by √d_k", icon=":material/straighten:", url_path="why-scale"),
+    *(
+        st.Page(HERE / "pages" / f"{name}.py", title=title, icon=f":material/{icon}:", url_path=path)
+        for name, title, icon, path in (
+            ("step_by_step", "Step by step", "stairs", "step-by-step"),
+            ("mask_lab", "Mask lab", "grid_on", "mask-lab"),
+            ("cross_attention", "Cross-attention", "swap_horiz", "cross-attention"),
+            ("verify", "Verify against PyTorch", "verified", "verify"),
+            ("gradients", "Gradients", "trending_down", "gradients"),
+            ("why_scale", "Why scale by √d_k", "straighten", "why-scale"),
+        )
+    ),
 ]
 page = st.navigation(PAGES)
 state.sidebar()

@@ -111,29 +111,31 @@ def _compute(state: ViewState):
         raise UsageError(str(e)) from None
 
 
-def render_bytes(job: Job, exporter: ImageExporter) -> bytes:
-    fmt = format_of(job.out)
-    if fmt == "json":
-        return run_json(_compute(job.state)).encode("utf-8")
-    if fmt == "csv":
-        return weights_csv(_compute(job.state)).encode("utf-8")
-    fig = figure_for(job)
-    if fmt == "html":
-        return html_bytes(fig)
-    height = job.height or fig.layout.height or DEFAULT_HEIGHT
-    return exporter.render(fig, fmt, width=job.width, height=int(height), scale=job.scale)
-
-
-def run_job(job: Job, exporter: ImageExporter) -> None:
+def start_job(job: Job, exporter: ImageExporter):
+    """Validate ``job`` and compute its figure; returns a function that gives the file's
+    bytes (for an image, the Chromium render happens then)."""
     if job.theme not in ("light", "dark"):
         raise UsageError(f"Unknown theme {job.theme!r}; use light or dark.")
     if not (100 <= job.width <= 10_000) or (job.height is not None and not 100 <= job.height <= 10_000):
         raise UsageError("Width and height must be between 100 and 10000 pixels.")
     if not 0.1 <= job.scale <= 10:
         raise UsageError(f"Scale must be between 0.1 and 10, got {job.scale}.")
-    format_of(job.out)
+    fmt = format_of(job.out)
     check_writable(job.out)
-    write_atomic(job.out, render_bytes(job, exporter))
+    if fmt in ("json", "csv"):
+        result = _compute(job.state)
+        data = (run_json(result) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        return lambda: data
+    fig = figure_for(job)
+    if fmt == "html":
+        data = html_bytes(fig)
+        return lambda: data
+    height = int(job.height or fig.layout.height or DEFAULT_HEIGHT)
+    return lambda: exporter.render(fig, fmt, width=job.width, height=height, scale=job.scale)
+
+
+def run_job(job: Job, exporter: ImageExporter) -> None:
+    write_atomic(job.out, start_job(job, exporter)())
 
 
 # --- spec files ------------------------------------------------------------------
@@ -184,13 +186,25 @@ def _bar(done: int, total: int, label: str) -> str:
 
 
 def run_spec(path: Path) -> int:
+    """Render every figure of a spec file; the others are written when one fails."""
     entries = load_spec(path)
     failures: list[str] = []
     t0 = time.perf_counter()
+    base = path.resolve().parent
     with ImageExporter() as exporter:
-        for i, (label, settings) in enumerate(entries, 1):
+        # Validate and compute every entry first: a broken entry is known before any image.
+        started = []
+        for label, settings in entries:
             try:
-                run_job(job_from_settings(settings, path.resolve().parent), exporter)
+                job = job_from_settings(settings, base)
+                started.append((label, job.out, start_job(job, exporter)))
+            except (UsageError, ExportError, OSError) as e:
+                started.append((label, None, e))
+        for i, (label, out, finish) in enumerate(started, 1):
+            try:
+                if isinstance(finish, Exception):
+                    raise finish
+                write_atomic(out, finish())
                 status = "ok"
             except (UsageError, ExportError, OSError) as e:
                 failures.append(f"{label}: {e}")

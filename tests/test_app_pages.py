@@ -14,7 +14,8 @@ from attnviz.walkthrough import blocked_row_demo, walkthrough
 from .apphelp import app, figures, no_errors
 
 PAGES = ["step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale"]
-EDITED = "text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD&heads=2&d_model=32&mask=padding&seed=3"
+EDITED = ("text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD"
+          "&heads=2&d_model=32&mask=padding&seed=3")
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -32,7 +33,7 @@ def test_step_by_step_numbers_are_the_core_intermediates():
     expect = [r.embeddings[0], r.steps.q[0, 1], r.steps.k[0, 1], r.steps.v[0, 1], a.scores[0, 1], a.scaled[0, 1],
               a.masked[0, 1], a.weights[0, 1], a.dropped[0, 1], a.output[0, 1], r.steps.joined[0], r.output[0]]
     assert len(steps) == len(expect)
-    for step, t in zip(steps, expect):
+    for step, t in zip(steps, expect, strict=True):
         np.testing.assert_array_equal(step.matrix, t.numpy(), err_msg=step.title)
         np.testing.assert_array_equal(step.row, t[2].numpy(), err_msg=step.title)
     # the page draws those same numbers (first figure: the embeddings of "I love AI")
