@@ -194,22 +194,15 @@ class MultiHeadAttention(nn.Module):
             return (self._split(F.linear(query, self.w_q, self._bias(0))),  # (N, H, L, D)
                     self._split(F.linear(key, self.w_k, self._bias(1))),  # (N, H, S, D)
                     self._split(F.linear(value, self.w_v, self._bias(2))))  # (N, H, S, D)
-        # Self-attention: one packed matmul for Q, K and V, then one copy into
-        # head-major layout (contiguous (N, H, L, D) blocks speed up both bmm's).
+        # Self-attention: one packed matmul for Q, K and V (bias fused into the GEMM).
         N, L, _ = query.shape
-        b = self.in_proj_bias
-        if torch.is_grad_enabled() and (query.requires_grad or self.in_proj_weight.requires_grad):
-            qkv = F.linear(query, self.in_proj_weight, b)  # (N, L, 3E)
-            qkv = qkv.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4).contiguous()  # (3, N, H, L, D)
-        else:  # inference: the bias is added during the copy (one pass, as PyTorch's fast path)
-            flat = F.linear(query, self.in_proj_weight)  # (N, L, 3E)
-            heads = flat.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, N, H, L, D) view
-            qkv = flat.new_empty(3, N, H, L, D)
-            if b is None:
-                qkv.copy_(heads)
-            else:
-                torch.add(heads, b.view(3, 1, H, 1, D), out=qkv)  # (3, N, H, L, D)
-        return qkv.unbind(0)  # 3 x (N, H, L, D)
+        qkv = F.linear(query, self.in_proj_weight, self.in_proj_bias)  # (N, L, 3E)
+        heads = qkv.view(N, L, 3, H, D).permute(2, 0, 3, 1, 4)  # (3, N, H, L, D), a strided view
+        if N > 1:
+            # (N, H) cannot be flattened into one batch axis without a copy; for a single
+            # sequence the strided view goes straight into bmm (row stride 3E), no copy.
+            heads = heads.contiguous()
+        return heads.unbind(0)  # 3 x (N, H, L, D)
 
     def _join_project(self, heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         N, H, L, D = heads.shape
