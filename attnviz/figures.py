@@ -182,8 +182,12 @@ def _layout(fig: go.Figure, style: FigureStyle, title: str, *, top_axis: bool = 
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
         font={"size": style.font_size},
         margin={"l": 10, "r": 10, "t": top, "b": 10},
-        width=style.width, height=style.height,
     )
+    # An explicit size wins; otherwise keep the height a builder chose for its content.
+    if style.width is not None:
+        fig.update_layout(width=style.width)
+    if style.height is not None:
+        fig.update_layout(height=style.height)
     return fig
 
 

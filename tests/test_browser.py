@@ -137,3 +137,14 @@ def test_every_teaching_page_from_the_navigation(server, page, path, title):
     assert title.split()[0] in body and "Traceback" not in body and "heads=2" in page.url
     full_page_screenshot(page, SHOTS / f"{path}.png")
     assert not page.dialogs
+
+
+def test_presenter_mode_collapses_the_sidebar_and_enlarges_fonts(server, page):
+    page.goto(server + "/?present=1&view=grid&heads=4&mask=causal")
+    wait_idle(page)
+    box = page.locator("[data-testid=stSidebar]").bounding_box()
+    assert box is None or box["x"] + box["width"] <= 1 or box["width"] <= 1  # collapsed: off screen
+    size = page.eval_on_selector(".js-plotly-plot .gtitle", "e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 28
+    assert page.locator(".js-plotly-plot").count() == 1  # one view per screen
+    full_page_screenshot(page, SHOTS / "presenter.png")

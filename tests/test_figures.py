@@ -76,3 +76,12 @@ def test_no_nan_in_figures_with_fully_masked_rows():
     for fig in figs:
         for trace in fig.data:
             assert np.isfinite(np.asarray(trace.z, dtype=float)).all()
+
+
+def test_grid_height_grows_with_rows_and_presenter_fonts():
+    r = compute(AttentionConfig(text="a b c", num_heads=8))
+    normal = F.grid_figure(F.grid_data(r))
+    big = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=24))
+    assert normal.layout.height == 2 * 260 + 80  # 8 heads: two rows of four
+    assert big.layout.height == 4 * 420 + 80 and big.layout.font.size == 24  # two per row
+    assert F.grid_figure(F.grid_data(r), F.FigureStyle(height=300)).layout.height == 300
