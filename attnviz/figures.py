@@ -249,7 +249,9 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         traces.append(trace)
     fig = go.Figure(data=traces, layout=layout)
     if style.height is None:
-        per_row = 260 if style.font_size <= 14 else 420
+        # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
+        n = max(len(d.y) for d in data)
+        per_row = min(520, max(260, 14 * n + 60)) if style.font_size <= 14 else min(760, max(420, 26 * n + 100))
         fig.update_layout(height=per_row * rows + 80)
     return _layout(fig, style, title)
 

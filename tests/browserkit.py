@@ -80,9 +80,14 @@ def wait_idle(page, timeout: float = 30_000) -> None:
 
 
 def wait_for_label(page, text: str, timeout: float = 30_000) -> None:
-    """Wait until some axis tick of a chart reads ``text`` (the rerun has drawn)."""
+    """Wait until the first chart's data has a row labelled ``text`` (the rerun has drawn).
+
+    Reads the chart's data, not its tick labels: Plotly thins ticks that do not fit.
+    """
     page.wait_for_function(
-        "t => [...document.querySelectorAll('.js-plotly-plot .ytick text')].some(e => e.textContent === t)",
+        """t => { const g = document.querySelector('.js-plotly-plot');
+                  return !!(g && g.data && g.data[0].y && [...g.data[0].y].some(
+                      y => String(y).replace(/[\u200b\u200c\u2060\ufeff]/g, '') === t)); }""",
         arg=text, timeout=timeout)
     wait_idle(page)
 

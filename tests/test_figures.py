@@ -84,4 +84,6 @@ def test_grid_height_grows_with_rows_and_presenter_fonts():
     big = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=24))
     assert normal.layout.height == 2 * 260 + 80  # 8 heads: two rows of four
     assert big.layout.height == 4 * 420 + 80 and big.layout.font.size == 24  # two per row
+    long = compute(AttentionConfig(text=" ".join(f"w{i}" for i in range(30)), num_heads=4))
+    assert F.grid_figure(F.grid_data(long)).layout.height == 14 * 30 + 60 + 80  # a row per token fits
     assert F.grid_figure(F.grid_data(r), F.FigureStyle(height=300)).layout.height == 300
