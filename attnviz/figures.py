@@ -296,9 +296,10 @@ def pad_positions(result: AttentionResult, n: int = 0) -> list[int]:
 
 def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
                   style: FigureStyle = FigureStyle(), *, value_name: str = "value",
-                  zero_one: bool = False) -> go.Figure:
+                  zero_one: bool = False, highlight_row: int | None = None) -> go.Figure:
     """Any intermediate as a heatmap. −∞ cells (blocked scores) are left blank with
-    "−∞ (masked)" on hover, never drawn as a number."""
+    "−∞ (masked)" on hover, never drawn as a number. ``highlight_row`` outlines one row
+    (the token a lesson follows)."""
     m = np.asarray(matrix, dtype=np.float64)
     blocked = np.isneginf(m)
     finite = m[np.isfinite(m)]
@@ -314,6 +315,9 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
     fig.update_layout(height=max(260, 22 * len(rows) + 140))
+    if highlight_row is not None:  # categories sit at 0, 1, ...: the row spans r ± 0.5
+        fig.add_shape(type="rect", xref="x domain", x0=0, x1=1, yref="y", y0=highlight_row - 0.5,
+                      y1=highlight_row + 0.5, line={"color": "#111111", "width": 3})
     return _layout(fig, style, title)
 
 

@@ -27,6 +27,8 @@ class Step:
     cols: list[str]
     row: np.ndarray  # the chosen query's row of ``matrix``
     explain: str
+    per_head: bool = True  # False for X, the joined heads and the output
+    query_side: bool = True  # rows are queries (False for K and V, whose rows are keys)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -67,7 +69,8 @@ def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int
     steps = []
     for i, (title, latex, t, rows, cols, explain) in enumerate(raw, 1):
         m = _np(t[n] if t.dim() == 3 else t[n, h])
-        steps.append(Step(i, title, latex, m, tuple(t.shape), rows, cols, m[min(q, len(m) - 1)], explain))
+        steps.append(Step(i, title, latex, m, tuple(t.shape), rows, cols, m[min(q, len(m) - 1)], explain,
+                          per_head=t.dim() == 4, query_side=rows is toks))
     for title, latex, t, explain in (
         ("Heads joined", r"\mathrm{Concat}(O_1, \dots, O_H)", s.joined,
          f"The heads side by side: head {h} is columns {h * D}–{(h + 1) * D - 1}."),
@@ -75,7 +78,8 @@ def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int
          "The joined heads mixed by the output projection."),
     ):
         m = _np(t[n])
-        steps.append(Step(len(steps) + 1, title, latex, m, tuple(t.shape), toks, dims_e, m[q], explain))
+        steps.append(Step(len(steps) + 1, title, latex, m, tuple(t.shape), toks, dims_e, m[q], explain,
+                          per_head=False))
     return steps
 
 

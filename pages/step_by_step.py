@@ -18,8 +18,8 @@ seq = min(s.seq, len(result.tokens) - 1)
 head, query = widgets.head_and_query(result, seq, query_label="Follow this token")
 tok = result.tokens[seq][query]
 style = style_for(s)
-st.caption(f"Following **{tok}** (position {query}) through head {head}. The highlighted row in each "
-           "table is its numbers; every number is the one the computation used.")
+st.caption(f"Following **{tok}** (position {query}) through head {head}: its row is outlined in each "
+           "heatmap and listed in the table beside it. Every number is the one the computation used.")
 
 for step in walkthrough(result, seq, head, query):
     st.subheader(f"{step.number}. {step.title}")
@@ -28,11 +28,13 @@ for step in walkthrough(result, seq, head, query):
         st.latex(step.latex)
         st.caption(f"{step.explain}  Shape of the whole tensor: `{step.shape}`.")
         zero_one = step.title in ("Weights", "After dropout")
-        compute.chart(matrix_figure(step.matrix, step.rows, step.cols, f"{step.title} — head {head}",
-                                    style, zero_one=zero_one), key=f"step{step.number}",
+        title = f"{step.title} — head {head}" if step.per_head else step.title
+        compute.chart(matrix_figure(step.matrix, step.rows, step.cols, title, style, zero_one=zero_one,
+                                    highlight_row=query if step.query_side else None), key=f"step{step.number}",
                       filename=f"attnviz-step{step.number}")
     with right:
-        st.markdown(f"**Row of “{tok}”** ({len(step.row)} numbers)")
+        role = "" if step.query_side else " as a key"
+        st.markdown(f"**Row of “{tok}”{role}** ({len(step.row)} numbers)")
         row = pd.DataFrame({"column": step.cols[: len(step.row)],
                             "value": [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
         st.dataframe(row, hide_index=True, height=min(400, 40 + 35 * len(row)))

@@ -126,3 +126,15 @@ def test_shared_settings_follow_across_pages():
     no_errors(at)
     assert at.selectbox(key="heads").value == 2
     assert figures(at)[1]["layout"]["title"]["text"].startswith("Queries of this head")
+
+
+def test_step_by_step_outlines_the_followed_row():
+    at = app("text=I+love+AI&heads=2&query=2", page="pages/step_by_step.py")
+    figs = figures(at)
+    scores = next(f for f in figs if f["layout"]["title"]["text"].startswith("Scores"))
+    (rect,) = scores["layout"]["shapes"]
+    assert (rect["y0"], rect["y1"]) == (1.5, 2.5)
+    keys = next(f for f in figs if f["layout"]["title"]["text"].startswith("Keys"))
+    assert not keys["layout"].get("shapes")  # key rows are not the followed query
+    x = next(f for f in figs if f["layout"]["title"]["text"] == "Embeddings X")  # not per head
+    assert x["layout"]["shapes"][0]["y0"] == 1.5
