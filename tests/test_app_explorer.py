@@ -181,3 +181,35 @@ def test_presenter_mode_shows_one_large_view():
     no_errors(at)
     figs = figures(at)
     assert len(figs) == 1 and figs[0]["layout"]["font"]["size"] >= 20
+
+
+def test_chart_toolbar_saves_png_with_a_meaningful_name_and_downloads_exist():
+    import json
+
+    at = app("heads=2&mask=window&seed=7&view=head&head=1")
+    configs = [json.loads(el.proto.config) for el in at.get("plotly_chart")]
+    names = [c["toImageButtonOptions"]["filename"] for c in configs]
+    assert names == ["attnviz-grid-window-2h-64d-seed7", "attnviz-head-head1-window-2h-64d-seed7"]
+    assert all(c["toImageButtonOptions"]["format"] == "png" for c in configs)
+    labels = [b.proto.label for b in at.download_button]
+    assert labels == ["Weights (CSV)", "Run (JSON)"]
+    assert all(b.proto.deferred_file_id or b.proto.url for b in at.download_button)  # data is served lazily
+
+
+def test_downloaded_run_and_weights_match_the_computation():
+    import csv
+    import io
+    import json
+
+    from attnviz.views import run_json, weights_csv
+
+    r = compute(AttentionConfig(text="I love AI\nhi", num_heads=2, mask="padding"))
+    data = json.loads(run_json(r))
+    assert data["tokens"] == [["I", "love", "AI"], ["hi", "[PAD]", "[PAD]"]]
+    np.testing.assert_array_equal(np.array(data["weights"], dtype=np.float32), r.weights.numpy())
+    np.testing.assert_array_equal(np.array(data["output"], dtype=np.float32), r.output.numpy())
+    rows = list(csv.DictReader(io.StringIO(weights_csv(r))))
+    assert len(rows) == 2 * 2 * 3 * 3
+    row = next(x for x in rows if x["sequence"] == "1" and x["head"] == "1" and x["query_pos"] == "0"
+               and x["key_pos"] == "2")
+    assert row["key"] == "[PAD]" and float(row["weight"]) == 0.0

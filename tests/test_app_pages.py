@@ -138,3 +138,11 @@ def test_step_by_step_outlines_the_followed_row():
     assert not keys["layout"].get("shapes")  # key rows are not the followed query
     x = next(f for f in figs if f["layout"]["title"]["text"] == "Embeddings X")  # not per head
     assert x["layout"]["shapes"][0]["y0"] == 1.5
+
+
+def test_verify_page_float64_from_the_url():
+    at = app("float64=1&mask=causal", page="pages/verify.py")
+    no_errors(at)
+    assert at.toggle(key="float64").value is True
+    badges = [s.value for s in at.success]
+    assert len(badges) == 2 and "float32" in badges[0] and "float64" in badges[1]

@@ -50,6 +50,7 @@ def test_every_view_as_png_and_svg_in_one_batch_twice(tmp_path):
     for view in FIGURE_VIEWS:
         for fmt in ("png", "svg"):
             lines += ["[[figure]]", f'out = "{view}.{fmt}"', f'view = "{view}"']
+    lines += ["[[figure]]", 'out = "scaled.png"', "scale = 2.0", 'theme = "dark"', 'colors = "Magma"']
     spec = tmp_path / "figs.toml"
     spec.write_text("\n".join(lines))
     first = {}
@@ -64,6 +65,10 @@ def test_every_view_as_png_and_svg_in_one_batch_twice(tmp_path):
                     first[view, fmt] = data
                 else:
                     assert data == first[view, fmt], f"{view}.{fmt} differs between runs"
+    import struct
+
+    width, height = struct.unpack(">II", (tmp_path / "scaled.png").read_bytes()[16:24])
+    assert (width, height) == (1000, 800)  # 500 x 400 at scale 2
 
 
 def test_from_url_equals_the_apps_figure():
@@ -76,6 +81,14 @@ def test_from_url_equals_the_apps_figure():
         app_fig["layout"].pop(part, None)
         cli_fig["layout"].pop(part, None)
     assert cli_fig == app_fig
+
+
+def test_theme_and_colours_reach_the_figure():
+    state = cli.state_from({"colors": "Magma", "view": "grid"})
+    dark = cli.figure_for(cli.Job(state, Path("x.png"), theme="dark"))
+    light = cli.figure_for(cli.Job(state, Path("x.png")))
+    assert dark.layout.template.layout.paper_bgcolor != light.layout.template.layout.paper_bgcolor
+    assert dark.layout.coloraxis.colorscale[0][1] == light.layout.coloraxis.colorscale[0][1] == "#000004"  # Magma
 
 
 def test_flags_override_the_url():
