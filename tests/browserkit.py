@@ -5,8 +5,6 @@ Used by the browser tests and by bench/bench_browser.py.
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +12,8 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+
+from attnviz.export import find_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -23,11 +23,7 @@ HOW_TO_GET_CHROMIUM = ("Chromium not found: install Debian's package with "
 
 
 def chromium_path() -> str | None:
-    for cand in (os.environ.get("BROWSER_PATH"), "/usr/bin/chromium", shutil.which("chromium"),
-                 shutil.which("chromium-browser")):
-        if cand and Path(cand).exists():
-            return cand
-    return None
+    return find_chromium()  # the same lookup as the CLI's image export: BROWSER_PATH, then Debian's
 
 
 def free_port() -> int:
