@@ -16,15 +16,16 @@ import time
 import torch
 from torch import nn
 
-from attnviz import MultiHeadAttention
+from attnviz import MultiHeadAttention, resolve_device
 from attnviz.masks import causal_mask, to_torch_mha_mask
 
 
-def timed(fn, repeats: int) -> list[float]:
+def timed(fn, repeats: int, sync=lambda: None) -> list[float]:
     out = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        sync()  # CUDA runs asynchronously: wait for the kernels before reading the clock
         out.append((time.perf_counter() - t0) * 1e3)
     return out
 
@@ -34,19 +35,26 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512, 1024])
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda:N")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    try:
+        device = resolve_device(args.device)
+    except ValueError as e:
+        raise SystemExit(f"bench_attention: {e}") from None
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     H, E = 8, 512
     torch.manual_seed(0)
-    ref = nn.MultiheadAttention(E, H, batch_first=True).eval()
+    ref = nn.MultiheadAttention(E, H, batch_first=True, device=device).eval()
     ours = MultiHeadAttention.from_torch(ref).eval()
-    print(f"CPU, {args.threads} threads, H={H}, E={E}, N=1, median of {args.repeats}, torch {torch.__version__}\n")
+    where = f"CPU, {args.threads} threads" if device.type == "cpu" else str(device)
+    print(f"{where}, H={H}, E={E}, N=1, median of {args.repeats}, torch {torch.__version__}\n")
     print("| L | mask | attnviz (ms) | nn.MultiheadAttention (ms) | ratio |")
     print("|---:|---|---:|---:|---:|")
     for L in args.lengths:
-        x = torch.randn(1, L, E)
+        x = torch.randn(1, L, E, device=device)
         for mask_name in ("none", "causal"):
-            m = None if mask_name == "none" else causal_mask(L)
+            m = None if mask_name == "none" else causal_mask(L, device=device)
             tm = None if m is None else to_torch_mha_mask(m)
             with torch.inference_mode():
                 run_ours = lambda x=x, m=m: ours(x, attn_mask=m)
@@ -60,8 +68,8 @@ def main() -> None:
                 a, b = [], []
                 reps = max(5, args.repeats if L <= 512 else args.repeats // 2)
                 for _ in range(reps):  # interleave so drift hits both alike
-                    a += timed(run_ours, 1)
-                    b += timed(run_ref, 1)
+                    a += timed(run_ours, 1, sync)
+                    b += timed(run_ref, 1, sync)
             ma, mb = statistics.median(a), statistics.median(b)
             print(f"| {L} | {mask_name} | {ma:.2f} | {mb:.2f} | {ma / mb:.2f} |", flush=True)
 
