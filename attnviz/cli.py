@@ -16,7 +16,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 import plotly.graph_objects as go
 
@@ -28,7 +27,7 @@ from .export import (
     html_bytes,
     write_atomic,
 )
-from .params import ViewState, parse
+from .params import ViewState, parse, query_dict
 from .pipeline import compute
 from .views import FIGURE_VIEWS, run_json, style_for, view_figure, weights_csv
 
@@ -59,19 +58,13 @@ class Job:
     theme: str = "light"
 
 
-def _query_of(url: str) -> dict[str, str]:
-    s = url.strip()
-    query = urlsplit(s).query if ("://" in s or s.startswith("/")) else s.lstrip("?")
-    return dict(parse_qsl(query, keep_blank_values=True))
-
-
 def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     """URL parameters (from a link, then overridden by ``settings``) -> ViewState.
 
     Unlike the app, which falls back to defaults with a warning, a build stops on the
     first invalid value: a docs figure should never silently change.
     """
-    raw = _query_of(from_url) if from_url else {}
+    raw = query_dict(from_url) if from_url else {}
     for key, value in settings.items():
         if value is None:
             continue

@@ -16,7 +16,6 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 FORMATS = ("png", "svg", "html", "json", "csv")
-IMAGE_FORMATS = ("png", "svg")
 HOW_TO_GET_CHROMIUM = ("PNG/SVG export needs Chromium: install it with `sudo apt-get install -y chromium` "
                        "or set BROWSER_PATH to a Chromium/Chrome binary (HTML, JSON and CSV work without it).")
 

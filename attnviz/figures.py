@@ -20,7 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from .pipeline import PAD, AttentionResult
+from .pipeline import AttentionResult
 
 COLOR_SCALES = ("Viridis", "Cividis", "Magma", "Blues", "Greys", "Hot")  # first: colour-blind safe
 DIVERGING = "RdBu_r"
@@ -286,9 +286,6 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     fig.update_xaxes(type="category", side="top", title_text="key")
     return _layout(fig, style, d.title + " (dark = blocked)", top_axis=True)
 
-
-def pad_positions(result: AttentionResult, n: int = 0) -> list[int]:
-    return [i for i, t in enumerate(result.source_tokens[n]) if t == PAD and i >= result.source_lengths[n]]
 
 
 # --- teaching pages -------------------------------------------------------------------

@@ -215,8 +215,12 @@ def _reason(e: Exception) -> str:
     return msg if msg.startswith(("must", "is ", "does")) else f"is invalid: {msg}"
 
 
-def parse_url(url_or_query: str, **kw) -> tuple[ViewState, list[str]]:
-    """A full URL or a bare query string (with or without a leading ``?``)."""
+def query_dict(url_or_query: str) -> dict[str, str]:
+    """A full URL or a bare query string (with or without a leading ``?``) -> its parameters."""
     s = url_or_query.strip()
     query = urlsplit(s).query if "://" in s or s.startswith("/") else s.lstrip("?")
-    return parse(dict(parse_qsl(query, keep_blank_values=True)), **kw)
+    return dict(parse_qsl(query, keep_blank_values=True))
+
+
+def parse_url(url_or_query: str, **kw) -> tuple[ViewState, list[str]]:
+    return parse(query_dict(url_or_query), **kw)

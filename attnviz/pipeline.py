@@ -12,7 +12,7 @@ results on the same device and the same weights on every device.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
@@ -75,10 +75,6 @@ class AttentionConfig:
 
     def with_(self, **changes) -> AttentionConfig:
         return replace(self, **changes)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
 
 
 def head_choices(d_model: int, limit: int = 64) -> list[int]:

@@ -1,0 +1,52 @@
+"""URL state: one parser for the app's links and the CLI's --from-url."""
+
+import pytest
+
+from attnviz.params import DEFAULTS, ViewState, parse, parse_url, query_dict
+
+
+def test_round_trip_through_the_query_string():
+    s = ViewState(text="I love AI\n<b>我</b>", heads=8, d_model=128, mask="causal+window", window=3, pad_to=9,
+                  seed=42, positional=False, tokenize="char", dropout=0.25, colors="Cividis", head=7, query=2,
+                  seq=1, view="mask", present=True, masks="padding,window", float64=True, grad_of="norm",
+                  additive=True)
+    back, warnings = parse_url("http://localhost:8501/mask-lab?" + s.query_string())
+    assert back == s and warnings == []
+
+
+def test_missing_parameters_take_defaults_silently():
+    assert parse({}) == (DEFAULTS, [])
+
+
+@pytest.mark.parametrize(
+    "query, name, reason",
+    [
+        ("heads=3", "heads", "does not divide d_model=64"),
+        ("d_model=7", "d_model", "must be one of"),
+        ("mask=diag", "mask", "must be one of"),
+        ("seed=-1", "seed", "must be between"),
+        ("seed=x", "seed", "is not a number"),
+        ("dropout=nan", "dropout", "must be between"),
+        ("present=maybe", "present", "must be 1 or 0"),
+        ("text=%20%20", "text", "is empty"),
+        ("masks=causal,diag", "masks", "comma-separated"),
+        ("device=tpu", "device", "not available"),
+    ],
+)
+def test_invalid_values_fall_back_and_name_the_parameter(query, name, reason):
+    state, warnings = parse_url(query)
+    assert len(warnings) == 1 and f"`{name}=" in warnings[0] and reason in warnings[0]
+    assert getattr(state, name) == getattr(DEFAULTS, name)
+
+
+def test_heads_follow_d_model_and_head_stays_in_range():
+    state, warnings = parse_url("d_model=8&heads=16")
+    assert state.d_model == 8 and state.heads == 4 and warnings  # 16 heads do not divide 8
+    state, warnings = parse_url("heads=2&head=5")
+    assert state.head == 0 and "past the last head" in warnings[0]
+
+
+def test_query_dict_accepts_urls_and_bare_strings():
+    assert query_dict("?a=1&b=") == {"a": "1", "b": ""}
+    assert query_dict("https://x/y?a=2") == {"a": "2"} == query_dict("/y?a=2") == query_dict("a=2")
+    assert parse({"heads": ["2", "8"]})[0].heads == 8  # repeated parameters: the last wins
