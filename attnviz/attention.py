@@ -37,7 +37,7 @@ class AttentionSteps:
     dropped: torch.Tensor  # weights after dropout (== weights when p = 0)
     output: torch.Tensor  # dropped @ V               (..., L, Ev)
     scale: float
-    fully_masked_rows: torch.Tensor | None  # bool (..., L, 1) broadcastable; None if no mask
+    fully_masked_rows: torch.Tensor | None  # bool (..., L, 1); None when no row is fully masked
 
 
 def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
