@@ -47,7 +47,8 @@ for kind in kinds:
     m = r.mask_matrix(seq)
     blocked = int((~m).sum())
     full = [f"{i}: {toks[i]}" for i in range(m.shape[0]) if not m[i].any()]
-    st.caption(f"{blocked} of {m.numel()} query–key pairs blocked.")
+    st.caption(f"{blocked} of {m.numel()} query–key pairs blocked: they are the dark cells of the mask and the "
+               "blank cells after masking (changed to −∞), and their weights are exactly 0.")
     if full:
         st.warning("Fully masked rows — these queries may see no key at all: " + ", ".join(full)
                    + ". softmax of a row of −∞ is 0/0 = NaN; attnviz defines such a row as all-zero weights "
