@@ -72,8 +72,6 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
             raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(FLAG_PARAMS))}, "
                              f"{', '.join(OUTPUT_KEYS)}.")
         raw[FLAG_PARAMS[key]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
-    if "text" in raw and not raw["text"].strip():
-        raise UsageError("The text is empty: give --text with at least one word.")
     state, warnings = parse(raw)
     if warnings:
         raise UsageError(_cli_wording(warnings[0]))

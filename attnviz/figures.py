@@ -90,6 +90,16 @@ def plain_label(label: str) -> str:
     return label.rstrip("".join(_INVISIBLE_DIGITS))
 
 
+def pool_block(rows: int, cols: int, max_cells: int) -> int:
+    """The square block size that brings both sides to at most ``max_cells`` (1 = none)."""
+    return max(1, math.ceil(max(rows, cols) / max_cells))
+
+
+def pooling_note(rows: int, cols: int, block: int) -> str:
+    return (f"Overview: {rows}×{cols} weights are max-pooled in {block}×{block} blocks so the page stays "
+            "fast; each cell shows its block's largest weight, so peaks survive.")
+
+
 def max_pool(z: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
     """Max-pool a (rows, cols) matrix with square blocks so that neither side
     exceeds ``max_cells``; peaks survive (a mean would wash them out).
@@ -97,7 +107,7 @@ def max_pool(z: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
     Returns the pooled matrix and the block size (1 when nothing was pooled).
     """
     rows, cols = z.shape
-    block = max(1, math.ceil(max(rows, cols) / max_cells))
+    block = pool_block(rows, cols, max_cells)
     if block == 1:
         return z, 1
     R, C = math.ceil(rows / block), math.ceil(cols / block)
@@ -119,9 +129,7 @@ def _matrix_data(z, rows: list[str], cols: list[str], title: str, max_cells: int
         z, block = max_pool(z, max_cells)
     if block > 1:
         x, y = _block_labels(len(cols), block), _block_labels(len(rows), block)
-        note = (f"Overview: {len(rows)}×{len(cols)} max-pooled in {block}×{block} blocks "
-                "(each cell shows its block's largest value).")
-        return HeatmapData(z, x, y, title, pooled=block, notes=[note], **kw)
+        return HeatmapData(z, x, y, title, pooled=block, notes=[pooling_note(len(rows), len(cols), block)], **kw)
     return HeatmapData(z, axis_labels(cols), axis_labels(rows), title, **kw)
 
 

@@ -74,11 +74,8 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
 def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:
     """What the grid overview says when it max-pools a long text (None when it doesn't)."""
     L, S = result.weights.shape[-2:]
-    if max(L, S) <= max_cells:
-        return None
-    block = -(-max(L, S) // max_cells)
-    return (f"Overview: {L}×{S} weights are max-pooled in {block}×{block} blocks so the page stays fast; "
-            "each cell shows its block's largest weight, so peaks survive.")
+    block = F.pool_block(L, S, max_cells)
+    return F.pooling_note(L, S, block) if block > 1 else None
 
 
 def file_stem(state: ViewState, view: str) -> str:

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attnviz.params import VIEWS
 from attnviz.views import VIEW_TITLES, clamp_selection, file_stem, pooled_note, run_json, view_figure, weights_csv
-from ui import compute
+from ui import compute, widgets
 from ui import state as ui_state
 
 s = ui_state.current()
@@ -24,7 +24,7 @@ s = fixed
 for note in result.notes + fixes:
     st.info(note, icon="ℹ️")
 
-N, H, L, S = result.weights.shape
+L = result.weights.shape[2]
 tokens = result.tokens[s.seq]
 if not s.present:
     shapes = " → ".join(f"{name} {tuple(shape)}" for name, shape in result.shapes().items())
@@ -33,10 +33,7 @@ if not s.present:
 
 st.segmented_control("View", VIEWS, key="view", format_func=VIEW_TITLES.get, required=True,
                      help="Which picture of the result to show.")
-c2, c3, _ = st.columns([1, 2, 3])
-c2.selectbox("Head", list(range(H)), key="head", help="The head shown by 'One head', 'Mask' and the table.")
-c3.selectbox("Query token", list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
-             help="The token whose weights 'Query focus' shows.")
+widgets.head_and_query(result, s.seq)
 s = ui_state.current()
 view = s.view or "grid"
 
