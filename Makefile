@@ -17,7 +17,7 @@ $(STAMP): requirements.txt pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+	$(PY) -m ui.server --server.port $(PORT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -rs

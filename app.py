@@ -33,4 +33,5 @@ PAGES = [
 page = st.navigation(PAGES)
 state.sidebar()
 state.write_url(state.current())
+state.show_url_warnings()
 page.run()

@@ -4,7 +4,12 @@ Every control of the app has a query-string name. This module is the one place
 that parses those strings (they always arrive as text), validates them, and writes
 them back, so a link opened in the browser and a ``render --from-url`` build show
 the same thing. Invalid or missing values fall back to their defaults, and each
-fallback is reported as a warning that names the parameter.
+fallback or clamp is reported as a warning that names the parameter. Bounds come
+from ``attnviz.limits``, like everywhere else.
+
+Warnings are plain text that quotes the user's value as it came: whoever shows one
+in Markdown must escape it (``ui.safe.md``), or a value such as
+``[Sign in](https://…)`` becomes a link.
 """
 
 from __future__ import annotations
@@ -15,14 +20,34 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from .devices import device_names
 from .figures import COLOR_SCALES
+from .limits import (
+    D_MODELS,
+    MAX_DROPOUT,
+    MAX_HEADS,
+    MAX_LINES,
+    MAX_SEED,
+    MAX_TEXT_CHARS,
+    MAX_TOKENS,
+    MAX_WINDOW,
+    head_choices,
+)
 from .masks import MASK_KINDS
-from .pipeline import DEFAULT_TEXT, AttentionConfig, head_choices
-from .tokens import DEFAULT_MAX_TOKENS, MODES, tokenize
+from .pipeline import DEFAULT_TEXT, AttentionConfig
+from .tokens import MODES, tokenize
 
-D_MODELS = (8, 16, 32, 64, 128, 256, 512)
 VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table")
-MAX_SEED = 2**31 - 1
-MAX_WINDOW = DEFAULT_MAX_TOKENS
+GRAD_SCALARS = ("sum", "norm", "dim0")
+
+
+class ParamWarning(str):
+    """A warning's text, plus ``name``: the parameter it is about."""
+
+    name: str
+
+    def __new__(cls, name: str, text: str) -> ParamWarning:
+        obj = super().__new__(cls, text)
+        obj.name = name
+        return obj
 
 
 @dataclass(frozen=True)
@@ -50,6 +75,7 @@ class ViewState:
     masks: str = "causal,window,causal+window"  # the mask lab's comparison, comma-separated
     float64: bool = False  # the verification page's extra float64 check
     grad_of: str = "sum"  # the gradient page's scalar of the query's output
+    grad_query: int = -1  # the gradient page's query token; -1 = the last real token
     additive: bool = False  # the √d_k page's comparison with additive attention
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
@@ -109,10 +135,14 @@ def _as_float(raw: str, lo: float, hi: float) -> float:
 
 
 def _as_text(raw: str, mode: str) -> str:
+    if len(raw) > MAX_TEXT_CHARS:
+        raise ValueError(f"is longer than {MAX_TEXT_CHARS:,} characters")
     text = raw.replace("\r\n", "\n")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise ValueError("is empty")
+    if len(lines) > MAX_LINES:
+        raise ValueError(f"has {len(lines)} lines; the limit is {MAX_LINES}")
     for ln in lines:
         tokenize(ln, mode)  # raises a readable ValueError over the cap
     return text
@@ -138,7 +168,13 @@ def _flatten(params: Mapping) -> dict[str, str]:
     return out
 
 
-def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewState, list[str]]:
+def _shown(raw: str) -> str:
+    """The user's value, quoted and cut short, for a message (never interpreted)."""
+    raw = raw if len(raw) <= 40 else raw[:37] + "..."
+    return '"' + raw.replace("\n", " ") + '"'
+
+
+def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewState, list[ParamWarning]]:
     """Query parameters -> (ViewState, warnings). Never raises on bad input.
 
     Missing parameters take their defaults silently; invalid ones take their
@@ -146,18 +182,21 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     """
     p = _flatten(params)
     devices = device_names() if devices is None else devices
-    warnings: list[str] = []
+    warnings: list[ParamWarning] = []
     values: dict = {}
+
+    def warn(name: str, text: str) -> None:
+        warnings.append(ParamWarning(name, text))
 
     def take(name, convert):
         if name not in p:
             return
         try:
             values[name] = convert(p[name])
-        except (ValueError, TypeError) as e:
-            shown = p[name] if len(p[name]) <= 40 else p[name][:37] + "..."
-            warnings.append(f"URL parameter `{name}={shown}` {_reason(e)}; using the default "
-                            f"({getattr(DEFAULTS, name)!s:.40}).")
+        except (ValueError, TypeError, OverflowError) as e:
+            default = str(getattr(DEFAULTS, name)).replace("\n", " ")
+            warn(name, f"URL parameter {name}={_shown(p[name])} {_reason(e)}; using the default "
+                       f"({default:.40}).")
 
     take("tokenize", lambda r: _as_choice(r, MODES))
     take("text", lambda r: _as_text(r, values.get("tokenize", DEFAULTS.tokenize)))
@@ -167,19 +206,20 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     take("heads", lambda r: _heads(r, d_model))
     take("mask", lambda r: _as_choice(r, MASK_KINDS))
     take("window", lambda r: _as_int(r, 0, MAX_WINDOW))
-    take("pad_to", lambda r: _as_int(r, 0, DEFAULT_MAX_TOKENS))
+    take("pad_to", lambda r: _as_int(r, 0, MAX_TOKENS))
     take("seed", lambda r: _as_int(r, 0, MAX_SEED))
     take("positional", _as_bool)
-    take("dropout", lambda r: _as_float(r, 0.0, 0.9))
+    take("dropout", lambda r: _as_float(r, 0.0, MAX_DROPOUT))
     take("colors", lambda r: _as_choice(r, COLOR_SCALES))
-    take("head", lambda r: _as_int(r, 0, 511))
-    take("query", lambda r: _as_int(r, 0, DEFAULT_MAX_TOKENS - 1))
-    take("seq", lambda r: _as_int(r, 0, 10_000))
+    take("head", lambda r: _as_int(r, 0, MAX_HEADS - 1))
+    take("query", lambda r: _as_int(r, 0, MAX_TOKENS - 1))
+    take("seq", lambda r: _as_int(r, 0, MAX_LINES - 1))
     take("view", lambda r: _as_choice(r, VIEWS))
     take("present", _as_bool)
     take("masks", _as_masks)
     take("float64", _as_bool)
-    take("grad_of", lambda r: _as_choice(r, ("sum", "norm", "dim0")))
+    take("grad_of", lambda r: _as_choice(r, GRAD_SCALARS))
+    take("grad_query", lambda r: _as_int(r, -1, MAX_TOKENS - 1))
     take("additive", _as_bool)
     if "device" in p:
         dev = p["device"].strip().lower()
@@ -187,22 +227,24 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
         if dev in devices:
             values["device"] = dev
         else:
-            warnings.append(f"URL parameter `device={p['device']:.20}` is not available on this machine "
-                            f"(available: {', '.join(devices)}); running on cpu.")
+            warn("device", f"URL parameter device={_shown(p['device'][:20])} is not available on this machine "
+                           f"(available: {', '.join(devices)}); running on cpu.")
     # A heads value that fit the default d_model but not the URL's own d_model.
     if "heads" not in values and d_model % DEFAULTS.heads:
         values["heads"] = max(h for h in head_choices(d_model) if h <= DEFAULTS.heads)
     state = replace(DEFAULTS, **values)
     if state.head >= state.heads:
-        warnings.append(f"URL parameter `head={state.head}` is past the last head ({state.heads - 1}); "
-                        "showing head 0.")
+        warn("head", f"URL parameter head={state.head} is past the last head ({state.heads - 1}); "
+                     "showing head 0.")
         state = replace(state, head=0)
     return state, warnings
 
 
 def _heads(raw: str, d_model: int) -> int:
     h = int(raw)
-    if h < 1 or d_model % h:
+    if not 1 <= h <= MAX_HEADS:
+        raise ValueError(f"must be between 1 and {MAX_HEADS}")
+    if d_model % h:
         raise ValueError(f"does not divide d_model={d_model} (choose one of "
                          f"{', '.join(map(str, head_choices(d_model)))})")
     return h
@@ -210,9 +252,11 @@ def _heads(raw: str, d_model: int) -> int:
 
 def _reason(e: Exception) -> str:
     msg = str(e)
-    if msg.startswith("invalid literal") or msg.startswith("could not convert"):
+    if msg.startswith(("invalid literal", "could not convert", "Exceeds the limit")) or isinstance(e, OverflowError):
         return "is not a number"
-    return msg if msg.startswith(("must", "is ", "does")) else f"is invalid: {msg}"
+    if msg.startswith(("must", "is ", "does", "has ")):
+        return msg
+    return "is invalid: " + (msg if len(msg) <= 200 else msg[:197] + "...")
 
 
 def query_dict(url_or_query: str) -> dict[str, str]:

@@ -16,11 +16,13 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
+from . import limits
 from .devices import resolve_device
 from .embeddings import embed, sinusoidal_positions
+from .limits import MAX_D_MODEL, MAX_DROPOUT, MAX_HEADS, MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from .masks import MASK_KINDS, build_mask
 from .multihead import MultiHeadAttention, MultiHeadSteps
-from .tokens import DEFAULT_MAX_TOKENS, MODES, tokenize
+from .tokens import MODES, tokenize
 
 PAD = "[PAD]"
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
@@ -47,14 +49,19 @@ class AttentionConfig:
     positional: bool = True
     tokenize_mode: str = "auto"
     source: str = ""
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int = MAX_TOKENS
 
     def validate(self) -> None:
-        """Raise ``ValueError`` with a message a user can act on."""
-        if self.d_model < 1 or self.d_model > 4096:
-            raise ValueError(f"d_model must be between 1 and 4096, got {self.d_model}.")
-        if self.num_heads < 1:
-            raise ValueError(f"The number of heads must be at least 1, got {self.num_heads}.")
+        """Raise ``ValueError`` with a message a user can act on (bounds: ``attnviz.limits``)."""
+        if not 1 <= self.d_model <= MAX_D_MODEL:
+            raise ValueError(f"d_model must be between 1 and {MAX_D_MODEL}, got {self.d_model}.")
+        if not 1 <= self.num_heads <= MAX_HEADS:
+            raise ValueError(f"The number of heads must be between 1 and {MAX_HEADS}, got {self.num_heads}.")
+        if not 1 <= self.max_tokens <= MAX_TOKENS:
+            raise ValueError(f"max_tokens must be between 1 and {MAX_TOKENS}, got {self.max_tokens}.")
+        for what, text in (("text", self.text), ("source text", self.source)):
+            if len(text) > MAX_TEXT_CHARS:
+                raise ValueError(f"The {what} has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}.")
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"{self.num_heads} heads do not divide d_model={self.d_model}: "
@@ -62,24 +69,21 @@ class AttentionConfig:
             )
         if self.mask not in MASK_KINDS:
             raise ValueError(f"Unknown mask {self.mask!r}; choose one of {', '.join(MASK_KINDS)}.")
-        if self.window < 0:
-            raise ValueError(f"The window must be 0 or more, got {self.window}.")
+        if not 0 <= self.window <= limits.MAX_WINDOW:
+            raise ValueError(f"The window must be between 0 and {limits.MAX_WINDOW}, got {self.window}.")
+        if not 0 <= self.seed <= limits.MAX_SEED:
+            raise ValueError(f"The seed must be between 0 and {limits.MAX_SEED}, got {self.seed}.")
         if self.pad_to < 0 or self.pad_to > self.max_tokens:
             raise ValueError(f"pad_to must be between 0 and the token cap {self.max_tokens}, "
                              f"got {self.pad_to}.")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"Dropout must be in [0, 1), got {self.dropout}.")
+        if not 0.0 <= self.dropout <= MAX_DROPOUT:
+            raise ValueError(f"Dropout must be between 0 and {MAX_DROPOUT}, got {self.dropout}.")
         if self.tokenize_mode not in MODES:
             raise ValueError(f"Unknown tokenization mode {self.tokenize_mode!r}; "
                              f"choose one of {', '.join(MODES)}.")
 
     def with_(self, **changes) -> AttentionConfig:
         return replace(self, **changes)
-
-
-def head_choices(d_model: int, limit: int = 64) -> list[int]:
-    """Head counts that divide ``d_model`` (each head gets d_model / H features)."""
-    return [h for h in range(1, min(d_model, limit) + 1) if d_model % h == 0]
 
 
 @dataclass
@@ -139,6 +143,8 @@ def _lines(text: str, what: str) -> list[str]:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise ValueError(f"The {what} is empty: type at least one word.")
+    if len(lines) > MAX_LINES:
+        raise ValueError(f"The {what} has {len(lines)} lines; the limit is {MAX_LINES} (one padded batch).")
     return lines
 
 
@@ -186,6 +192,8 @@ def compute(config: AttentionConfig) -> AttentionResult:
     L = max(max(lengths), config.pad_to)
     S = max(max(src_lengths), config.pad_to) if cross else L
     timings["tokenize"] = (time.perf_counter() - t0) * 1e3
+    # Refuse before allocating anything of size L·S.
+    limits.check_budget(limits.RunSize(len(q_seqs), config.num_heads, L, S, config.d_model))
 
     t0 = time.perf_counter()
     x = _embed_batch(q_seqs, L, config)  # (N, L, E)

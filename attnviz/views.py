@@ -71,6 +71,17 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
 
 
+def view_key(state: ViewState, view: str | None = None) -> tuple:
+    """The plain values that ``view_figure`` reads for ``view``: a cache key for its figure.
+
+    Only the selection a view shows is included, so changing the head leaves the
+    cached grid, mean and mask figures valid.
+    """
+    view = view or state.view
+    selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,)}.get(view, ())
+    return (state.config(), view, state.seq, *selection, style_for(state))
+
+
 def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:
     """What the grid overview says when it max-pools a long text (None when it doesn't)."""
     L, S = result.weights.shape[-2:]

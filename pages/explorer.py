@@ -4,7 +4,16 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.params import VIEWS
-from attnviz.views import VIEW_TITLES, clamp_selection, file_stem, pooled_note, run_json, view_figure, weights_csv
+from attnviz.views import (
+    VIEW_TITLES,
+    clamp_selection,
+    file_stem,
+    pooled_note,
+    run_json,
+    view_figure,
+    view_key,
+    weights_csv,
+)
 from ui import compute, widgets
 from ui import state as ui_state
 
@@ -12,9 +21,6 @@ s = ui_state.current()
 if not s.present:
     st.title("Attention explorer")
     st.caption("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight.")
-for w in ui_state.url_warnings():
-    st.warning(w, icon="🔗")
-
 result = compute.run(s.config())
 fixed, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
@@ -22,7 +28,7 @@ for k in ("head", "query"):  # drawn below, so still assignable; seq is kept val
         st.session_state[k] = getattr(fixed, k)
 s = fixed
 for note in result.notes + fixes:
-    st.info(note, icon="ℹ️")
+    st.info(note, icon=":material/info:")
 
 L = result.weights.shape[2]
 tokens = result.tokens[s.seq]
@@ -39,7 +45,8 @@ view = s.view or "grid"
 
 
 def show(v: str) -> None:
-    compute.chart(view_figure(result, s, v), key=f"chart_{v}", filename=file_stem(s, v))
+    fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v))
+    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v))
 
 
 if view == "grid" or not s.present:
@@ -74,8 +81,8 @@ if not s.present:
     st.divider()
     d1, d2, d3 = st.columns([1, 1, 3])
     d1.download_button("Weights (CSV)", data=lambda: weights_csv(result), file_name=file_stem(s, "weights") + ".csv",
-                       mime="text/csv", on_click="ignore", key="dl_csv", icon="⬇️")
+                       mime="text/csv", on_click="ignore", key="dl_csv", icon=":material/download:")
     d2.download_button("Run (JSON)", data=lambda: run_json(result), file_name=file_stem(s, "run") + ".json",
-                       mime="application/json", on_click="ignore", key="dl_json", icon="⬇️")
+                       mime="application/json", on_click="ignore", key="dl_json", icon=":material/download:")
     d3.caption("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
                "copy it to share this exact view.")

@@ -61,3 +61,14 @@ def no_errors(at: AppTest) -> None:
 
 def heatmaps(fig: dict) -> list[dict]:
     return [t for t in fig["data"] if t["type"] == "heatmap"]
+
+
+def shown(value: str) -> str:
+    """Markdown source as a reader sees it: backslash escapes removed (ui.safe.md adds them)."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", value)
+
+
+def warnings_shown(at: AppTest) -> list[str]:
+    return [shown(w.value) for w in at.warning]

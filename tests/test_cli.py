@@ -99,10 +99,10 @@ def test_flags_override_the_url():
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--view", "radar", "--out", "x.png"], "view=radar"),
+        (["--view", "radar", "--out", "x.png"], 'view="radar"'),
         (["--out", "x.gif"], "Unknown output format"),
-        (["--heads", "3", "--out", "x.json"], "heads=3 does not divide"),
-        (["--window", "-1", "--out", "x.json"], "window=-1"),
+        (["--heads", "3", "--out", "x.json"], 'heads="3" does not divide'),
+        (["--window", "-1", "--out", "x.json"], 'window="-1"'),
         (["--text", "", "--out", "x.json"], "empty"),
         (["--text", "   ", "--out", "x.json"], "empty"),
         (["--out", "/no/such/dir/x.json"], "does not exist"),
@@ -155,7 +155,7 @@ def test_batch_with_a_broken_entry_writes_the_rest(tmp_path):
     code, _, err = run("--spec", str(spec))
     assert code == 2
     assert (tmp_path / "a.json").exists() and (tmp_path / "c.csv").exists() and not (tmp_path / "b.json").exists()
-    assert "b.json: Setting heads=5 does not divide" in err and "1 of 3 figures failed" in err
+    assert 'b.json: Setting heads="5" does not divide' in err and "1 of 3 figures failed" in err
 
 
 def test_without_chromium_images_fail_with_advice_but_text_formats_work(tmp_path, monkeypatch, capsys):

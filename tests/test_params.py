@@ -35,7 +35,7 @@ def test_missing_parameters_take_defaults_silently():
 )
 def test_invalid_values_fall_back_and_name_the_parameter(query, name, reason):
     state, warnings = parse_url(query)
-    assert len(warnings) == 1 and f"`{name}=" in warnings[0] and reason in warnings[0]
+    assert len(warnings) == 1 and f"{name}=" in warnings[0] and warnings[0].name == name and reason in warnings[0]
     assert getattr(state, name) == getattr(DEFAULTS, name)
 
 

@@ -1,31 +1,83 @@
-"""Cached computation and error display shared by the pages."""
+"""Cached computation, cached figures and error display shared by the pages.
+
+One server process serves every session, so the caches here are process-wide and
+keyed on plain values (a config, a view, a style):
+
+- results: ``attnviz.cache.ByteBudgetCache`` bounded in bytes, computing each config
+  once however many students open the same link at the same moment;
+- figures: the same kind of cache, so changing only the head, query, view or colours
+  sends a figure that is already built;
+- at most ``limits.MAX_CONCURRENT_RUNS`` computations run at once, so memory stays
+  within (runs at once × the per-run budget) + the cache.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import astuple
 
+import plotly.io as pio
 import streamlit as st
 
 from attnviz import AttentionConfig, AttentionResult, compute
+from attnviz.cache import ByteBudgetCache
+from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
+
+_budget = cache_budget_bytes()
+RESULTS = ByteBudgetCache(_budget * 3 // 4)
+FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: len(pio.to_json(fig, validate=False)) + 256)
+_RUNS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 
 
-@st.cache_resource(max_entries=24, show_spinner=False)
-def _cached(**config) -> AttentionResult:
-    # Keyed on plain values; the result is shared read-only between reruns and pages,
-    # so changing only a view (head, query, colours) never recomputes.
-    return compute(AttentionConfig(**config))
+def _compute(config: AttentionConfig) -> AttentionResult:
+    with _RUNS:
+        return compute(config)
+
+
+def cached_result(config: AttentionConfig) -> AttentionResult:
+    """The (shared, read-only) result of ``config``; raises what ``compute`` raises."""
+    return RESULTS.get_or_compute(("result", config), lambda: _compute(config))
+
+
+def cached(key: Hashable, build: Callable, *, limited: bool = True):
+    """Any other derived value (verification, gradients), cached with the results.
+
+    ``limited``: count the build against the concurrent-run limit (for heavy work).
+    """
+    def run():
+        if not limited:
+            return build()
+        with _RUNS:
+            return build()
+
+    return RESULTS.get_or_compute(key, run)
 
 
 def run(config: AttentionConfig) -> AttentionResult:
     """The result for ``config``, or a clear message on the page and a stop."""
+    return guard(lambda: cached_result(config))
+
+
+def guard(fn: Callable):
+    """``fn()``, or its error as a message on the page and a stop (never a traceback)."""
     try:
-        return _cached(**asdict(config))
+        return fn()
     except ValueError as e:
-        st.error(str(e), icon="⚠️")
+        st.error(str(e), icon=":material/error:")
     except Exception as e:  # noqa: BLE001 - never a traceback in the browser
-        st.error(f"The computation failed: {type(e).__name__}: {e}", icon="⚠️")
+        st.error(f"The computation failed: {type(e).__name__}: {e}", icon=":material/error:")
     st.stop()
     raise AssertionError("unreachable")  # st.stop() raises
+
+
+def figure(key: Hashable, build: Callable):
+    """A figure built once per ``key`` (plain values: config, view, selection, style)."""
+    return FIGURES.get_or_compute(key, build)
+
+
+def style_key(style) -> tuple:
+    return astuple(style)
 
 
 def chart(fig, *, key: str, filename: str) -> None:

@@ -3,7 +3,12 @@
 Widget keys are the query-string names of ``attnviz.params.ViewState``. On a
 session's first run the URL is parsed (``attnviz.params.parse``) into session state
 before any widget exists; after every run the current state is written back to the
-URL, so the address bar always reopens exactly this view.
+URL, so the address bar always reopens exactly this view. When the URL changes under
+a running session (back/forward in the browser, or a client that reruns with a new
+query string) it is parsed again, so the URL always wins over stale widget values.
+
+Warnings about the URL are shown (escaped) until the setting they name is changed.
+Every bound comes from ``attnviz.limits``.
 """
 
 from __future__ import annotations
@@ -14,24 +19,27 @@ import streamlit as st
 
 from attnviz.devices import available_devices
 from attnviz.figures import COLOR_SCALES
+from attnviz.limits import D_MODELS, MAX_DROPOUT, MAX_LINES, MAX_SEED, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.masks import MASK_KINDS
-from attnviz.params import D_MODELS, DEFAULTS, NAMES, ViewState, parse
-from attnviz.pipeline import head_choices
-from attnviz.tokens import DEFAULT_MAX_TOKENS, MODES
+from attnviz.params import DEFAULTS, NAMES, ViewState, parse
+from attnviz.tokens import MODES
+from ui.safe import md
 
-_LOADED = "_attnviz_loaded"
-_WARNINGS = "_attnviz_url_warnings"
+_URL = "_attnviz_url"  # the query string this session last parsed or wrote
+_WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
 
 
 def load() -> None:
-    """Seed session state from the URL once; keep page-specific keys alive after."""
+    """Seed session state from the URL when it is new to this session; keep
+    page-specific keys alive after."""
     ss = st.session_state
-    if _LOADED not in ss:
-        state, warnings = parse(st.query_params.to_dict())
+    url = st.query_params.to_dict()
+    if ss.get(_URL) != url:
+        state, warnings = parse(url)
         for k, v in asdict(state).items():
             ss[k] = v
-        ss[_WARNINGS] = warnings
-        ss[_LOADED] = True
+        ss[_WARNINGS] = [(w, getattr(state, w.name)) for w in warnings]
+        ss[_URL] = url
     else:
         # Streamlit forgets the value of a widget that a run did not draw (a page's own
         # controls while another page is open); re-assigning keeps it.
@@ -39,13 +47,23 @@ def load() -> None:
             if k in ss:
                 ss[k] = ss[k]
     # d_model may have changed under a head count that no longer divides it.
-    choices = head_choices(int(ss.get("d_model", DEFAULTS.d_model)))
+    d_model = int(ss.get("d_model", DEFAULTS.d_model))
+    choices = head_choices(d_model)
     if ss.get("heads") not in choices:
-        ss["heads"] = max(h for h in choices if h <= max(1, int(ss.get("heads") or 1)))
+        old = ss.get("heads")
+        ss["heads"] = max(h for h in choices if h <= max(1, int(old or 1)))
+        st.toast(f"{old} heads do not divide d_model={d_model}: using {ss['heads']}.", icon=":material/tune:")
 
 
 def url_warnings() -> list[str]:
-    return list(st.session_state.get(_WARNINGS, []))
+    """The URL's warnings whose setting still holds the value the warning set."""
+    ss = st.session_state
+    return [w for w, fallback in ss.get(_WARNINGS, []) if ss.get(w.name) == fallback]
+
+
+def show_url_warnings() -> None:
+    for w in url_warnings():
+        st.warning(md(w), icon=":material/link:")
 
 
 def current() -> ViewState:
@@ -61,13 +79,14 @@ def write_url(state: ViewState) -> None:
     want = state.to_query()
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)
+    st.session_state[_URL] = want
 
 
 def sidebar() -> None:
     """Every control of the computation, each with a key (its URL name) and a help line."""
     sb = st.sidebar
-    sb.text_area("Text — one sentence per line", key="text", height=110, max_chars=20_000,
-                 help="Several lines form a padded batch. Up to 512 tokens per line.")
+    sb.text_area("Text — one sentence per line", key="text", height=110, max_chars=MAX_TEXT_CHARS,
+                 help=f"Several lines (up to {MAX_LINES}) form a padded batch. Up to {MAX_TOKENS} tokens per line.")
     lines = [ln for ln in str(st.session_state.get("text", "")).splitlines() if ln.strip()]
     if len(lines) > 1:
         if st.session_state.get("seq", 0) >= len(lines):
@@ -83,9 +102,9 @@ def sidebar() -> None:
                  help="causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
                       "Every mask but 'none' also blocks [PAD] keys.")
     c1, c2 = sb.columns(2)
-    c1.number_input("Window", min_value=0, max_value=DEFAULT_MAX_TOKENS, step=1, key="window",
+    c1.number_input("Window", min_value=0, max_value=MAX_TOKENS, step=1, key="window",
                     help="Local window: query i sees keys j with |i − j| ≤ window.")
-    c2.number_input("Pad to", min_value=0, max_value=DEFAULT_MAX_TOKENS, step=1, key="pad_to",
+    c2.number_input("Pad to", min_value=0, max_value=MAX_TOKENS, step=1, key="pad_to",
                     help="Pad every sentence to at least this many tokens with [PAD].")
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
@@ -94,11 +113,11 @@ def sidebar() -> None:
     sb.selectbox("Device", list(labels), key="device", format_func=labels.get,
                  help="Where the computation runs. Only devices found on this machine.")
     c1, c2 = sb.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="seed",
+    c1.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="seed",
                     help="Seeds the projection weights and dropout: same seed, same numbers.")
     c2.selectbox("Tokens", MODES, key="tokenize",
                  help="auto: words, and one token per CJK character; word; char.")
-    sb.slider("Dropout p", min_value=0.0, max_value=0.9, step=0.05, key="dropout",
+    sb.slider("Dropout p", min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout",
               help="Dropout on the weights (off by default); seeded, so reproducible.")
     sb.toggle("Positional encoding", key="positional",
               help="Add sinusoidal position vectors to the token embeddings.")

@@ -1,0 +1,129 @@
+"""A thread-safe cache bounded in bytes, that computes each key once.
+
+A server shares one cache between every session. Two properties matter in a
+classroom, where thirty students open the same link at the same moment:
+
+- **bounded in bytes, not entries**: one 500-token batch can outweigh a hundred
+  short sentences, so the least recently used entries leave until the total fits;
+- **single flight**: while a key is being computed, other callers of that key wait
+  for it instead of computing (and holding) thirty copies.
+
+An entry larger than the whole budget is computed and returned but not kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
+    """An estimate of the memory held by ``obj``: its tensors and arrays, counted once
+    (views of one storage count once), plus a small constant per object."""
+    seen = set() if _seen is None else _seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        storage = obj.untyped_storage()
+        key = ("storage", storage.data_ptr())
+        if key in seen:
+            return 64
+        seen.add(key)
+        return storage.nbytes() + 64
+    if isinstance(obj, np.ndarray):
+        return (obj.nbytes if obj.base is None else 0) + 64
+    if isinstance(obj, (str, bytes)):
+        return len(obj) + 48
+    if isinstance(obj, dict):
+        return 64 + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in obj.items())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return 56 + sum(nbytes(v, seen) for v in obj)
+    if isinstance(obj, torch.nn.Module):
+        return 64 + sum(nbytes(t, seen) for t in obj.state_dict().values())
+    if hasattr(obj, "__dict__"):
+        return 64 + sum(nbytes(v, seen) for v in vars(obj).values())
+    return 32
+
+
+class _Flight:
+    """One computation in progress, shared by every caller of its key."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class ByteBudgetCache:
+    """LRU cache of computed values, bounded by the sum of their sizes in bytes."""
+
+    def __init__(self, max_bytes: int, size_of: Callable[[Any], int] = nbytes) -> None:
+        self.max_bytes = int(max_bytes)
+        self._size_of = size_of
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}
+        self.total_bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The cached value of ``key``, computing it (once, however many callers) if absent.
+
+        Callers that arrive while ``key`` is being computed wait and get the same value,
+        or the same exception (exceptions are not cached).
+        """
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return self._entries[key][0]
+            flight = self._flights.get(key)
+            owner = flight is None
+            if owner:
+                flight = self._flights[key] = _Flight()
+                self.misses += 1
+        if not owner:
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            return flight.value
+        try:
+            flight.value = compute()
+        except BaseException as e:
+            flight.error = e
+            raise
+        finally:
+            with self._lock:
+                if flight.error is None:
+                    self._put(key, flight.value)
+                del self._flights[key]
+            flight.done.set()
+        return flight.value
+
+    def _put(self, key: Hashable, value: Any) -> None:
+        size = self._size_of(value)
+        if size > self.max_bytes:
+            return  # larger than the whole budget: handed back, never kept
+        self._entries[key] = (value, size)
+        self.total_bytes += size
+        while self.total_bytes > self.max_bytes:
+            _, (_, old) = self._entries.popitem(last=False)
+            self.total_bytes -= old
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.total_bytes = 0

@@ -1,0 +1,111 @@
+"""Every bound of attnviz, in one place.
+
+The URL parser, the sidebar widgets, the CLI and the Python API all read these
+numbers, so a value refused (or clamped, with a message) by one door is refused by
+every door. The memory budget is checked *before* anything is allocated: a run's
+size is known from (lines, heads, query length, key length, width) alone.
+
+Two bounds are read from the environment when the process starts, so a server can
+be sized without editing code:
+
+- ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 256): the most one run may hold.
+- ``ATTNVIZ_CACHE_MB`` (default 256): the most the shared result/figure caches hold.
+
+The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
+about 0.4 GB for Python, torch and Streamlit, at most two runs computing at once
+(``MAX_CONCURRENT_RUNS``), and the cache.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+MAX_TOKENS = 512  # tokens per line (queries or keys)
+MAX_LINES = 16  # lines of a padded batch
+MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
+MAX_HEADS = 64
+D_MODELS = (8, 16, 32, 64, 128, 256, 512)  # the widths offered everywhere
+MAX_D_MODEL = D_MODELS[-1]
+MAX_SEED = 2**31 - 1
+MAX_WINDOW = MAX_TOKENS
+MAX_DROPOUT = 0.9
+MAX_CONCURRENT_RUNS = 2  # computations at once in one server process (one per core here)
+
+# An attention run keeps, per (sequence, head, query, key): the scores, the scaled
+# scores, the masked scores, the weights and the weights after dropout (float32), and
+# the bool mask. Everything else (embeddings, Q/K/V, outputs) grows with L·E only.
+_PER_CELL_BYTES = 5 * 4 + 1
+_PER_TOKEN_WIDTH_BYTES = 10 * 4  # X, Q, K, V, their copies on the way, joined, output
+
+
+def _env_mb(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        value = default
+    return max(1, value)
+
+
+def memory_budget_bytes() -> int:
+    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 256) * 2**20
+
+
+def cache_budget_bytes() -> int:
+    return _env_mb("ATTNVIZ_CACHE_MB", 256) * 2**20
+
+
+def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:
+    """Head counts that divide ``d_model`` (each head gets d_model / H features)."""
+    return [h for h in range(1, min(d_model, limit) + 1) if d_model % h == 0]
+
+
+@dataclass(frozen=True)
+class RunSize:
+    """What one run holds: N sequences, H heads, L queries, S keys, width E."""
+
+    N: int
+    H: int
+    L: int
+    S: int
+    E: int
+
+    @property
+    def bytes(self) -> int:
+        cells = self.N * self.H * self.L * self.S
+        return cells * _PER_CELL_BYTES + self.N * (self.L + self.S) * self.E * _PER_TOKEN_WIDTH_BYTES
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:,.0f} MB"
+
+
+def longest_that_fits(N: int, H: int, E: int, budget: int) -> int:
+    """The largest square length (L = S) whose run fits ``budget`` bytes (0 if none)."""
+    lo, hi = 0, MAX_TOKENS
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if RunSize(N, H, mid, mid, E).bytes <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_budget(size: RunSize, budget: int | None = None) -> None:
+    """Raise ``ValueError`` naming what to reduce when ``size`` is over the budget."""
+    budget = memory_budget_bytes() if budget is None else budget
+    if size.bytes <= budget:
+        return
+    fits = longest_that_fits(size.N, size.H, size.E, budget)
+    fits_one = longest_that_fits(1, size.H, size.E, budget)
+    hint = (f"with {size.N} line{'s' if size.N > 1 else ''} and {size.H} heads, texts up to {fits} tokens fit"
+            if fits else f"even one token per line does not fit with {size.N} lines and {size.H} heads")
+    if size.N > 1 and fits_one > fits:
+        hint += f"; one line of up to {fits_one} tokens fits"
+    raise ValueError(
+        f"This run would hold about {_mb(size.bytes)} ({size.N} × {size.H} heads × {size.L} × {size.S} "
+        f"weights, with every step kept), over this server's budget of {_mb(budget)}. "
+        f"Use fewer lines, fewer heads, a shorter text or a smaller pad-to: {hint}."
+    )

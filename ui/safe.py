@@ -1,0 +1,26 @@
+"""Showing user text in Streamlit Markdown without letting it become Markdown.
+
+Streamlit renders Markdown (links, images, emphasis), LaTeX between ``$`` signs and
+its own directives (``:red[…]``, ``:material/…:``) in ``st.markdown``, ``st.caption``,
+``st.warning`` and friends. A token or a URL value shown there must be escaped, or
+``[Sign in](https://…)`` becomes a live link.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Every ASCII punctuation mark may be backslash-escaped in CommonMark; escaping all
+# of them is simpler and safer than guessing which ones a renderer treats specially.
+_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def md(text: str) -> str:
+    """``text`` shown literally in Markdown: punctuation escaped, line breaks as spaces."""
+    flat = " ".join(str(text).split())  # newlines would start lists or headings
+    return _PUNCT.sub(r"\\\1", flat)
+
+
+def quoted(token: str) -> str:
+    """A token inside typographic quotes, escaped: “it”."""
+    return f"“{md(token)}”"

@@ -1,0 +1,48 @@
+"""Start the Streamlit server with the heavy imports already done.
+
+    python -m ui.server [streamlit run options...]
+
+``streamlit run app.py`` would import torch, Plotly and pandas inside the first
+session's script run, so the first student of a class waits for them (and every
+other session waits behind the import lock). Importing them here, before the server
+accepts connections, moves that cost to start-up. The options are ``streamlit
+run``'s own (``--server.port 8502``, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def preload() -> None:
+    """Import everything a page run needs, and build one figure (Plotly's lazy
+    class lookups and template happen on first use)."""
+    import pandas  # noqa: F401
+    import plotly.io as pio
+
+    import attnviz.cli  # noqa: F401 - the CLI pulls in every view
+    from attnviz import AttentionConfig, compute
+    from attnviz.params import DEFAULTS
+    from attnviz.views import FIGURE_VIEWS, view_figure
+    from ui import compute as ui_compute  # noqa: F401
+    from ui import state, widgets  # noqa: F401
+
+    result = compute(AttentionConfig(text="warm up", num_heads=2, d_model=8))
+    for view in FIGURE_VIEWS:
+        pio.to_json(view_figure(result, DEFAULTS.with_(text="warm up", heads=2, d_model=8), view), validate=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.path.insert(0, str(APP.parent))
+    preload()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
+    sys.exit(cli.main())
+
+
+if __name__ == "__main__":
+    main()
