@@ -1,12 +1,15 @@
 # make run  - create .venv if missing, install, start the app on http://localhost:8501
 # make test - create .venv if missing, install, run every test
+# make serve - REPLICAS Streamlit processes (default: the CPU count) behind HAProxy on PORT
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
+REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
+BIND ?= 0.0.0.0
 
-.PHONY: install run test bench figures lint clean
+.PHONY: install run serve test bench figures lint clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +21,10 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(PY) -m ui.server --server.port $(PORT)
+
+serve: $(STAMP)
+	bash deploy/install-haproxy.sh
+	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT) --bind $(BIND)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -rs

@@ -96,7 +96,7 @@ def test_invalid_link_warns_in_the_page(server, page):
     page.goto(server + "/?heads=3&device=cuda")
     wait_idle(page)
     body = page.inner_text("[data-testid=stMain]")
-    assert "heads=3" in body and "device=cuda" in body and "running on cpu" in body
+    assert 'heads="3"' in body and 'device="cuda"' in body and "running on cpu" in body
     assert "Traceback" not in body
 
 

@@ -1,0 +1,95 @@
+"""A Streamlit client without a browser: Streamlit's own websocket protocol.
+
+It does what the browser does for a session, minus the drawing: load the page over
+HTTP (which gives a proxy the chance to set its affinity cookie), open
+``/_stcore/stream`` with that cookie, and send ``rerun_script`` back-messages that
+carry the page's query string, reading forward-messages until the run's
+``script_finished``. Used by the classroom benchmark and the ``make serve`` tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+FINISHED_OK = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
+
+
+@dataclass
+class RunReport:
+    seconds: float
+    bytes: int
+    ok: bool
+    error: str = ""
+    elements: int = 0
+
+
+@dataclass
+class Session:
+    """One browser tab's worth of Streamlit session."""
+
+    base: str  # http://127.0.0.1:8501
+    cookies: dict[str, str] = field(default_factory=dict)
+    ws: object = None
+    server_session_id: str = ""
+
+    def _load_page(self) -> None:
+        """GET / as a browser does first; keep the cookies the server (or proxy) sets."""
+        req = urllib.request.Request(self.base + "/")
+        if self.cookies:
+            req.add_header("Cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+            for header in r.headers.get_all("Set-Cookie") or []:
+                c = SimpleCookie()
+                c.load(header)
+                self.cookies.update({k: m.value for k, m in c.items()})
+
+    async def connect(self) -> None:
+        await asyncio.to_thread(self._load_page)
+        url = self.base.replace("http://", "ws://", 1) + "/_stcore/stream"
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        self.ws = await websockets.connect(url, subprotocols=["streamlit"], additional_headers=headers,
+                                           max_size=None, open_timeout=30, ping_interval=None)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+            self.ws = None
+
+    async def rerun(self, query_string: str, *, timeout: float = 120.0) -> RunReport:
+        """Run the page with ``query_string``; wait for the run to finish."""
+        msg = BackMsg()
+        msg.rerun_script.query_string = query_string
+        t0 = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        received, elements, error = 0, 0, ""
+        deadline = t0 + timeout
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements)
+            data = await asyncio.wait_for(self.ws.recv(), remaining)
+            received += len(data)
+            fwd = ForwardMsg()
+            fwd.ParseFromString(data)
+            kind = fwd.WhichOneof("type")
+            if kind == "new_session":
+                self.server_session_id = fwd.new_session.initialize.session_id or self.server_session_id
+            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                elements += 1
+                el = fwd.delta.new_element
+                if el.WhichOneof("type") == "exception":
+                    error = error or f"exception: {el.exception.message}"
+            elif kind == "script_finished":
+                ok = fwd.script_finished in FINISHED_OK and not error
+                return RunReport(time.perf_counter() - t0, received, ok, error, elements)
+            elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
+                error = "compile error"

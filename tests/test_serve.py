@@ -1,0 +1,128 @@
+"""`make serve REPLICAS=2`: two Streamlit processes behind HAProxy, on free ports.
+
+Sessions spread over both replicas by cookie, /_stcore/health answers through the
+proxy, and a session whose replica is killed carries on on the other one after
+reconnecting, with its view rebuilt from its URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .stclient import Session
+
+ROOT = Path(__file__).resolve().parent.parent
+HAPROXY = next((p for p in ("/usr/sbin/haproxy", "/usr/bin/haproxy") if os.path.exists(p)), None)
+pytestmark = pytest.mark.skipif(
+    HAPROXY is None, reason="haproxy not found: `sudo apt-get install -y haproxy` (`make serve` and .ci/run do)")
+
+
+def free_block(n: int) -> int:
+    """A port p with p … p+n all free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65000:
+            continue
+        try:
+            socks = []
+            for p in range(base, base + n + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free block of ports")
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.status, r.read().decode()
+
+
+def replica_pid(port: int) -> int:
+    """The process serving Streamlit on ``port`` (found by its command line)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ui.server" in cmd and str(port).encode() in cmd:
+            return int(pid)
+    raise LookupError(port)
+
+
+@pytest.fixture(scope="module")
+def served():
+    port = free_block(2)
+    proc = subprocess.Popen(["make", "-s", "serve", "REPLICAS=2", f"PORT={port}", "BIND=127.0.0.1"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if get(base + "/_stcore/health")[0] == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+            raise RuntimeError(f"make serve did not come up: {out[-2000:]}")
+        time.sleep(0.5)
+    yield base, port
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_health_answers_through_the_proxy(served):
+    base, _ = served
+    assert get(base + "/_stcore/health") == (200, "ok")
+
+
+def test_sessions_spread_over_both_replicas_and_survive_a_killed_one(served):
+    base, port = served
+
+    async def scenario():
+        sessions = [Session(base) for _ in range(6)]
+        for s in sessions:
+            await s.connect()
+        first = [await s.rerun(f"text=replica+test+{i}&heads=2&mask=causal") for i, s in enumerate(sessions)]
+        assert all(r.ok for r in first), first
+        replicas = {s.cookies.get("ATTNVIZ_REPLICA") for s in sessions}
+        assert replicas == {"r1", "r2"}, replicas  # both replicas received sessions
+
+        victim = next(s for s in sessions if s.cookies["ATTNVIZ_REPLICA"] == "r1")
+        os.kill(replica_pid(port + 1), signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(Exception):  # the websocket to the dead replica is gone
+            await victim.rerun("text=after+the+kill&heads=2")
+        # What the browser does: reconnect (same cookie) and rerun with the page's URL.
+        await victim.close()
+        await victim.connect()
+        again = await victim.rerun("text=after+the+kill&heads=2")
+        took = time.monotonic() - t0
+        assert again.ok and victim.cookies["ATTNVIZ_REPLICA"] == "r2", (again, victim.cookies)
+        assert took < 30
+        for s in sessions:
+            await s.close()
+
+    asyncio.run(scenario())
