@@ -10,10 +10,12 @@ carry the page's query string, reading forward-messages until the run's
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -93,3 +95,26 @@ class Session:
                 return RunReport(time.perf_counter() - t0, received, ok, error, elements)
             elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
                 error = "compile error"
+
+
+def server_pid(port: int) -> int:
+    """The Streamlit process listening on ``port``, found by its command line."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"streamlit" in c or b"ui.server" in c for c in cmd) and str(port).encode() in cmd:
+            return int(pid)
+    raise LookupError(f"no Streamlit process on port {port}")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (0 once it has exited)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .stclient import Session
+from .stclient import Session, server_pid
 
 ROOT = Path(__file__).resolve().parent.parent
 HAPROXY = next((p for p in ("/usr/sbin/haproxy", "/usr/bin/haproxy") if os.path.exists(p)), None)
@@ -52,18 +52,6 @@ def free_block(n: int) -> int:
 def get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=5) as r:
         return r.status, r.read().decode()
-
-
-def replica_pid(port: int) -> int:
-    """The process serving Streamlit on ``port`` (found by its command line)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"ui.server" in cmd and str(port).encode() in cmd:
-            return int(pid)
-    raise LookupError(port)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +99,7 @@ def test_sessions_spread_over_both_replicas_and_survive_a_killed_one(served):
         assert replicas == {"r1", "r2"}, replicas  # both replicas received sessions
 
         victim = next(s for s in sessions if s.cookies["ATTNVIZ_REPLICA"] == "r1")
-        os.kill(replica_pid(port + 1), signal.SIGKILL)
+        os.kill(server_pid(port + 1), signal.SIGKILL)
         t0 = time.monotonic()
         with pytest.raises(Exception):  # the websocket to the dead replica is gone
             await victim.rerun("text=after+the+kill&heads=2")

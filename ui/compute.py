@@ -26,7 +26,7 @@ from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 
 _budget = cache_budget_bytes()
 RESULTS = ByteBudgetCache(_budget * 3 // 4)
-FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: len(pio.to_json(fig, validate=False)) + 256)
+FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: len(pio.to_json(fig.to_dict(), validate=False)) + 256)
 _RUNS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 
 
@@ -73,7 +73,16 @@ def guard(fn: Callable):
 
 def figure(key: Hashable, build: Callable):
     """A figure built once per ``key`` (plain values: config, view, selection, style)."""
-    return FIGURES.get_or_compute(key, build)
+    return FIGURES.get_or_compute(key, lambda: freeze(build()))
+
+
+def freeze(fig):
+    """Compute the figure's plain dict once: ``st.plotly_chart`` calls ``to_dict()`` on
+    every rerun, which deep-copies the figure and re-encodes each array as base64.
+    The dict is shared read-only (Streamlit only serialises it)."""
+    frozen = fig.to_dict()
+    object.__setattr__(fig, "to_dict", lambda: frozen)
+    return fig
 
 
 def style_key(style) -> tuple:

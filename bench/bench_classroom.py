@@ -1,0 +1,272 @@
+"""A classroom on one server: N sessions over Streamlit's websocket protocol, no browser.
+
+Every session joins at the same moment (page load, websocket, first run of its own
+link), then reruns with its own link every 0–6 s, 6 times: 6–96 words, 1–8 heads,
+every mask kind. For each setup it prints join p50/max, edit p50/p95/max, bytes per
+rerun, errors and the server's peak RSS, as one Markdown table; the floor page (one
+Plotly heatmap of the same size, bench/floor_app.py) runs in the same process and
+with the same settings, and the ratios to it are printed too.
+
+Setups: the floor with 30 sessions; one process with 30 and with 100 sessions;
+``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
+sessions, one replica killed midway, counting the sessions that could not go on
+after reconnecting (and how long they took).
+
+    python bench/bench_classroom.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.stclient import Session, rss_bytes, server_pid  # noqa: E402
+
+WORDS = ("attention lets every token look at every other token and mix what it finds the weights say how "
+         "much each key matters to each query").split()
+MASKS = ("none", "causal", "padding", "window", "causal+window")
+EDITS = 6
+
+
+def link(rng: random.Random) -> str:
+    n = rng.randint(6, 96)
+    heads = rng.choice([1, 2, 4, 8])
+    text = " ".join(rng.choice(WORDS) for _ in range(n))
+    return urlencode({"text": text, "heads": heads, "mask": rng.choice(MASKS), "window": rng.randint(1, 4),
+                      "seed": rng.randint(0, 99)})
+
+
+@dataclass
+class Tally:
+    joins: list[float] = field(default_factory=list)
+    edits: list[float] = field(default_factory=list)
+    bytes: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    reconnects: list[float] = field(default_factory=list)  # seconds from the failure to a finished run
+    lost: int = 0
+    peak_rss: int = 0
+
+
+async def student(i: int, base: str, tally: Tally, start: asyncio.Event, *, seed: int, reconnect: bool) -> None:
+    rng = random.Random(seed * 1000 + i)
+    s = Session(base)
+    url = link(rng)
+    await start.wait()
+    t0 = time.perf_counter()
+    try:
+        await s.connect()
+        r = await s.rerun(url)
+    except Exception as e:  # noqa: BLE001 - counted, not raised
+        tally.errors.append(f"join: {type(e).__name__}: {e}")
+        return
+    tally.joins.append(time.perf_counter() - t0)
+    tally.bytes.append(r.bytes)
+    if not r.ok:
+        tally.errors.append(r.error or "join failed")
+    for _ in range(EDITS):
+        await asyncio.sleep(rng.uniform(0, 6))
+        url = link(rng)
+        try:
+            r = await s.rerun(url)
+        except Exception:  # noqa: BLE001 - the replica went away
+            if not reconnect:
+                tally.errors.append("connection lost")
+                return
+            failed_at = time.perf_counter()
+            r = await _reconnect(s, url, failed_at)
+            if r is None:
+                tally.lost += 1
+                return
+            tally.reconnects.append(time.perf_counter() - failed_at)
+            continue
+        tally.edits.append(r.seconds)
+        tally.bytes.append(r.bytes)
+        if not r.ok:
+            tally.errors.append(r.error or "run failed")
+    await s.close()
+
+
+async def _reconnect(s: Session, url: str, since: float, give_up: float = 30.0):
+    """What the browser does: reconnect (same cookies) and rerun the page's URL."""
+    while time.perf_counter() - since < give_up:
+        try:
+            await s.close()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            await s.connect()
+            r = await s.rerun(url)
+            if r.ok:
+                return r
+        except Exception:  # noqa: BLE001
+            await asyncio.sleep(0.2)
+    return None
+
+
+def watch_rss(pids_of, tally: Tally, stop: threading.Event) -> None:
+    while not stop.is_set():
+        for pid in pids_of():
+            tally.peak_rss = max(tally.peak_rss, rss_bytes(pid))
+        stop.wait(0.1)
+
+
+async def classroom(base: str, n: int, *, seed: int, reconnect: bool = False, during=None) -> Tally:
+    tally = Tally()
+    start = asyncio.Event()
+    tasks = [asyncio.create_task(student(i, base, tally, start, seed=seed, reconnect=reconnect)) for i in range(n)]
+    start.set()
+    if during is not None:
+        asyncio.get_running_loop().run_in_executor(None, during)
+    await asyncio.gather(*tasks)
+    return tally
+
+
+def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        time.sleep(0.3)
+    raise SystemExit("server did not start")
+
+
+def free_port_block(n: int) -> int:
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for p in range(base, base + n + 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise SystemExit("no free ports")
+
+
+class Server:
+    """One of the setups, started and stopped around a run."""
+
+    def __init__(self, kind: str, replicas: int = 1) -> None:
+        self.kind, self.replicas = kind, replicas
+        self.port = free_port_block(replicas)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        py = sys.executable
+        if self.kind == "floor":
+            cmd = [py, "-m", "streamlit", "run", str(ROOT / "bench" / "floor_app.py"), "--server.port", str(self.port),
+                   "--server.address", "127.0.0.1"]
+        elif self.kind == "app":
+            cmd = [py, "-m", "ui.server", "--server.port", str(self.port), "--server.address", "127.0.0.1"]
+        else:
+            cmd = [py, str(ROOT / "deploy" / "serve.py"), "--replicas", str(self.replicas), "--port", str(self.port),
+                   "--bind", "127.0.0.1"]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        wait_healthy(self.base, self.proc)
+        return self
+
+    def pids(self) -> list[int]:
+        if self.kind != "serve":
+            return [self.proc.pid]
+        out = []
+        for i in range(1, self.replicas + 1):
+            try:
+                out.append(server_pid(self.port + i))
+            except LookupError:
+                pass
+        return out
+
+    def __exit__(self, *exc) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def run_setup(label: str, server: Server, n: int, *, seed: int, fault: bool = False) -> tuple[str, Tally]:
+    with server:
+        # One warm-up session, so that every setup starts from a served first page.
+        asyncio.run(classroom(server.base, 1, seed=seed + 99))
+        stop = threading.Event()
+        tally_holder = Tally()
+        watcher = threading.Thread(target=watch_rss, args=(server.pids, tally_holder, stop), daemon=True)
+        watcher.start()
+
+        def kill_one():
+            time.sleep(8)
+            os.kill(server_pid(server.port + 1), signal.SIGKILL)
+
+        tally = asyncio.run(classroom(server.base, n, seed=seed, reconnect=fault, during=kill_one if fault else None))
+        stop.set()
+        watcher.join()
+        tally.peak_rss = tally_holder.peak_rss
+    return label, tally
+
+
+def pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="only the floor and one process with 30 sessions")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    plan = [("floor page, 1 process", Server("floor"), 30, False),
+            ("attnviz, 1 process", Server("app"), 30, False)]
+    if not args.quick:
+        plan += [("attnviz, 1 process", Server("app"), 100, False),
+                 ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
+                 ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
+    rows = []
+    for label, server, n, fault in plan:
+        print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
+        rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
+    floor = rows[0][2]
+    print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
+          "| peak RSS | join p50 / floor | edit p95 / floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, label, t in rows:
+        extra = ""
+        if t.reconnects or t.lost:
+            extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
+        print(f"| {label}{extra} | {n} | {pct(t.joins, .5):.2f} s | {max(t.joins, default=float('nan')):.2f} s "
+              f"| {pct(t.edits, .5):.3f} s | {pct(t.edits, .95):.3f} s | {max(t.edits, default=float('nan')):.2f} s "
+              f"| {statistics.mean(t.bytes) / 1024 if t.bytes else 0:,.0f} | {len(t.errors)} "
+              f"| {t.peak_rss / 2**20:,.0f} MiB | {pct(t.joins, .5) / pct(floor.joins, .5):.2f} "
+              f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
+        for e in sorted(set(t.errors))[:3]:
+            print(f"  error: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
