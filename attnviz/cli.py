@@ -2,11 +2,15 @@
 
     python -m attnviz render --text "I love AI" --heads 4 --mask causal --view grid --out fig.png
     python -m attnviz render --from-url "http://localhost:8501/?text=...&heads=2&view=head" --out fig.svg
+    python -m attnviz render --from-url "http://localhost:8501/mask-lab?masks=causal,window" --out masks.png
     python -m attnviz render --spec docs/figures.toml
 
 Settings have the app's URL names and are validated by the same code
-(``attnviz.params``), so a link and a build give the same figure. Bad input: one
-line on stderr and exit code 2, no traceback, no partial file.
+(``attnviz.params``) and bounds (``attnviz.limits``), so a link and a build give the
+same figure; a link to a teaching page renders that page's main figure
+(``attnviz.views.page_figure``). Bad input: one line on stderr and exit code 2, no
+traceback, no partial file. In a spec batch a bad entry is reported and the others
+are still written; every ``out`` must stay inside the spec file's folder.
 """
 
 from __future__ import annotations
@@ -29,16 +33,17 @@ from .export import (
 )
 from .params import ViewState, parse, query_dict
 from .pipeline import compute
-from .views import FIGURE_VIEWS, run_json, style_for, view_figure, weights_csv
+from .views import FIGURE_VIEWS, PAGES, page_figure, page_of, run_json, selection_problems, style_for, weights_csv
 
 # CLI flag (dest) -> URL parameter name
 FLAG_PARAMS = {
     "text": "text", "heads": "heads", "d_model": "d_model", "mask": "mask", "window": "window",
     "pad_to": "pad_to", "seed": "seed", "dropout": "dropout", "positional": "positional",
     "tokenize": "tokenize", "device": "device", "view": "view", "head": "head", "query": "query",
-    "seq": "seq", "colors": "colors", "present": "present",
+    "seq": "seq", "colors": "colors", "present": "present", "source": "source", "masks": "masks",
+    "float64": "float64", "grad_of": "grad_of", "additive": "additive",
 }  # fmt: skip
-OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url")
+OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page")
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
 
 
@@ -56,6 +61,7 @@ class Job:
     height: int | None = None
     scale: float = 1.0
     theme: str = "light"
+    page: str = "explorer"
 
 
 def state_from(settings: dict, from_url: str | None = None) -> ViewState:
@@ -86,20 +92,27 @@ def _cli_wording(warning: str) -> str:
 
 
 def figure_for(job: Job) -> go.Figure:
-    """The figure the app shows for ``job.state`` (its ``view``), sized for export."""
+    """The figure the app shows for ``job.state`` on ``job.page`` (the explorer: its
+    ``view``), sized for export."""
     state = job.state
-    view = "head" if state.view == "table" else state.view  # the app's table is head h's numbers
-    if view not in FIGURE_VIEWS:
-        raise UsageError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
-    result = _compute(state)
-    return view_figure(result, state, view, style=style_for(state, theme=job.theme))
-
-
-def _compute(state: ViewState):
+    if job.page == "explorer" and state.view not in (*FIGURE_VIEWS, "table"):
+        raise UsageError(f"Unknown view {state.view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
     try:
-        return compute(state.config())
+        return page_figure(job.page, state, style_for(state, theme=job.theme))
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _compute(job: Job):
+    """The run behind ``job`` (cross-attention for that page), its selection checked."""
+    try:
+        result = compute(job.state.config(cross=job.page == "cross-attention"))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    problems = selection_problems(result, job.state)
+    if problems:
+        raise UsageError(next(iter(problems.values())) + ".")
+    return result
 
 
 def start_job(job: Job, exporter: ImageExporter):
@@ -111,10 +124,12 @@ def start_job(job: Job, exporter: ImageExporter):
         raise UsageError("Width and height must be between 100 and 10000 pixels.")
     if not 0.1 <= job.scale <= 10:
         raise UsageError(f"Scale must be between 0.1 and 10, got {job.scale}.")
+    if job.page not in PAGES:
+        raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGES)}.")
     fmt = format_of(job.out)
     check_writable(job.out)
     if fmt in ("json", "csv"):
-        result = _compute(job.state)
+        result = _compute(job)
         data = (run_json(result) if fmt == "json" else weights_csv(result)).encode("utf-8")
         return lambda: data
     fig = figure_for(job)
@@ -155,20 +170,47 @@ def load_spec(path: Path) -> list[tuple[str, dict]]:
     return out
 
 
+def _inside(out, base: Path) -> Path:
+    """A spec's ``out``: a relative path that stays inside the spec file's folder, so a
+    shared figures file cannot write anywhere else."""
+    if not isinstance(out, str) or not out.strip():
+        raise UsageError(f"`out` must be a file name (text), got {out!r}.")
+    rel = Path(out)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise UsageError(f"`out` {out!r} must be a relative path inside the spec file's folder (no '..').")
+    path = base / rel
+    if not path.resolve().is_relative_to(base.resolve()):  # a symbolic link pointing out
+        raise UsageError(f"`out` {out!r} leads outside the spec file's folder.")
+    return path
+
+
+def _whole(name: str, value) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"`{name}` must be a whole number of pixels, got {value!r}.")
+    return value
+
+
 def job_from_settings(settings: dict, base: Path) -> Job:
     settings = dict(settings)
-    out = settings.pop("out", None)
-    if not out:
-        raise UsageError("Every figure needs an `out` path.")
-    width = settings.pop("width", DEFAULT_WIDTH)
-    height = settings.pop("height", None)
+    out_path = _inside(settings.pop("out", None), base)
+    width = _whole("width", settings.pop("width", DEFAULT_WIDTH))
+    height = _whole("height", settings.pop("height", None))
     scale = settings.pop("scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise UsageError(f"`scale` must be a number, got {scale!r}.")
     theme = settings.pop("theme", "light")
+    if not isinstance(theme, str):
+        raise UsageError(f"`theme` must be light or dark, got {theme!r}.")
     from_url = settings.pop("from_url", None)
-    if not isinstance(width, int) or (height is not None and not isinstance(height, int)):
-        raise UsageError("width and height must be whole numbers of pixels.")
-    out_path = Path(out) if Path(out).is_absolute() else base / out
-    return Job(state_from(settings, from_url), out_path, width, height, float(scale), theme)
+    if from_url is not None and not isinstance(from_url, str):
+        raise UsageError(f"`from_url` must be a link (text), got {from_url!r}.")
+    page = settings.pop("page", None)
+    if page is not None and not isinstance(page, str):
+        raise UsageError(f"`page` must be one of {', '.join(PAGES)}, got {page!r}.")
+    page = page or (page_of(from_url) if from_url else "explorer")
+    return Job(state_from(settings, from_url), out_path, width, height, float(scale), theme, page)
 
 
 def _bar(done: int, total: int, label: str) -> str:
@@ -189,7 +231,7 @@ def run_spec(path: Path) -> int:
             try:
                 job = job_from_settings(settings, base)
                 started.append((label, job.out, start_job(job, exporter)))
-            except (UsageError, ExportError, OSError) as e:
+            except Exception as e:  # noqa: BLE001 - reported with the others, after the good ones
                 started.append((label, None, e))
         for i, (label, out, finish) in enumerate(started, 1):
             try:
@@ -197,8 +239,8 @@ def run_spec(path: Path) -> int:
                     raise finish
                 write_atomic(out, finish())
                 status = "ok"
-            except (UsageError, ExportError, OSError) as e:
-                failures.append(f"{label}: {e}")
+            except Exception as e:  # noqa: BLE001 - one bad entry never stops the batch
+                failures.append(f"{label}: {_one_line(e)}")
                 status = "FAILED"
             print(_bar(i, len(entries), f"{label} {status}"), file=sys.stderr, flush=True)
     took = time.perf_counter() - t0
@@ -238,10 +280,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device")
     r.add_argument("--view", help=f"{' | '.join(FIGURE_VIEWS)} (default grid)")
     r.add_argument("--head", type=int, help="the head for --view head")
-    r.add_argument("--query", type=int, help="the query position for --view query")
+    r.add_argument("--query", type=int, help="the query position (default -1: the last real token)")
     r.add_argument("--seq", type=int, help="which sentence of a multi-line text")
     r.add_argument("--colors", help="colour scale, e.g. Viridis, Cividis")
     r.add_argument("--present", action="store_true", default=None, help="presenter-size fonts")
+    r.add_argument("--page", choices=PAGES, help="whose main figure to render (default: from --from-url, "
+                                                  "else the explorer)")
+    r.add_argument("--source", help="cross-attention: keys/values text")
+    r.add_argument("--masks", help="mask lab: comma-separated mask kinds")
+    r.add_argument("--float64", action=argparse.BooleanOptionalAction, default=None, help="verify: also float64")
+    r.add_argument("--grad-of", dest="grad_of", help="gradients: sum | norm | dim0")
+    r.add_argument("--additive", action=argparse.BooleanOptionalAction, default=None,
+                   help="why-scale: compare additive attention")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -260,19 +310,30 @@ def main(argv: list[str] | None = None) -> int:
         if not args.out:
             raise UsageError("Give --out FILE (its extension picks the format) or --spec FILE.")
         settings = {k: getattr(args, k) for k in FLAG_PARAMS}
+        page = args.page or (page_of(args.from_url) if args.from_url else "explorer")
         job = Job(state_from(settings, args.from_url), Path(args.out), args.width, args.height,
-                  args.scale, args.theme)
+                  args.scale, args.theme, page)
         with ImageExporter() as exporter:
             run_job(job, exporter)
         return 0
-    except (UsageError, ExportError) as e:
-        print(f"attnviz: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"attnviz: cannot write output: {e.strerror or e}", file=sys.stderr)
+    except (UsageError, ExportError, OSError) as e:
+        print(f"attnviz: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - a build log gets one line, never a traceback
+        print(f"attnviz: {_one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, (UsageError, ExportError)):
+        text = str(e)
+    elif isinstance(e, OSError):
+        text = f"cannot write output: {e.strerror or e}"
+    else:
+        text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

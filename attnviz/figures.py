@@ -323,18 +323,38 @@ MASK_COLORS = [[0.0, "#3b3b3b"], [0.5, "#3b3b3b"], [0.5, "#f2e8b6"], [1.0, "#f2e
 
 
 def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = FigureStyle(), *,
-                max_cells: int | None = None) -> go.Figure:
-    """The mask as a two-colour matrix; pad positions are labelled [PAD]."""
+                max_cells: int | None = None, key_axis_top: bool = True) -> go.Figure:
+    """The mask as a two-colour matrix; pad positions are labelled [PAD].
+
+    ``key_axis_top=False`` draws it like ``matrix_figure`` (key axis below, same
+    height), so it lines up with the matrices beside it in the mask lab.
+    """
     d = mask_data(result, n, max_cells=max_cells)
     trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "zmin": 0, "zmax": 1, "showscale": False,
              "colorscale": MASK_COLORS,
              "hovertemplate": "query: %{y}<br>key: %{x}<br>may attend: %{z}<extra></extra>"}
-    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": "query"}},
-              "xaxis": {"type": "category", "side": "top", "title": {"text": "key"}}}
-    return figure([trace], _layout(layout, style, d.title + " (dark = blocked)", top_axis=True))
+    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": "query"}, **_every_tick(d.y)},
+              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": "key"},
+                        **_every_tick(d.x)}}
+    if not key_axis_top:
+        layout["height"] = matrix_height(len(d.y))
+    return figure([trace], _layout(layout, style, d.title + " (dark = blocked)", top_axis=key_axis_top))
 
 
 # --- teaching pages -------------------------------------------------------------------
+
+
+# Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
+EVERY_TICK_UP_TO = 48
+
+
+def _every_tick(labels: list[str]) -> dict:
+    return {"tickmode": "array", "tickvals": labels, "ticktext": labels} if len(labels) <= EVERY_TICK_UP_TO else {}
+
+
+def matrix_height(rows: int) -> int:
+    """Tall enough for a readable label per row."""
+    return max(300, 22 * rows + 150)
 
 
 def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
@@ -355,8 +375,9 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
              "hovertemplate": f"row: %{{y}}<br>column: %{{x}}<br>{value_name}: %{{z:.4f}} %{{text}}<extra></extra>"}
     trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
                  {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
-    layout: dict = {"yaxis": {"autorange": "reversed", "type": "category"}, "xaxis": {"type": "category"},
-                    "height": max(260, 22 * len(rows) + 140)}
+    x, y = trace["x"], trace["y"]
+    layout: dict = {"yaxis": {"autorange": "reversed", "type": "category", **_every_tick(y)},
+                    "xaxis": {"type": "category", **_every_tick(x)}, "height": matrix_height(len(rows))}
     if highlight_row is not None:  # categories sit at 0, 1, ...: the row spans r ± 0.5
         layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                              "y0": highlight_row - 0.5, "y1": highlight_row + 0.5,
@@ -380,4 +401,39 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
               for name, y in series.items()]
     layout = {"xaxis": {"type": "log" if log_x else "linear", "title": {"text": x_title}},
               "yaxis": {"title": {"text": y_title}}}
+    return figure(traces, _layout(layout, style, title))
+
+
+def difference_figure(head_diffs: list[float], row_diffs: list[float], row_tokens: list[str], threshold: float,
+                      title: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Two bar charts on a log axis, per head and per query position, with the pass
+    threshold as a line: a failing check shows where it fails. Exact zeros are drawn
+    at a floor far below the threshold (the hover says 0)."""
+    floor = threshold * 1e-6
+    bars = lambda v: [max(x, floor) for x in v]  # noqa: E731 - log axes cannot draw 0
+    heads = [f"head {h}" for h in range(len(head_diffs))]
+    rows = axis_labels(row_tokens[: len(row_diffs)])
+    color = lambda v: ["#d62728" if x > threshold else "#2a9d8f" for x in v]  # noqa: E731
+    traces = [
+        {"type": "bar", "x": heads, "y": bars(head_diffs), "customdata": head_diffs, "name": "per head",
+         "marker": {"color": color(head_diffs)}, "xaxis": "x", "yaxis": "y",
+         "hovertemplate": "%{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+        {"type": "bar", "x": rows, "y": bars(row_diffs), "customdata": row_diffs, "name": "per query",
+         "marker": {"color": color(row_diffs)}, "xaxis": "x2", "yaxis": "y2",
+         "hovertemplate": "query %{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+    ]
+    axis = {"type": "log", "exponentformat": "power", "title": {"text": "max |difference|"}}
+    # On a log axis, shapes and annotations take log10 of the value.
+    line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
+                        "y0": math.log10(threshold), "y1": math.log10(threshold), "line": {"color": "#d62728", "dash": "dash", "width": 2}}
+    layout = {
+        "showlegend": False, "height": 360,
+        "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": "head"}},
+        "xaxis2": {"domain": [0.4, 1], "type": "category", "title": {"text": "query token"}, "anchor": "y2"},
+        "yaxis": {**axis, "anchor": "x"}, "yaxis2": {**axis, "anchor": "x2", "title": {"text": ""}},
+        "shapes": [line("x"), line("x2")],
+        "annotations": [{"text": f"threshold {threshold:.0e}", "xref": "x2 domain", "x": 1, "yref": "y2",
+                         "y": math.log10(threshold), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
+                         "font": {"color": "#d62728"}}],
+    }
     return figure(traces, _layout(layout, style, title))

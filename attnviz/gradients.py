@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .devices import resolve_device
 from .pipeline import AttentionConfig, compute
 
 SCALARS = ("sum", "norm", "dim0")
@@ -40,27 +41,36 @@ def scalar_of(o: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def token_gradients(config: AttentionConfig, seq: int = 0, query: int = 0, scalar: str = "sum") -> TokenGradients:
-    """d scalar(output[seq, query]) / d {X, Q, K, V}, as a norm per token (over heads and features)."""
+    """d scalar(output[seq, query]) / d {X, Q, K, V}, as a norm per token (over heads and features).
+
+    Runs on ``config.device``, like the forward pass; the norms come back on the CPU.
+    """
     config = config.with_(dropout=0.0)  # a gradient of a random mask teaches nothing
     result = compute(config)  # the same model, inputs and mask as the pages show
-    model = result.model
-    x = result.embeddings.clone().requires_grad_(True)  # (N, L, E)
-    x_kv = result.source_embeddings.clone().requires_grad_(True) if result.is_cross else x
+    if not 0 <= seq < len(result.tokens):
+        raise ValueError(f"Sentence {seq + 1} does not exist (the text has {len(result.tokens)}).")
+    if not 0 <= query < len(result.tokens[seq]):
+        raise ValueError(f"Query position {query} is past the last token ({len(result.tokens[seq]) - 1}).")
+    device = resolve_device(config.device)
+    model = result.model.to(device)
+    x = result.embeddings.to(device).clone().requires_grad_(True)  # (N, L, E)
+    x_kv = result.source_embeddings.to(device).clone().requires_grad_(True) if result.is_cross else x
+    mask = None if result.mask is None else result.mask.to(device)
     hooked: dict[str, float] = {}
     with torch.enable_grad():
-        steps = model.steps(x, x_kv if result.is_cross else None, None, result.mask)
+        steps = model.steps(x, x_kv if result.is_cross else None, None, mask)
         for name, t in (("Q", steps.q), ("K", steps.k), ("V", steps.v)):
             t.retain_grad()
             t.register_hook(lambda g, name=name: hooked.__setitem__(name, float(g.norm())) or g)
         value = scalar_of(steps.output[seq, query], scalar)
         value.backward()
-    per_token = lambda g: g[seq].transpose(0, 1).flatten(1).norm(dim=-1).numpy()  # (H, T, D) -> (T,)  # noqa: E731
+    per_token = lambda g: g[seq].transpose(0, 1).flatten(1).norm(dim=-1).cpu().numpy()  # (H, T, D) -> (T,)  # noqa: E731
     norms = {
-        "X": x.grad[seq].norm(dim=-1).numpy(),  # (L,)
+        "X": x.grad[seq].norm(dim=-1).cpu().numpy(),  # (L,)
         "Q": per_token(steps.q.grad),
         "K": per_token(steps.k.grad),
         "V": per_token(steps.v.grad),
     }
     if result.is_cross:
-        norms["source X"] = x_kv.grad[seq].norm(dim=-1).numpy()
+        norms["source X"] = x_kv.grad[seq].norm(dim=-1).cpu().numpy()
     return TokenGradients(result.tokens[seq], result.source_tokens[seq], norms, float(value.detach()), hooked)

@@ -36,6 +36,7 @@ from .pipeline import DEFAULT_TEXT, AttentionConfig
 from .tokens import MODES, tokenize
 
 VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table")
+CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 GRAD_SCALARS = ("sum", "norm", "dim0")
 
 
@@ -67,7 +68,7 @@ class ViewState:
     dropout: float = 0.0
     colors: str = COLOR_SCALES[0]
     head: int = 0
-    query: int = 0
+    query: int = -1  # the followed query token; -1 = the last real token (it sees the most keys)
     seq: int = 0
     view: str = "grid"
     present: bool = False
@@ -75,13 +76,18 @@ class ViewState:
     masks: str = "causal,window,causal+window"  # the mask lab's comparison, comma-separated
     float64: bool = False  # the verification page's extra float64 check
     grad_of: str = "sum"  # the gradient page's scalar of the query's output
-    grad_query: int = -1  # the gradient page's query token; -1 = the last real token
     additive: bool = False  # the √d_k page's comparison with additive attention
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
-        """The computation these settings describe (view-only fields excluded)."""
+        """The computation these settings describe (view-only fields excluded).
+
+        ``cross``: queries from ``text``, keys and values from ``source``. Causal and
+        window masks compare positions of one sequence, so between two sequences only
+        the source's padding is blocked (as in a Transformer's cross-attention).
+        """
         return AttentionConfig(
-            text=self.text, num_heads=self.heads, d_model=self.d_model, mask=self.mask,
+            text=self.text, num_heads=self.heads, d_model=self.d_model,
+            mask=CROSS_MASK if cross else self.mask,
             window=self.window, pad_to=self.pad_to, device=self.device, seed=self.seed,
             dropout=self.dropout, positional=self.positional, tokenize_mode=self.tokenize,
             source=self.source if cross else "",
@@ -212,14 +218,13 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     take("dropout", lambda r: _as_float(r, 0.0, MAX_DROPOUT))
     take("colors", lambda r: _as_choice(r, COLOR_SCALES))
     take("head", lambda r: _as_int(r, 0, MAX_HEADS - 1))
-    take("query", lambda r: _as_int(r, 0, MAX_TOKENS - 1))
+    take("query", lambda r: _as_int(r, -1, MAX_TOKENS - 1))
     take("seq", lambda r: _as_int(r, 0, MAX_LINES - 1))
     take("view", lambda r: _as_choice(r, VIEWS))
     take("present", _as_bool)
     take("masks", _as_masks)
     take("float64", _as_bool)
     take("grad_of", lambda r: _as_choice(r, GRAD_SCALARS))
-    take("grad_query", lambda r: _as_int(r, -1, MAX_TOKENS - 1))
     take("additive", _as_bool)
     if "device" in p:
         dev = p["device"].strip().lower()

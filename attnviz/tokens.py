@@ -16,77 +16,48 @@ from __future__ import annotations
 
 import unicodedata
 
+import regex
+
+from .limits import MAX_TOKENS
+
 MODES = ("auto", "word", "char")
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = MAX_TOKENS  # kept for callers of the old name
 
-_ZWJ = 0x200D
-
-
-def _is_cjk(cp: int) -> bool:
-    """Scripts written without spaces: one character is one token in ``auto``."""
-    return (
-        0x4E00 <= cp <= 0x9FFF  # CJK unified ideographs
-        or 0x3400 <= cp <= 0x4DBF  # extension A
-        or 0x20000 <= cp <= 0x3134F  # extensions B..G
-        or 0xF900 <= cp <= 0xFAFF  # compatibility ideographs
-        or 0x3040 <= cp <= 0x30FF  # hiragana, katakana
-        or 0x31F0 <= cp <= 0x31FF  # katakana phonetic extensions
-        or 0xFF66 <= cp <= 0xFF9F  # half-width katakana
-        or 0xAC00 <= cp <= 0xD7AF  # hangul syllables
-        or 0x1100 <= cp <= 0x11FF  # hangul jamo
-    )
+# Extended grapheme clusters (UAX #29) from the maintained `regex` module.
+_GRAPHEME = regex.compile(r"\X")
+# Scripts written without spaces between words: one character is one token in ``auto``.
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Bopomofo}]")
+_ZWJ = "\u200d"
 
 
-def _extends_grapheme(cp: int, ch: str) -> bool:
-    """Code points that belong to the character before them."""
-    return (
-        unicodedata.category(ch) in ("Mn", "Me", "Mc")  # combining marks, keycap 20E3
-        or 0xFE00 <= cp <= 0xFE0F  # variation selectors
-        or 0x1F3FB <= cp <= 0x1F3FF  # emoji skin-tone modifiers
-        or 0xE0020 <= cp <= 0xE007F  # emoji tag sequences (flags of regions)
-    )
+def _is_cjk(ch: str) -> bool:
+    return _CJK.match(ch) is not None
 
 
-def _is_regional_indicator(cp: int) -> bool:
-    return 0x1F1E6 <= cp <= 0x1F1FF
+def _invisible(cluster: str) -> bool:
+    """A cluster made only of format/control code points (zero-width space, BOM, ...)."""
+    return all(unicodedata.category(c) in ("Cf", "Cc", "Cs", "Co", "Cn") for c in cluster)
 
 
 def graphemes(text: str) -> list[str]:
-    """Split into user-perceived characters (a practical subset of UAX #29).
+    """Split into user-perceived characters: extended grapheme clusters (UAX #29).
 
-    Keeps together: base + combining marks, emoji + modifiers/selectors, ZWJ
-    sequences, and pairs of regional indicators (flags). Drops control and format
-    characters other than ZWJ, so they never reach a label.
+    The text is NFC-normalised first, so decomposed and precomposed spellings give
+    the same tokens. A control character (tab, NUL, ...) separates like a space;
+    clusters of invisible format characters are dropped, so they never reach a
+    label; a zero-width joiner that joins nothing (at the end of a cluster) is dropped.
     """
     out: list[str] = []
-    join_next = False
-    for ch in text:
-        cp = ord(ch)
-        if cp == _ZWJ:
-            if out:
-                out[-1] += ch
-                join_next = True
-            continue
-        cat = unicodedata.category(ch)
-        if cat in ("Cc", "Cf", "Cs", "Co", "Cn") and not ch.isspace():
-            if 0xE0020 <= cp <= 0xE007F and out:  # emoji tags are Cf but belong to the flag
-                out[-1] += ch
-            elif cat == "Cc":  # a control character separates like a space
+    for g in _GRAPHEME.findall(unicodedata.normalize("NFC", text)):
+        if g.isspace():
+            out.append(" ")
+        elif _invisible(g):
+            if any(unicodedata.category(c) == "Cc" for c in g):
                 out.append(" ")
-                join_next = False
-            continue
-        if out and (join_next or (_extends_grapheme(cp, ch) and not out[-1].isspace())):
-            out[-1] += ch
-        elif (
-            out
-            and _is_regional_indicator(cp)
-            and len(out[-1]) == 1
-            and _is_regional_indicator(ord(out[-1]))
-        ):
-            out[-1] += ch
         else:
-            out.append(ch)
-        join_next = False
+            g = g.rstrip(_ZWJ)
+            if g:
+                out.append(g)
     return out
 
 
@@ -95,7 +66,7 @@ def _kind(g: str) -> str:
     first = g[0]
     if first.isspace():
         return "space"
-    if _is_cjk(ord(first)):
+    if _is_cjk(first):
         return "cjk"
     cat = unicodedata.category(first)
     if cat[0] in "LMN" or first == "_":
@@ -103,7 +74,7 @@ def _kind(g: str) -> str:
     return "symbol"  # punctuation, emoji, other symbols: one token each
 
 
-def tokenize(text: str, mode: str = "auto", *, max_tokens: int = DEFAULT_MAX_TOKENS) -> list[str]:
+def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> list[str]:
     """Split ``text`` into tokens without a vocabulary.
 
     >>> tokenize("I love AI")

@@ -7,7 +7,7 @@ absolute differences are compared with a threshold (1e-5 in float32).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +38,10 @@ class Verification:
     device: str
     undefined_rows: int  # fully masked query rows (PyTorch gives NaN there; ours zeros)
     notes: list[str]
+    threshold: float = 0.0
+    head_diffs: list[float] = field(default_factory=list)  # max |Δ weights| per head
+    row_diffs: list[float] = field(default_factory=list)  # max |Δ weights| per query position
+    row_tokens: list[str] = field(default_factory=list)  # the query tokens (first sequence's)
 
     @property
     def passed(self) -> bool:
@@ -94,4 +98,9 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
         Check("output vs nn.MultiheadAttention", diff(steps.output, ref_out, out_rows), thr),
         Check("head outputs vs F.scaled_dot_product_attention", diff(a.output, ref_heads, defined), thr),
     ]
-    return Verification(checks, str(dtype).replace("torch.", ""), str(device), undefined, notes)
+    # Where the weights differ: rows PyTorch leaves undefined count as 0 difference.
+    where = (a.weights - ref_w).abs().masked_fill(~defined.unsqueeze(-1), 0.0)  # (N, H, L, S)
+    head_diffs = where.amax(dim=(0, 2, 3)).tolist()  # (H,)
+    row_diffs = where.amax(dim=(0, 1, 3)).tolist()  # (L,)
+    return Verification(checks, str(dtype).replace("torch.", ""), str(device), undefined, notes, thr,
+                        head_diffs, row_diffs, result.tokens[0])

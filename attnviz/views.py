@@ -34,20 +34,36 @@ def style_for(state: ViewState, *, theme: str = "light", width=None, height=None
                          font_size=PRESENTER_FONT if state.present else 12)
 
 
-def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewState, list[str]]:
-    """Keep seq/head/query inside this result, saying what was changed."""
+def selection_problems(result: AttentionResult, state: ViewState) -> dict[str, str]:
+    """Which of seq/head/query do not exist in this result, and why (empty when all do)."""
     N, H, L, _ = result.weights.shape
-    notes, changes = [], {}
+    problems = {}
     if state.seq >= N:
-        notes.append(f"Sentence {state.seq + 1} does not exist (the text has {N}); showing sentence 1.")
-        changes["seq"] = 0
+        problems["seq"] = f"Sentence {state.seq + 1} does not exist (the text has {N})"
     if state.head >= H:
-        notes.append(f"Head {state.head} does not exist ({H} heads); showing head 0.")
-        changes["head"] = 0
+        problems["head"] = f"Head {state.head} does not exist ({H} heads)"
     if state.query >= L:
-        notes.append(f"Query position {state.query} is past the last token ({L - 1}); showing position 0.")
-        changes["query"] = 0
-    return state.with_(**changes), notes
+        problems["query"] = f"Query position {state.query} is past the last token ({L - 1})"
+    return problems
+
+
+def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewState, list[str]]:
+    """Keep seq/head/query inside this result, saying what was changed (the app's way);
+    query -1 becomes the last real token of the sentence."""
+    problems = selection_problems(result, state)
+    shown = {"seq": "showing sentence 1", "head": "showing head 0", "query": "showing the last token"}
+    notes = [f"{text}; {shown[k]}." for k, text in problems.items()]
+    fixed = state.with_(**{k: (-1 if k == "query" else 0) for k in problems})
+    return resolve_query(result, fixed), notes
+
+
+def resolve_query(result: AttentionResult, state: ViewState) -> ViewState:
+    """``query = -1`` (the default) is the last real token: under a causal mask it sees
+    every key, where token 0 sees only itself."""
+    if state.query >= 0:
+        return state
+    seq = min(state.seq, len(result.lengths) - 1)
+    return state.with_(query=result.lengths[seq] - 1)
 
 
 def view_figure(result: AttentionResult, state: ViewState, view: str | None = None, *,
@@ -91,7 +107,7 @@ def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -
 
 def file_stem(state: ViewState, view: str) -> str:
     """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0."""
-    extra = {"head": f"-head{state.head}", "query": f"-query{state.query}"}.get(view, "")
+    extra = {"head": f"-head{state.head}", "query": f"-query{state.query}" if state.query >= 0 else "-last"}.get(view, "")
     stem = f"attnviz-{view}{extra}-{state.mask}-{state.heads}h-{state.d_model}d-seed{state.seed}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)
 
@@ -117,3 +133,123 @@ def weights_csv(result: AttentionResult) -> str:
 def run_json(result: AttentionResult) -> str:
     """The whole run as JSON; byte-identical for the same config (sorted keys, no times)."""
     return json.dumps(result.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+# --- the teaching pages' main figures ---------------------------------------------------
+# A link to any page renders that page's figure from the CLI (`render --from-url`), and
+# the pages draw the same figures, built here.
+
+PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients", "why-scale")
+
+
+def page_of(url_or_path: str) -> str:
+    """The page a link opens: the last path segment ("" and unknown paths: the explorer)."""
+    from urllib.parse import urlsplit
+
+    s = url_or_path.strip()
+    path = urlsplit(s).path if "://" in s or s.startswith("/") else ""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name if name in PAGES else "explorer"
+
+
+def mask_kinds(state: ViewState) -> list[str]:
+    """The mask lab's comparison, in order, without repeats."""
+    from .masks import MASK_KINDS
+
+    return [k for k in dict.fromkeys(state.masks.split(",")) if k in MASK_KINDS]
+
+
+def cross_grid_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    return F.grid_figure(F.grid_data(result, state.seq), style, title="cross-attention weights per head")
+
+
+def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState,
+                           style: F.FigureStyle) -> go.Figure:
+    """Head ``state.head``'s weights under each mask, side by side on one 0–1 scale."""
+    data = []
+    for kind, r in results.items():
+        d = F.head_data(r, state.seq, state.head)
+        d.title = f"mask: {kind}"
+        data.append(d)
+    return F.grid_figure(data, style, title=f"weights of head {state.head} under each mask")
+
+
+def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    """(per key: ‖∂/∂V‖, ‖∂/∂K‖; per query-side token: ‖∂/∂Q‖, ‖∂/∂X‖)."""
+    label = F.escape_label(tok)
+    kv = F.token_bars(grads.keys, {"‖∂/∂V‖": grads.norms["V"], "‖∂/∂K‖": grads.norms["K"]},
+                      f"gradient per key token, for the output of “{label}”", style, y_title="gradient norm")
+    qx = F.token_bars(grads.tokens, {"‖∂/∂Q‖": grads.norms["Q"], "‖∂/∂X‖": grads.norms["X"]},
+                      "gradient per query-side token", style, y_title="gradient norm")
+    return kv, qx
+
+
+def verify_figure(v, style: F.FigureStyle) -> go.Figure:
+    """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| per head and per query."""
+    return F.difference_figure(v.head_diffs, v.row_diffs, v.row_tokens, v.threshold,
+                               f"max |difference| of the weights, {v.dtype} on {v.device}", style)
+
+
+def scaling_figure(res, style: F.FigureStyle) -> go.Figure:
+    return F.lines_figure(res.d_k, {"q·k (raw)": res.std_raw, "q·k / √d_k": res.std_scaled},
+                          "spread (std) of the scores", style, x_title="d_k", y_title="std")
+
+
+def step_weights_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    """The step-by-step page's weights step for the followed head, its token outlined."""
+    from .walkthrough import walkthrough
+
+    step = next(s for s in walkthrough(result, state.seq, state.head, state.query) if s.title == "Weights")
+    return F.matrix_figure(step.matrix, step.rows, step.cols, f"{step.title} — head {state.head}", style,
+                           zero_one=True, highlight_row=state.query)
+
+
+def page_figure(page: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    """The main figure of ``page`` for ``state``: what a link to that page shows first.
+
+    Raises ``ValueError`` with a user-facing message for settings that cannot run.
+    """
+    from .pipeline import compute
+
+    if page == "explorer":
+        view = "head" if state.view == "table" else state.view
+        result = compute(state.config())
+        state = _check_selection(result, state)
+        return view_figure(result, state, view, style=style)
+    if page == "cross-attention":
+        result = compute(state.config(cross=True))
+        state = _check_selection(result, state)
+        return cross_grid_figure(result, state, style)
+    if page == "mask-lab":
+        kinds = mask_kinds(state)
+        results = {k: compute(state.config().with_(mask=k)) for k in kinds}
+        state = _check_selection(next(iter(results.values())), state)
+        return mask_comparison_figure(results, state, style)
+    if page == "step-by-step":
+        result = compute(state.config())
+        state = _check_selection(result, state)
+        return step_weights_figure(result, state, style)
+    if page == "verify":
+        from .verify import verify
+
+        return verify_figure(verify(state.config(), float64=state.float64), style)
+    if page == "gradients":
+        from .gradients import token_gradients
+
+        state = _check_selection(compute(state.config()), state)
+        grads = token_gradients(state.config(), state.seq, state.query, state.grad_of)
+        return gradient_figures(grads, grads.tokens[state.query], style)[0]
+    if page == "why-scale":
+        from .scaling import sweep
+
+        return scaling_figure(sweep(seed=state.seed, additive=state.additive), style)
+    raise ValueError(f"Unknown page {page!r}; choose one of {', '.join(PAGES)}.")
+
+
+def _check_selection(result: AttentionResult, state: ViewState) -> ViewState:
+    """A build stops on a selection that does not exist (the app shows another instead);
+    returns ``state`` with its query resolved."""
+    problems = selection_problems(result, state)
+    if problems:
+        raise ValueError(next(iter(problems.values())) + ".")
+    return resolve_query(result, state)

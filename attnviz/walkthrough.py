@@ -97,9 +97,14 @@ def blocked_row_demo(scores: list[float] | None = None) -> dict[str, list[float]
     −1e9 it gives a uniform row (every blocked key gets weight 1/S: wrong, silently),
     and attnviz defines the row as zeros.
     """
+    from .attention import attention_steps
+
     s = torch.tensor(scores or [1.2, -0.3, 2.5, 0.4])
+    blocked = torch.zeros(1, len(s), dtype=torch.bool)  # (L=1, S): every key blocked
     with torch.no_grad():
         inf = torch.softmax(torch.full_like(s, float("-inf")) + 0 * s, -1)
         big = torch.softmax(s.masked_fill(torch.ones_like(s, dtype=torch.bool), -1e9), -1)
+        # attnviz's own attention on the same row: q·kᵀ·scale = s with d_k = 1, q = 1, k = s.
+        ours = attention_steps(torch.ones(1, 1), s.view(-1, 1), torch.eye(len(s)), blocked, scale=1.0)
     return {"scores": s.tolist(), "-inf": inf.tolist(), "-1e9": big.tolist(),
-            "attnviz": [0.0] * len(s)}
+            "attnviz": ours.weights[0].tolist()}

@@ -209,6 +209,27 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
 
+def rerun_cost(server: Server, repeats: int = 30) -> tuple[float, float, int]:
+    """One session alone: p50 seconds of a rerun that recomputes (a new seed) and of one
+    that only changes the head, for 64 tokens × 8 heads, and the bytes of one rerun."""
+    text = " ".join(WORDS[i % len(WORDS)] for i in range(64))
+
+    async def go():
+        s = Session(server.base)
+        await s.connect()
+        new, view = [], []
+        for i in range(repeats):
+            r = await s.rerun(urlencode({"text": text, "heads": 8, "seed": 1000 + i}))
+            new.append(r.seconds)
+            view.append((await s.rerun(urlencode({"text": text, "heads": 8, "seed": 1000 + i, "head": 3}))).seconds)
+        await s.close()
+        return statistics.median(new), statistics.median(view), r.bytes
+
+    with server:
+        asyncio.run(classroom(server.base, 1, seed=99))
+        return asyncio.run(go())
+
+
 def run_setup(label: str, server: Server, n: int, *, seed: int, fault: bool = False) -> tuple[str, Tally]:
     with server:
         # One warm-up session, so that every setup starts from a served first page.
@@ -247,6 +268,13 @@ def main() -> None:
         plan += [("attnviz, 1 process", Server("app"), 100, False),
                  ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
                  ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
+    print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
+    costs = {name: rerun_cost(Server(kind)) for name, kind in (("floor page", "floor"), ("explorer", "app"))}
+    print("| page | rerun that recomputes | rerun that changes only the head | KiB per rerun |")
+    print("|---|---:|---:|---:|")
+    for name, (new, view, size) in costs.items():
+        print(f"| {name} | {new * 1e3:.1f} ms | {view * 1e3:.1f} ms | {size / 1024:,.0f} |", flush=True)
+    print()
     rows = []
     for label, server, n, fault in plan:
         print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)

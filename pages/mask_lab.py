@@ -9,6 +9,7 @@ from attnviz.views import style_for
 from attnviz.walkthrough import blocked_row_demo
 from ui import compute, widgets
 from ui import state as ui_state
+from ui.safe import md
 
 s = ui_state.current()
 st.title("Mask lab")
@@ -17,42 +18,50 @@ st.caption("Every mask adds 0 where a query may look and −∞ where it may not
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = [k for k in st.session_state["masks"].split(",") if k in MASK_KINDS]
 kinds = st.multiselect("Masks to compare", MASK_KINDS, key="masks",
-                       help="Side by side, with the same text, heads and seed.")
+                       help="Each with the same text, heads and seed.")
 if not kinds:
-    st.info("Choose at least one mask to compare.")
+    st.info("Choose at least one mask to compare.", icon=":material/info:")
     st.stop()
 base = compute.run(s.config())
 seq = min(s.seq, len(base.tokens) - 1)
 head, _ = widgets.head_and_query(base, seq)
+s = ui_state.current()
 style = style_for(s)
+
+
+def chart(name: str, kind: str, build) -> None:
+    key = ("mask-lab", name, s.config().with_(mask=kind), seq, head, compute.style_key(style))
+    compute.chart(compute.figure(key, build), key=f"{name}_{kind}", filename=f"attnviz-masklab-{kind}-{name}")
+
 
 for kind in kinds:
     r = compute.run(s.config().with_(mask=kind))
     a = r.steps.attention
     st.subheader(f"mask = {kind}")
-    cols = st.columns(4)
     toks, keys = r.tokens[seq], r.source_tokens[seq]
-    with cols[0]:
-        compute.chart(mask_figure(r, seq, style), key=f"m_{kind}", filename=f"attnviz-masklab-{kind}-mask")
-    with cols[1]:
-        compute.chart(matrix_figure(a.scaled[seq, head].numpy(), toks, keys, "scores before masking", style),
-                      key=f"b_{kind}", filename=f"attnviz-masklab-{kind}-before")
-    with cols[2]:
-        compute.chart(matrix_figure(a.masked[seq, head].numpy(), toks, keys,
-                                    "after masking (blank = −∞)", style),
-                      key=f"a_{kind}", filename=f"attnviz-masklab-{kind}-after")
-    with cols[3]:
-        compute.chart(matrix_figure(a.weights[seq, head].numpy(), toks, keys, "weights after softmax", style,
-                                    zero_one=True), key=f"w_{kind}", filename=f"attnviz-masklab-{kind}-weights")
+    # Two figures per row: wide enough for a label on every token of the default sentence.
+    top = st.columns(2)
+    with top[0]:
+        chart("mask", kind, lambda: mask_figure(r, seq, style, key_axis_top=False))
+    with top[1]:
+        chart("before", kind, lambda: matrix_figure(a.scaled[seq, head].numpy(), toks, keys,
+                                                    f"scores before masking — head {head}", style))
+    bottom = st.columns(2)
+    with bottom[0]:
+        chart("after", kind, lambda: matrix_figure(a.masked[seq, head].numpy(), toks, keys,
+                                                   "after masking (blank = −∞)", style))
+    with bottom[1]:
+        chart("weights", kind, lambda: matrix_figure(a.weights[seq, head].numpy(), toks, keys,
+                                                     "weights after softmax", style, zero_one=True))
     m = r.mask_matrix(seq)
     blocked = int((~m).sum())
     full = [f"{i}: {toks[i]}" for i in range(m.shape[0]) if not m[i].any()]
     st.caption(f"{blocked} of {m.numel()} query–key pairs blocked: they are the dark cells of the mask and the "
                "blank cells after masking (changed to −∞), and their weights are exactly 0.")
     if full:
-        st.warning("Fully masked rows — these queries may see no key at all: " + ", ".join(full)
+        st.warning("Fully masked rows — these queries may see no key at all: " + md(", ".join(full))
                    + ". softmax of a row of −∞ is 0/0 = NaN; attnviz defines such a row as all-zero weights "
-                     "and a zero output.", icon="🚫")
+                     "and a zero output.", icon=":material/block:")
 
 st.subheader("Why a large negative number stands in for −∞")
 demo = blocked_row_demo()
@@ -60,7 +69,8 @@ st.markdown(
     "For a row where **some** keys are blocked, −∞ and −1e9 give the same weights: exp(−1e9) underflows to "
     "exactly 0. For a row where **every** key is blocked they differ, and both are wrong: −∞ gives NaN "
     "(0/0), which then poisons every number it touches, and −1e9 silently spreads the weight evenly over "
-    "keys that should be invisible. attnviz uses −∞ and defines such a row as zeros.")
+    "keys that should be invisible. attnviz uses −∞ and defines such a row as zeros (the last column is "
+    "computed by attnviz's own attention).")
 as_text = lambda xs: ["NaN" if x != x else f"{x:.4g}" for x in xs]  # noqa: E731 - NaN is the point here
 st.dataframe(pd.DataFrame({"score": demo["scores"], "softmax with −∞ everywhere": as_text(demo["-inf"]),
                            "softmax with −1e9 everywhere": demo["-1e9"], "attnviz": demo["attnviz"]}),

@@ -8,6 +8,7 @@ from attnviz.views import style_for
 from attnviz.walkthrough import walkthrough, weighted_sum_terms
 from ui import compute, widgets
 from ui import state as ui_state
+from ui.safe import md, quoted
 
 s = ui_state.current()
 st.title("Step by step")
@@ -18,7 +19,7 @@ seq = min(s.seq, len(result.tokens) - 1)
 head, query = widgets.head_and_query(result, seq, query_label="Follow this token")
 tok = result.tokens[seq][query]
 style = style_for(s)
-st.caption(f"Following **{tok}** (position {query}) through head {head}: its row is outlined in each "
+st.caption(f"Following **{md(tok)}** (position {query}) through head {head}: its row is outlined in each "
            "heatmap and listed in the table beside it. Every number is the one the computation used.")
 
 for step in walkthrough(result, seq, head, query):
@@ -34,11 +35,11 @@ for step in walkthrough(result, seq, head, query):
                       filename=f"attnviz-step{step.number}")
     with right:
         role = "" if step.query_side else " as a key"
-        st.markdown(f"**Row of “{tok}”{role}** ({len(step.row)} numbers)")
+        st.markdown(f"**Row of {quoted(tok)}{role}** ({len(step.row)} numbers)")
         row = pd.DataFrame({"column": step.cols[: len(step.row)],
                             "value": [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
         st.dataframe(row, hide_index=True, height=min(400, 40 + 35 * len(row)))
         if step.title == "Head output":
             terms = weighted_sum_terms(result, seq, head, query)
-            st.markdown("Its output is " + " + ".join(f"{w:.3f}·v({k})" for k, w in terms[:4])
+            st.markdown("Its output is " + " + ".join(f"{w:.3f}·v({md(k)})" for k, w in terms[:4])
                         + (" + …" if len(terms) > 4 else ""))

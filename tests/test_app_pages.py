@@ -63,6 +63,9 @@ def test_verification_badge_goes_red_when_the_implementation_is_perturbed(monkey
     at = app("mask=causal", page="pages/verify.py")
     assert at.success and not at.error
     monkeypatch.setattr(MultiHeadAttention, "steps", perturbed)
+    import ui.compute
+
+    ui.compute.RESULTS.clear()  # the server caches verifications per config
     at = app("mask=causal", page="pages/verify.py")
     assert any("FAIL" in e.value for e in at.error)
     assert not at.success

@@ -30,9 +30,30 @@ def test_emoji_sequences_stay_whole():
     assert tokenize("👍🏻👍🏿", "char") == ["👍🏻", "👍🏿"]
 
 
-def test_combining_marks_attach():
-    assert graphemes("e\u0301") == ["e\u0301"]
-    assert tokenize("cafe\u0301", "char") == ["c", "a", "f", "e\u0301"]
+def test_combining_marks_attach_and_text_is_nfc():
+    assert graphemes("e\u0301") == ["\u00e9"]  # NFC: decomposed and precomposed agree
+    assert tokenize("cafe\u0301", "char") == ["c", "a", "f", "\u00e9"]
+    assert graphemes("q\u0307\u0323") == ["q\u0323\u0307"]  # no precomposed form: one cluster, NFC order
+
+
+def test_a_joiner_before_a_space_glues_nothing():
+    assert tokenize("a\u200d b c") == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="empty"):
+        tokenize("\u200d \u200d")
+
+
+def test_decomposed_korean_is_one_token_per_syllable():
+    import unicodedata
+
+    nfd = unicodedata.normalize("NFD", "한국어")
+    assert len(nfd) == 8
+    assert tokenize(nfd) == ["한", "국", "어"]
+    assert tokenize("\u1112\u1161\u11ab", "char") == ["한"]  # jamo L+V+T: one grapheme
+
+
+def test_invisible_format_characters_never_reach_a_token():
+    assert tokenize("a\u200bb c\ufeff") == ["ab", "c"]
+    assert tokenize("x\u00ady") == ["xy"]  # soft hyphen
 
 
 def test_word_and_char_modes():

@@ -10,12 +10,14 @@ from attnviz.pipeline import AttentionResult
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Query token") -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``)."""
     H, L = result.weights.shape[1], result.weights.shape[2]
-    for key, n in (("head", H), ("query", L)):
-        if st.session_state.get(key, 0) >= n:
-            st.session_state[key] = 0
+    ss = st.session_state
+    if not 0 <= ss.get("head", 0) < H:
+        ss["head"] = 0
+    if not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
+        ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
     c1, c2, _ = st.columns([1, 2, 3])
     h = c1.selectbox("Head", list(range(H)), key="head", help="Which head to follow.")
     q = c2.selectbox(query_label, list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
-                     help="Which query token to follow.")
+                     help="Which query token to follow (the last one sees the most keys under a causal mask).")
     return int(h), int(q)
