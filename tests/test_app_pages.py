@@ -11,7 +11,7 @@ from attnviz.scaling import sweep
 from attnviz.verify import verify
 from attnviz.walkthrough import blocked_row_demo, walkthrough
 
-from .apphelp import app, figures, no_errors
+from .apphelp import app, figures, no_errors, shown
 
 PAGES = ["step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale"]
 EDITED = ("text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD"
@@ -71,17 +71,39 @@ def test_verification_badge_goes_red_when_the_implementation_is_perturbed(monkey
     assert not at.success
 
 
-def test_gradients_match_autograd():
-    cfg = AttentionConfig(text="the cat sat on the mat", num_heads=2, d_model=16, mask="causal", seed=1)
-    g = token_gradients(cfg, 0, 3, "norm")
+def test_gradients_match_finite_differences_and_a_closed_form():
+    """Not autograd against itself: X's gradient by central differences in float64, and
+    V's by its closed form, d sum(o_q) / d v_h[j] = a_h[q, j] · Σ_e W_O[e, h-slice]."""
+    import copy
+
+    cfg = AttentionConfig(text="the cat sat on", num_heads=2, d_model=8, mask="causal", seed=1)
+    q = 2
+    g = token_gradients(cfg, 0, q, "sum")
     r = compute(cfg)
-    x = r.embeddings.clone().requires_grad_(True)
-    with torch.enable_grad():
-        s = r.model.steps(x, attn_mask=r.mask)
-        (gx, gv) = torch.autograd.grad(s.output[0, 3].norm(), [x, s.v])
-    np.testing.assert_allclose(g.norms["X"], gx[0].norm(dim=-1).numpy(), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(g.norms["V"], gv[0].transpose(0, 1).flatten(1).norm(dim=-1).numpy(), rtol=1e-5)
-    assert (g.norms["V"][4:] == 0).all()  # causal: later tokens cannot reach query 3
+    model = copy.deepcopy(r.model).double()
+    x0 = r.embeddings.double()  # (1, L, E)
+    mask = r.mask
+
+    def f(x):
+        with torch.no_grad():
+            return float(model.steps(x, attn_mask=mask).output[0, q].sum())
+
+    eps = 1e-6
+    grad = torch.zeros_like(x0)
+    for i in range(x0.shape[1]):
+        for e in range(x0.shape[2]):
+            up, down = x0.clone(), x0.clone()
+            up[0, i, e] += eps
+            down[0, i, e] -= eps
+            grad[0, i, e] = (f(up) - f(down)) / (2 * eps)
+    np.testing.assert_allclose(g.norms["X"], grad[0].norm(dim=-1).numpy(), rtol=1e-4, atol=1e-6)
+
+    H, D = cfg.num_heads, cfg.d_model // cfg.num_heads
+    colsum = r.model.out_proj.weight.detach().double().sum(0).view(H, D)  # (H, D): Σ_e W_O[e, h·D + d]
+    a = r.weights[0, :, q, :].double()  # (H, S)
+    closed = (a.unsqueeze(-1) * colsum.unsqueeze(1)).permute(1, 0, 2).flatten(1).norm(dim=-1)  # (S,)
+    np.testing.assert_allclose(g.norms["V"], closed.numpy(), rtol=1e-5, atol=1e-7)
+    assert (g.norms["V"][q + 1:] == 0).all()  # causal: later tokens cannot reach query 2
     assert set(g.hooked) == {"Q", "K", "V"}
 
 
@@ -110,7 +132,16 @@ def test_mask_lab_shows_fully_masked_rows_and_restores_its_choice():
     assert any("Fully masked rows" in w.value for w in at.warning)
     assert len(figures(at)) == 8
     demo = blocked_row_demo()
-    assert all(np.isnan(demo["-inf"])) and np.allclose(demo["-1e9"], 1 / 4) and demo["attnviz"] == [0.0] * 4
+    assert all(np.isnan(demo["-inf"])) and np.allclose(demo["-1e9"], 1 / 4)
+    assert demo["attnviz"] == [0.0] * 4  # computed by attnviz's attention: a fully masked row is zeros
+
+
+def test_blocked_row_demo_column_comes_from_the_attention_code(monkeypatch):
+    from attnviz import attention
+
+    real = attention._masked_softmax
+    monkeypatch.setattr(attention, "_masked_softmax", lambda m, f, inplace: real(m, f, inplace) + 0.5)
+    assert blocked_row_demo()["attnviz"] == [0.5] * 4  # the column follows the implementation
 
 
 def test_cross_attention_page_shapes_and_source_padding():
@@ -149,3 +180,81 @@ def test_verify_page_float64_from_the_url():
     assert at.toggle(key="float64").value is True
     badges = [s.value for s in at.success]
     assert len(badges) == 2 and "float32" in badges[0] and "float64" in badges[1]
+
+
+def test_cross_attention_by_default_blocks_no_real_source_key():
+    at = app("", page="pages/cross_attention.py")  # default mask: causal
+    no_errors(at)
+    grid = figures(at)[0]
+    from .apphelp import z as zof
+
+    for trace in grid["data"]:
+        w = zof(trace)
+        assert (w > 0).all()  # every target token sees every source token
+        np.testing.assert_allclose(w.sum(-1), 1, rtol=1e-5)
+    assert any("padded source keys are blocked" in shown(i.value) for i in at.info)
+
+
+def test_cross_attention_with_a_padded_source_blocks_only_the_pads():
+    r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="causal").with_(mask="padding"))
+    at = app("text=I+love+AI%0Ahello&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD%0A%E4%BD%A0%E5%A5%BD"
+             "&mask=causal&seq=1", page="pages/cross_attention.py")
+    no_errors(at)
+    from .apphelp import z as zof
+
+    w = zof(figures(at)[0]["data"][0])  # sequence 2 ("hello" × "你好" + 4 pads), head 0
+    assert w.shape == (3, 6) and (w[:1, :2] > 0).all() and (w[:, 2:] == 0).all()
+    np.testing.assert_array_equal(w, r.weights[1, 0].numpy())
+
+
+def test_gradients_default_to_a_token_that_sees_several_keys():
+    at = app("", page="pages/gradients.py")
+    no_errors(at)
+    q = at.selectbox(key="query").value
+    tokens = compute(AttentionConfig(mask="causal")).tokens[0]
+    assert q == len(tokens) - 1  # the last token: it sees every key under the causal mask
+    from .apphelp import z as zof
+
+    v_norms = zof({"z": figures(at)[0]["data"][0]["y"]})  # ‖∂/∂V‖ per key
+    assert (v_norms > 0).sum() == len(tokens)  # every key gets gradient, not just the token itself
+    body = " ".join(shown(m.value) for m in at.markdown)
+    assert "”'s" not in body  # no “The”'s quoting glitch
+    at = app("query=2&grad_of=norm", page="pages/gradients.py")
+    assert at.selectbox(key="query").value == 2  # the choice stays in the URL
+
+
+def test_every_mask_lab_figure_labels_every_token_of_the_default_text():
+    at = app("", page="pages/mask_lab.py")
+    no_errors(at)
+    n = len(compute(AttentionConfig()).tokens[0])
+    figs = figures(at)
+    assert len(figs) == 4 * 3  # four figures for each of the three default masks
+    for fig in figs:
+        for axis in ("xaxis", "yaxis"):
+            assert len(fig["layout"][axis]["tickvals"]) == n, (fig["layout"]["title"]["text"], axis)
+        assert fig["layout"]["xaxis"].get("side", "bottom") == "bottom"  # titles on top, key axis below
+    heights = {fig["layout"]["height"] for fig in figs}
+    assert len(heights) == 1  # the mask is drawn at the size of the matrices beside it
+
+
+def test_verify_page_draws_where_differences_sit():
+    at = app("mask=causal", page="pages/verify.py")
+    no_errors(at)
+    (fig,) = figures(at)
+    assert [t["name"] for t in fig["data"]] == ["per head", "per query"]
+    assert at.dataframe  # the table stays
+
+
+def test_url_warnings_are_escaped_and_go_away_once_fixed():
+    at = app("heads=%60%5BSign+in%5D(https%3A%2F%2Fevil.example)%60")
+    no_errors(at)
+    (w,) = at.warning
+    assert "\\[Sign in\\]\\(https\\:\\/\\/evil\\.example\\)" in w.value  # escaped: no link
+    assert 'heads="`[Sign in](https://evil.example)`"' in shown(w.value)
+    at.selectbox(key="heads").set_value(2).run()
+    assert not at.warning  # fixed: the warning is gone
+
+
+def test_teaching_pages_show_url_warnings_too():
+    at = app("mask=sideways", page="pages/mask_lab.py")
+    assert any('mask="sideways"' in shown(w.value) for w in at.warning)
