@@ -422,7 +422,12 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
          "marker": {"color": color(row_diffs)}, "xaxis": "x2", "yaxis": "y2",
          "hovertemplate": "query %{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
     ]
-    axis = {"type": "log", "exponentformat": "power", "title": {"text": "max |difference|"}}
+    # One range for both, from below the smallest bar to above the threshold, so the
+    # threshold line is always in view.
+    values = [max(x, floor) for x in (*head_diffs, *row_diffs)] or [floor]
+    lo = math.log10(min(min(values), threshold * 1e-3)) - 0.5
+    hi = math.log10(max(max(values), threshold)) + 0.7
+    axis = {"type": "log", "exponentformat": "power", "title": {"text": "max |difference|"}, "range": [lo, hi]}
     # On a log axis, shapes and annotations take log10 of the value.
     line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
                         "y0": math.log10(threshold), "y1": math.log10(threshold), "line": {"color": "#d62728", "dash": "dash", "width": 2}}

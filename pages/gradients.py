@@ -13,7 +13,7 @@ st.title("Gradients")
 result = compute.run(s.config())
 seq = min(s.seq, len(result.tokens) - 1)
 tokens = result.tokens[seq]
-_, query = widgets.head_and_query(result, seq, query_label="Query token")
+_, query = widgets.head_and_query(result, seq, query_label="Query token", with_head=False)
 st.selectbox("Differentiate", SCALARS, key="grad_of", format_func=SCALAR_LABELS.get,
              help="Which scalar of the query's output vector autograd differentiates.")
 s = ui_state.current()

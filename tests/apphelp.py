@@ -67,7 +67,7 @@ def shown(value: str) -> str:
     """Markdown source as a reader sees it: backslash escapes removed (ui.safe.md adds them)."""
     import re
 
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", value)
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", value).replace("\u200b", "")
 
 
 def warnings_shown(at: AppTest) -> list[str]:

@@ -100,16 +100,46 @@ def test_invalid_link_warns_in_the_page(server, page):
     assert "Traceback" not in body
 
 
+def test_a_hostile_link_shows_its_value_literally_until_it_is_fixed(server, page):
+    page.goto(server + "/?heads=%60%5BSign+in%5D(https%3A%2F%2Fevil.example)%60&text=**bold**+_it_")
+    wait_idle(page)
+    main = page.locator("[data-testid=stMain]")
+    assert main.locator("a[href*='evil']").count() == 0  # no live link
+    assert "[Sign in](https://evil.example)" in main.inner_text().replace("\u200b", "")  # shown as typed
+    choose(page, "Heads", "2")
+    page.wait_for_function("() => !document.body.innerText.includes('evil.example')")
+    wait_idle(page)
+    assert main.locator("[data-testid=stAlertContentWarning]").count() == 0
+
+
 def test_html_in_the_text_is_shown_literally(server, page):
     page.goto(server)
     wait_idle(page)
-    type_text(page, "<img src=x onerror=alert(1)> <b>bold</b>", "onerror")
-    page.wait_for_timeout(500)
+    type_text(page, "<img src=x onerror=alert(1)> <b>bold</b>", "onerror")  # waits for the chart, then idle
+    page.wait_for_load_state("networkidle")
+    wait_idle(page)
     assert not page.dialogs
     labels = y_labels(page)
     assert "<" in labels and "img" in labels and "b" in labels
     assert page.locator(".js-plotly-plot img").count() == 0
     assert page.locator(".js-plotly-plot b").count() == 0
+    assert page.locator("[data-testid=stMain] img[src=x]").count() == 0
+
+
+def test_downloads_hold_the_runs_numbers(server, page):
+    """Click both download buttons; the files equal the export of the same run."""
+    from attnviz import AttentionConfig, compute
+    from attnviz.views import run_json, weights_csv
+
+    page.goto(server + "/?text=I+love+AI%0Ahi&heads=2&mask=padding&seed=3")
+    wait_idle(page)
+    expected = compute(AttentionConfig(text="I love AI\nhi", num_heads=2, mask="padding", seed=3))
+    for label, want in (("Weights (CSV)", weights_csv(expected)), ("Run (JSON)", run_json(expected))):
+        with page.expect_download(timeout=60_000) as info:
+            page.get_by_role("button", name=label).click()
+        got = open(info.value.path(), encoding="utf-8").read()
+        assert got == want, label
+        assert info.value.suggested_filename.startswith("attnviz-")
 
 
 def test_full_page_screenshot_for_the_readme(server, page):
@@ -125,14 +155,13 @@ TOUR = [("step-by-step", "Step by step"), ("mask-lab", "Mask lab"), ("cross-atte
 
 @pytest.mark.parametrize("path, title", TOUR)
 def test_every_teaching_page_from_the_navigation(server, page, path, title):
-    page.goto(server + "/?text=I+love+AI&heads=2&mask=causal")
+    page.goto(server + "/?heads=2")  # the default sentence and mask, as a student first sees them
     wait_idle(page)
     page.get_by_role("link", name=title).first.click()
     page.wait_for_function("p => location.pathname.endsWith(p)", arg="/" + path)
     if path == "verify":
         page.wait_for_selector("text=PASS", timeout=60_000)
-    else:
-        wait_idle(page, timeout=60_000)
+    wait_idle(page, timeout=60_000)
     body = page.inner_text("[data-testid=stMain]")
     assert title.split()[0] in body and "Traceback" not in body and "heads=2" in page.url
     full_page_screenshot(page, SHOTS / f"{path}.png")
@@ -148,3 +177,23 @@ def test_presenter_mode_collapses_the_sidebar_and_enlarges_fonts(server, page):
     assert size >= 28
     assert page.locator(".js-plotly-plot").count() == 1  # one view per screen
     full_page_screenshot(page, SHOTS / "presenter.png")
+
+
+def test_mask_lab_titles_clear_the_axes_and_every_token_is_labelled(server, page):
+    """The default sentence at 1400 px: each figure labels all 11 tokens on both axes,
+    and no figure's title box overlaps an axis title."""
+    page.goto(server + "/mask-lab")
+    wait_idle(page, timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 12", timeout=60_000)
+    wait_idle(page)
+    boxes = page.eval_on_selector_all(".js-plotly-plot", """plots => plots.map(p => {
+        const box = e => { if (!e) return null; const r = e.getBoundingClientRect();
+                           return [r.left, r.top, r.right, r.bottom]; };
+        return { title: box(p.querySelector('.gtitle')),
+                 axes: [...p.querySelectorAll('.xtitle, .ytitle')].map(box),
+                 xticks: p.querySelectorAll('.xaxislayer-above .xtick text').length,
+                 yticks: p.querySelectorAll('.yaxislayer-above .ytick text').length }; })""")
+    overlap = lambda a, b: a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]  # noqa: E731
+    for b in boxes:
+        assert b["xticks"] == 11 and b["yticks"] == 11, b
+        assert b["title"] and not any(overlap(b["title"], ax) for ax in b["axes"] if ax), b

@@ -13,12 +13,18 @@ import re
 # Every ASCII punctuation mark may be backslash-escaped in CommonMark; escaping all
 # of them is simpler and safer than guessing which ones a renderer treats specially.
 _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
+# GitHub-flavoured Markdown also turns bare "https://…", "www.…" and "a@b.c" into links,
+# escapes or not: an invisible zero-width space after ":" and "@" and inside "www."
+# breaks those patterns without changing what the reader sees.
+_AUTOLINK = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))")
+_ZWSP = "\u200b"
 
 
 def md(text: str) -> str:
-    """``text`` shown literally in Markdown: punctuation escaped, line breaks as spaces."""
+    """``text`` shown literally in Markdown: punctuation escaped, autolinks defused,
+    line breaks as spaces."""
     flat = " ".join(str(text).split())  # newlines would start lists or headings
-    return _PUNCT.sub(r"\\\1", flat)
+    return _PUNCT.sub(r"\\\1", _AUTOLINK.sub(_ZWSP, flat))
 
 
 def quoted(token: str) -> str:

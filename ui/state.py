@@ -5,7 +5,8 @@ session's first run the URL is parsed (``attnviz.params.parse``) into session st
 before any widget exists; after every run the current state is written back to the
 URL, so the address bar always reopens exactly this view. When the URL changes under
 a running session (back/forward in the browser, or a client that reruns with a new
-query string) it is parsed again, so the URL always wins over stale widget values.
+query string) it is parsed again, so the URL always wins over stale widget values;
+switching pages (which clears the query string) keeps the settings.
 
 Warnings about the URL are shown (escaped) until the setting they name is changed.
 Every bound comes from ``attnviz.limits``.
@@ -34,7 +35,9 @@ def load() -> None:
     page-specific keys alive after."""
     ss = st.session_state
     url = st.query_params.to_dict()
-    if ss.get(_URL) != url:
+    # A new session, or a URL that changed under this one. Moving to another page of the
+    # app arrives with an empty query string: that keeps the session's settings.
+    if _URL not in ss or (url and ss[_URL] != url):
         state, warnings = parse(url)
         for k, v in asdict(state).items():
             ss[k] = v

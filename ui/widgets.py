@@ -7,8 +7,10 @@ import streamlit as st
 from attnviz.pipeline import AttentionResult
 
 
-def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Query token") -> tuple[int, int]:
-    """Selectboxes for the head and the query token (URL keys ``head`` and ``query``)."""
+def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Query token",
+                   with_head: bool = True) -> tuple[int, int]:
+    """Selectboxes for the head and the query token (URL keys ``head`` and ``query``);
+    ``with_head=False`` for a page that shows every head at once."""
     H, L = result.weights.shape[1], result.weights.shape[2]
     ss = st.session_state
     if not 0 <= ss.get("head", 0) < H:
@@ -17,7 +19,7 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Que
         ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
     c1, c2, _ = st.columns([1, 2, 3])
-    h = c1.selectbox("Head", list(range(H)), key="head", help="Which head to follow.")
+    h = c1.selectbox("Head", list(range(H)), key="head", help="Which head to follow.") if with_head else ss["head"]
     q = c2.selectbox(query_label, list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
                      help="Which query token to follow (the last one sees the most keys under a causal mask).")
     return int(h), int(q)
