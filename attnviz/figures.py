@@ -430,7 +430,8 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
     axis = {"type": "log", "exponentformat": "power", "title": {"text": "max |difference|"}, "range": [lo, hi]}
     # On a log axis, shapes and annotations take log10 of the value.
     line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
-                        "y0": math.log10(threshold), "y1": math.log10(threshold), "line": {"color": "#d62728", "dash": "dash", "width": 2}}
+                        "y0": math.log10(threshold), "y1": math.log10(threshold),
+                        "line": {"color": "#d62728", "dash": "dash", "width": 2}}
     layout = {
         "showlegend": False, "height": 360,
         "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": "head"}},

@@ -107,7 +107,8 @@ def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -
 
 def file_stem(state: ViewState, view: str) -> str:
     """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0."""
-    extra = {"head": f"-head{state.head}", "query": f"-query{state.query}" if state.query >= 0 else "-last"}.get(view, "")
+    query = f"-query{state.query}" if state.query >= 0 else "-last"
+    extra = {"head": f"-head{state.head}", "query": query}.get(view, "")
     stem = f"attnviz-{view}{extra}-{state.mask}-{state.heads}h-{state.d_model}d-seed{state.seed}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)
 

@@ -34,7 +34,7 @@ def chart(name: str, kind: str, build) -> None:
     compute.chart(compute.figure(key, build), key=f"{name}_{kind}", filename=f"attnviz-masklab-{kind}-{name}")
 
 
-for kind in kinds:
+def draw(kind: str) -> None:
     r = compute.run(s.config().with_(mask=kind))
     a = r.steps.attention
     st.subheader(f"mask = {kind}")
@@ -62,6 +62,10 @@ for kind in kinds:
         st.warning("Fully masked rows — these queries may see no key at all: " + md(", ".join(full))
                    + ". softmax of a row of −∞ is 0/0 = NaN; attnviz defines such a row as all-zero weights "
                      "and a zero output.", icon=":material/block:")
+
+
+for kind in kinds:
+    draw(kind)
 
 st.subheader("Why a large negative number stands in for −∞")
 demo = blocked_row_demo()

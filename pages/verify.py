@@ -17,7 +17,8 @@ st.toggle("Also check in float64", key="float64", help="Runs both implementation
 s = ui_state.current()
 style = style_for(s)
 for f64 in [False, True] if s.float64 else [False]:
-    v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config(), f64), lambda: verify(s.config(), float64=f64)))
+    v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config(), f64),
+                                                     lambda: verify(s.config(), float64=f64)))
     label = f"{v.dtype} on {v.device}"
     if v.passed:
         st.success(f"PASS — {label}: attnviz matches PyTorch.", icon=":material/check_circle:")

@@ -6,7 +6,7 @@ import pytest
 from attnviz import AttentionConfig, compute
 from attnviz.figures import plain_label
 
-from .apphelp import app, figures, heatmaps, no_errors, z, warnings_shown
+from .apphelp import app, figures, heatmaps, no_errors, warnings_shown, z
 
 
 def test_default_run_shows_the_grid_and_mirrors_the_url():

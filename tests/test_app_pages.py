@@ -196,7 +196,7 @@ def test_cross_attention_by_default_blocks_no_real_source_key():
 
 
 def test_cross_attention_with_a_padded_source_blocks_only_the_pads():
-    r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="causal").with_(mask="padding"))
+    r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="padding"))
     at = app("text=I+love+AI%0Ahello&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD%0A%E4%BD%A0%E5%A5%BD"
              "&mask=causal&seq=1", page="pages/cross_attention.py")
     no_errors(at)
@@ -249,7 +249,7 @@ def test_url_warnings_are_escaped_and_go_away_once_fixed():
     at = app("heads=%60%5BSign+in%5D(https%3A%2F%2Fevil.example)%60")
     no_errors(at)
     (w,) = at.warning
-    assert "\\[Sign in\\]\\(https\\:\\/\\/evil\\.example\\)" in w.value  # escaped: no link
+    assert "\\[Sign in\\]\\(https\\:\\/\\/evil\\.example\\)" in w.value.replace("\u200b", "")  # escaped
     assert 'heads="`[Sign in](https://evil.example)`"' in shown(w.value)
     at.selectbox(key="heads").set_value(2).run()
     assert not at.warning  # fixed: the warning is gone

@@ -17,16 +17,16 @@ import threading
 from collections.abc import Callable, Hashable
 from dataclasses import astuple
 
-import plotly.io as pio
 import streamlit as st
 
 from attnviz import AttentionConfig, AttentionResult, compute
-from attnviz.cache import ByteBudgetCache
+from attnviz.cache import ByteBudgetCache, nbytes
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 
 _budget = cache_budget_bytes()
 RESULTS = ByteBudgetCache(_budget * 3 // 4)
-FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: len(pio.to_json(fig.to_dict(), validate=False)) + 256)
+# A frozen figure's size: its plain dict (arrays already base64 text), walked, not serialised.
+FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: nbytes(fig.to_dict()))
 _RUNS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 
 
