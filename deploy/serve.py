@@ -1,6 +1,7 @@
 """Serve attnviz from several processes behind HAProxy: ``make serve``.
 
     python deploy/serve.py [--replicas N] [--port PORT] [--bind ADDRESS]
+    python deploy/serve.py --proxy-for app:8501 --replicas 8   # compose/Kubernetes: HAProxy only
 
 Starts N Streamlit processes (``python -m ui.server``) on 127.0.0.1:PORT+1 …
 PORT+N, waits until each answers ``/_stcore/health``, then runs HAProxy on
@@ -32,8 +33,19 @@ HOW_TO_GET_HAPROXY = "haproxy not found: install Debian's package with `sudo apt
 
 
 def haproxy_config(port: int, replica_ports: list[int], bind: str = "127.0.0.1", host: str = "127.0.0.1") -> str:
+    """Fixed replicas on this machine, each with its own cookie value."""
     servers = "\n".join(f"    server r{i} {host}:{p} check cookie r{i}" for i, p in enumerate(replica_ports, 1))
-    return TEMPLATE.read_text().format(bind=bind, port=port, servers=servers)
+    return TEMPLATE.read_text().format(bind=bind, port=port, servers=servers, cookie_extra="", resolvers="")
+
+
+def haproxy_config_for_service(port: int, service: str, most: int, bind: str = "0.0.0.0") -> str:
+    """Replicas found by DNS (``service`` = "app:8501" in compose or Kubernetes): up to
+    ``most`` servers from one name, with cookies derived from each server's address."""
+    servers = f"    server-template r 1-{most} {service} check resolvers dns init-addr none"
+    resolvers = "    dynamic-cookie-key attnviz\n"
+    return TEMPLATE.read_text().format(
+        bind=bind, port=port, servers=servers, cookie_extra=" dynamic", resolvers=resolvers,
+    ) + "\nresolvers dns\n    parse-resolv-conf\n    hold valid 5s\n"
 
 
 def healthy(url: str) -> bool:
@@ -67,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bind", default=os.environ.get("BIND", "0.0.0.0"),
                     help="address HAProxy listens on (replicas always listen on 127.0.0.1)")
     ap.add_argument("--log-dir", type=Path, default=None, help="replica logs (default: a temporary folder)")
+    ap.add_argument("--proxy-for", metavar="HOST:PORT", default=None,
+                    help="only run HAProxy, for replicas that DNS finds under HOST (compose, Kubernetes)")
+    ap.add_argument("--print-config", action="store_true", help="print HAProxy's configuration and exit")
     args = ap.parse_args(argv)
     if not 1 <= args.replicas <= 64:
         print("serve: --replicas must be between 1 and 64.", file=sys.stderr)
@@ -74,17 +89,26 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.port <= 65535 - args.replicas:
         print(f"serve: --port must leave room for {args.replicas} replica ports above it.", file=sys.stderr)
         return 2
+    if args.proxy_for:
+        cfg_text = haproxy_config_for_service(args.port, args.proxy_for, args.replicas, bind=args.bind)
+    else:
+        cfg_text = haproxy_config(args.port, [args.port + i for i in range(1, args.replicas + 1)], bind=args.bind)
+    if args.print_config:
+        print(cfg_text)
+        return 0
     haproxy = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
     if haproxy is None:
         print(f"serve: {HOW_TO_GET_HAPROXY}", file=sys.stderr)
         return 2
 
     work = Path(tempfile.mkdtemp(prefix="attnviz-serve-"))
+    cfg = work / "haproxy.cfg"
+    cfg.write_text(cfg_text)
+    if args.proxy_for:  # the replicas are other containers: HAProxy is all this process runs
+        os.execv(haproxy, [haproxy, "-f", str(cfg), "-db"])
     log_dir = args.log_dir or work
     log_dir.mkdir(parents=True, exist_ok=True)
     ports = [args.port + i for i in range(1, args.replicas + 1)]
-    cfg = work / "haproxy.cfg"
-    cfg.write_text(haproxy_config(args.port, ports, bind=args.bind))
 
     replicas = {p: start_replica(p, log_dir) for p in ports}
     proxy: subprocess.Popen | None = None

@@ -115,3 +115,29 @@ def test_sessions_spread_over_both_replicas_and_survive_a_killed_one(served):
             await s.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("args", [["--replicas", "2", "--port", "9400"],
+                                  ["--proxy-for", "app:8501", "--replicas", "16", "--port", "8501"]])
+def test_haproxy_accepts_both_generated_configurations(tmp_path, args):
+    """make serve's (fixed replicas) and compose/Kubernetes' (replicas found by DNS)."""
+    import sys
+
+    cfg = subprocess.run([sys.executable, str(ROOT / "deploy" / "serve.py"), *args, "--print-config"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "cookie ATTNVIZ_REPLICA insert" in cfg and "httpchk GET /_stcore/health" in cfg and "timeout tunnel" in cfg
+    assert "balance source" not in cfg  # never by client address: a classroom shares one
+    (tmp_path / "h.cfg").write_text(cfg)
+    check = subprocess.run([HAPROXY, "-c", "-f", str(tmp_path / "h.cfg")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_docker_image_copies_what_exists():
+    """No Docker daemon here: check that every COPY source is in the repository."""
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    for line in lines:
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                assert (ROOT / src).exists(), src
+    compose = (ROOT / "compose.yaml").read_text()
+    assert "--proxy-for" in compose and "app:8501" in compose
