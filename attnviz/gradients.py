@@ -47,6 +47,7 @@ def token_gradients(config: AttentionConfig, seq: int = 0, query: int = 0, scala
     """
     config = config.with_(dropout=0.0)  # a gradient of a random mask teaches nothing
     result = compute(config)  # the same model, inputs and mask as the pages show
+    result.require_complete()  # autograd keeps every step: the same budget as the teaching pages
     if not 0 <= seq < len(result.tokens):
         raise ValueError(f"Sentence {seq + 1} does not exist (the text has {len(result.tokens)}).")
     if not 0 <= query < len(result.tokens[seq]):

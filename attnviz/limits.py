@@ -8,12 +8,17 @@ size is known from (lines, heads, query length, key length, width) alone.
 Two bounds are read from the environment when the process starts, so a server can
 be sized without editing code:
 
-- ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 256): the most one run may hold.
-- ``ATTNVIZ_CACHE_MB`` (default 256): the most the shared result/figure caches hold.
+- ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 384): the most one run may hold.
+- ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared result/figure caches hold.
 
 The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
-about 0.4 GB for Python, torch and Streamlit, at most two runs computing at once
-(``MAX_CONCURRENT_RUNS``), and the cache.
+about 0.5 GB for Python, torch and Streamlit, at most two runs computing at once
+(``MAX_CONCURRENT_RUNS``, 2 × 0.38 GB), and the cache (0.5 GB): under 2 GB.
+
+A run keeps every intermediate (scores, scaled, masked, weights, dropout) when they fit
+the budget. When only the weights fit, it keeps those ("lean": the explorer and the
+cross-attention page work; the step-by-step, mask-lab, gradients and verify pages say
+which sizes they can show). That is how 2048 tokens × 16 heads fit: 268 MB of weights.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-MAX_TOKENS = 512  # tokens per line (queries or keys)
+MAX_TOKENS = 2048  # tokens per line (queries or keys)
 MAX_LINES = 16  # lines of a padded batch
 MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
 MAX_HEADS = 64
@@ -36,6 +41,7 @@ MAX_CONCURRENT_RUNS = 2  # computations at once in one server process (one per c
 # scores, the masked scores, the weights and the weights after dropout (float32), and
 # the bool mask. Everything else (embeddings, Q/K/V, outputs) grows with L·E only.
 _PER_CELL_BYTES = 5 * 4 + 1
+_LEAN_CELL_BYTES = 4 + 1  # the weights, computed in place, and the mask
 _PER_TOKEN_WIDTH_BYTES = 10 * 4  # X, Q, K, V, their copies on the way, joined, output
 
 
@@ -49,11 +55,11 @@ def _env_mb(name: str, default: int) -> int:
 
 
 def memory_budget_bytes() -> int:
-    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 256) * 2**20
+    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 384) * 2**20
 
 
 def cache_budget_bytes() -> int:
-    return _env_mb("ATTNVIZ_CACHE_MB", 256) * 2**20
+    return _env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20
 
 
 def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:
@@ -73,39 +79,66 @@ class RunSize:
 
     @property
     def bytes(self) -> int:
+        """Every intermediate kept."""
         cells = self.N * self.H * self.L * self.S
         return cells * _PER_CELL_BYTES + self.N * (self.L + self.S) * self.E * _PER_TOKEN_WIDTH_BYTES
+
+    @property
+    def lean_bytes(self) -> int:
+        """The weights only."""
+        cells = self.N * self.H * self.L * self.S
+        return cells * _LEAN_CELL_BYTES + self.N * (self.L + self.S) * self.E * _PER_TOKEN_WIDTH_BYTES
 
 
 def _mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MB"
 
 
-def longest_that_fits(N: int, H: int, E: int, budget: int) -> int:
+def longest_that_fits(N: int, H: int, E: int, budget: int, *, lean: bool = False) -> int:
     """The largest square length (L = S) whose run fits ``budget`` bytes (0 if none)."""
     lo, hi = 0, MAX_TOKENS
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if RunSize(N, H, mid, mid, E).bytes <= budget:
+        size = RunSize(N, H, mid, mid, E)
+        if (size.lean_bytes if lean else size.bytes) <= budget:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
+def plan(size: RunSize, budget: int | None = None) -> str:
+    """"full" (every step kept) or "lean" (the weights only) for a run of ``size``;
+    ``ValueError`` naming what to reduce when not even the weights fit."""
+    budget = memory_budget_bytes() if budget is None else budget
+    if size.bytes <= budget:
+        return "full"
+    if size.lean_bytes <= budget:
+        return "lean"
+    fits = longest_that_fits(size.N, size.H, size.E, budget, lean=True)
+    fits_one = longest_that_fits(1, size.H, size.E, budget, lean=True)
+    lines = f"{size.N} line{'s' if size.N > 1 else ''}"
+    hint = (f"with {lines} and {size.H} heads, texts up to {fits} tokens fit"
+            if fits else f"even one token per line does not fit with {lines} and {size.H} heads")
+    if size.N > 1 and fits_one > fits:
+        hint += f"; one line of up to {fits_one} tokens fits"
+    raise ValueError(
+        f"This run would hold about {_mb(size.lean_bytes)} of attention weights ({size.N} × {size.H} heads × "
+        f"{size.L} × {size.S}), over this server's budget of {_mb(budget)}. "
+        f"Use fewer lines, fewer heads, a shorter text or a smaller pad-to: {hint}."
+    )
+
+
 def check_budget(size: RunSize, budget: int | None = None) -> None:
-    """Raise ``ValueError`` naming what to reduce when ``size`` is over the budget."""
+    """Raise ``ValueError`` unless ``size`` fits with *every step* kept (the teaching
+    pages), naming the sizes that do."""
     budget = memory_budget_bytes() if budget is None else budget
     if size.bytes <= budget:
         return
     fits = longest_that_fits(size.N, size.H, size.E, budget)
-    fits_one = longest_that_fits(1, size.H, size.E, budget)
-    hint = (f"with {size.N} line{'s' if size.N > 1 else ''} and {size.H} heads, texts up to {fits} tokens fit"
-            if fits else f"even one token per line does not fit with {size.N} lines and {size.H} heads")
-    if size.N > 1 and fits_one > fits:
-        hint += f"; one line of up to {fits_one} tokens fits"
     raise ValueError(
-        f"This run would hold about {_mb(size.bytes)} ({size.N} × {size.H} heads × {size.L} × {size.S} "
-        f"weights, with every step kept), over this server's budget of {_mb(budget)}. "
-        f"Use fewer lines, fewer heads, a shorter text or a smaller pad-to: {hint}."
+        f"This page keeps every intermediate step: at {size.L} × {size.S} tokens with {size.H} heads and "
+        f"{size.N} line{'s' if size.N > 1 else ''} that is about {_mb(size.bytes)}, over this server's budget "
+        f"of {_mb(budget)}. Up to {fits} tokens fit here with these heads and lines; the explorer shows "
+        "longer texts."
     )

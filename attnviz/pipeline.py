@@ -113,6 +113,17 @@ class AttentionResult:
         return self.steps.output  # (N, L, E)
 
     @property
+    def complete(self) -> bool:
+        """Every intermediate kept (False for a long, lean run: weights only)."""
+        return self.steps.complete
+
+    def require_complete(self) -> None:
+        """Raise the budget's ``ValueError`` (which sizes fit) for a page that needs every step."""
+        if not self.complete:
+            N, H, L, S = self.weights.shape
+            limits.check_budget(limits.RunSize(N, H, L, S, self.config.d_model))
+
+    @property
     def is_cross(self) -> bool:
         return bool(self.config.source.strip())
 
@@ -169,9 +180,12 @@ def _embed_batch(seqs: list[list[str]], L: int, cfg: AttentionConfig) -> torch.T
 
 
 def compute(config: AttentionConfig) -> AttentionResult:
-    """Run multi-head attention for ``config`` and keep every intermediate.
+    """Run multi-head attention for ``config`` and keep every intermediate (or, for a
+    text too long for that within ``attnviz.limits``' memory budget, the weights only:
+    ``result.complete`` is then False).
 
-    Raises ``ValueError`` with a user-facing message for bad settings or text.
+    Raises ``ValueError`` with a user-facing message for bad settings or text, or a run
+    whose weights alone are over the budget.
     """
     config.validate()
     timings: dict[str, float] = {}
@@ -192,8 +206,11 @@ def compute(config: AttentionConfig) -> AttentionResult:
     L = max(max(lengths), config.pad_to)
     S = max(max(src_lengths), config.pad_to) if cross else L
     timings["tokenize"] = (time.perf_counter() - t0) * 1e3
-    # Refuse before allocating anything of size L·S.
-    limits.check_budget(limits.RunSize(len(q_seqs), config.num_heads, L, S, config.d_model))
+    # Decide before allocating anything of size L·S: every step kept, the weights only, or refuse.
+    plan = limits.plan(limits.RunSize(len(q_seqs), config.num_heads, L, S, config.d_model))
+    if plan == "lean":
+        notes.append("This text is long: only the weights are kept (not the scores before softmax), to stay "
+                     "within the server's memory budget.")
 
     t0 = time.perf_counter()
     x = _embed_batch(q_seqs, L, config)  # (N, L, E)
@@ -216,7 +233,8 @@ def compute(config: AttentionConfig) -> AttentionResult:
     t0 = time.perf_counter()
     with torch.no_grad():
         dev_model = model.to(device)
-        steps = dev_model.steps(
+        run = dev_model.steps if plan == "full" else dev_model.lean_steps
+        steps = run(
             x.to(device), None if not cross else x_kv.to(device), None,
             None if mask is None else mask.to(device),
             dropout_p=config.dropout, generator=gen,

@@ -57,6 +57,7 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
     dtype = torch.float64 if float64 else torch.float32
     device = resolve_device(config.device)
     result = compute(config)
+    result.require_complete()  # PyTorch's reference holds as much again
     ours = result.model.to(device=device, dtype=dtype)
     x = result.embeddings.to(device=device, dtype=dtype)  # (N, L, E)
     cross = result.is_cross

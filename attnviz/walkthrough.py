@@ -36,6 +36,7 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int = 0) -> list[Step]:
+    result.require_complete()
     s, a = result.steps, result.steps.attention
     n, h, q = seq, head, query
     toks, keys = result.tokens[n], result.source_tokens[n]

@@ -23,6 +23,7 @@ if not kinds:
     st.info("Choose at least one mask to compare.", icon=":material/info:")
     st.stop()
 base = compute.run(s.config())
+compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
 head, _ = widgets.head_and_query(base, seq)
 s = ui_state.current()
@@ -36,6 +37,7 @@ def chart(name: str, kind: str, build) -> None:
 
 def draw(kind: str) -> None:
     r = compute.run(s.config().with_(mask=kind))
+    compute.guard(r.require_complete)
     a = r.steps.attention
     st.subheader(f"mask = {kind}")
     toks, keys = r.tokens[seq], r.source_tokens[seq]

@@ -15,6 +15,7 @@ st.title("Step by step")
 st.latex(r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O^\top,\quad"
          r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h")
 result = compute.run(s.config())
+compute.guard(result.require_complete)
 seq = min(s.seq, len(result.tokens) - 1)
 head, query = widgets.head_and_query(result, seq, query_label="Follow this token")
 tok = result.tokens[seq][query]

@@ -146,7 +146,7 @@ def test_cuda_link_on_a_cpu_machine_says_so():
 
 @pytest.mark.parametrize(
     "text, message",
-    [("   ", "empty"), (" ".join(["w"] * 600), "limit is 512")],
+    [("   ", "empty"), (" ".join(["w"] * 2100), "limit is 2048")],
 )
 def test_bad_text_gives_a_message_not_a_traceback(text, message):
     at = app()

@@ -140,7 +140,7 @@ def test_cli_selection_errors_name_the_problem(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--heads", "512"], 'heads="512" must be between 1 and 64'),
     (["--d-model", "4096"], 'd_model="4096" must be one of'),
-    (["--pad-to", "100000"], 'pad_to="100000" must be between 0 and 512'),
+    (["--pad-to", "100000"], 'pad_to="100000" must be between 0 and 2048'),
     (["--text", "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\nm\nn\no\np\nq"], "the limit is 16"),
 ])
 def test_bounds_are_the_same_as_the_apps(tmp_path, args, words):

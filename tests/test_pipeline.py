@@ -58,7 +58,7 @@ def test_window_covering_everything_is_noted():
         ({"window": -1}, "window"),
         ({"dropout": 1.5}, "Dropout"),
         ({"device": "cuda:7"}, "not available on this machine; available: cpu"),
-        ({"text": "w " * 600}, "limit is 512"),
+        ({"text": "w " * 2100}, "limit is 2048"),
         ({"tokenize_mode": "bpe"}, "tokenization mode"),
         ({"pad_to": 9999}, "pad_to"),
     ],

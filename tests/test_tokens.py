@@ -68,10 +68,12 @@ def test_empty_text_is_rejected(text):
 
 
 def test_cap_is_enforced_and_configurable():
-    text = " ".join(["w"] * 513)
-    with pytest.raises(ValueError, match="513 tokens; the limit is 512"):
+    from attnviz.limits import MAX_TOKENS
+
+    text = " ".join(["w"] * (MAX_TOKENS + 1))
+    with pytest.raises(ValueError, match=f"{MAX_TOKENS + 1} tokens; the limit is {MAX_TOKENS}"):
         tokenize(text)
-    assert len(tokenize(text, max_tokens=600)) == 513
+    assert len(tokenize(text, max_tokens=MAX_TOKENS + 10)) == MAX_TOKENS + 1
     with pytest.raises(ValueError, match="limit is 3"):
         tokenize("a b c d", max_tokens=3)
 

@@ -1,0 +1,108 @@
+"""One set of bounds for every door, and a memory budget checked before allocating."""
+
+import tracemalloc
+
+import pytest
+import torch
+
+from attnviz import AttentionConfig, compute, limits
+from attnviz.cache import ByteBudgetCache, nbytes
+from attnviz.params import parse
+
+
+def test_a_run_over_the_budget_is_refused_before_anything_is_allocated(monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_MB", "64")
+    cfg = AttentionConfig(text="\n".join(["w " * 600] * 8), num_heads=64, d_model=512, mask="padding", pad_to=600)
+    tracemalloc.start()
+    allocs = []
+    for name in ("empty", "zeros"):  # the model's parameters and the embeddings' buffer
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, _real=real, **k: allocs.append(a) or _real(*a, **k))
+    try:
+        with pytest.raises(ValueError) as e:
+            compute(cfg)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    msg = str(e.value)
+    assert "over this server's budget of 64 MB" in msg and "texts up to" in msg and "fewer heads" in msg
+    assert not allocs  # no model, no tensors: refused from the sizes alone
+    assert peak < 16 * 2**20
+
+
+def test_a_long_text_keeps_only_the_weights_and_the_teaching_pages_say_what_fits(monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_MB", "8")
+    cfg = AttentionConfig(text=" ".join(f"w{i}" for i in range(400)), num_heads=4, d_model=32, mask="causal")
+    r = compute(cfg)
+    assert not r.complete and r.steps.attention.scores is None and any("only the weights" in n for n in r.notes)
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_MB", "1024")
+    full = compute(cfg)
+    assert full.complete
+    torch.testing.assert_close(r.weights, full.weights, rtol=0, atol=1e-6)  # same numbers, less kept
+    torch.testing.assert_close(r.output, full.output, rtol=0, atol=1e-5)
+    monkeypatch.setenv("ATTNVIZ_MEMORY_BUDGET_MB", "8")
+    with pytest.raises(ValueError, match="keeps every intermediate step.*Up to \\d+ tokens fit here"):
+        r.require_complete()
+
+
+def test_the_budget_names_sizes_that_fit():
+    size = limits.RunSize(N=4, H=16, L=2048, S=2048, E=512)
+    with pytest.raises(ValueError) as e:
+        limits.plan(size, budget=256 * 2**20)
+    fits = int(str(e.value).split("texts up to ")[1].split(" ")[0])
+    assert limits.RunSize(4, 16, fits, fits, 512).lean_bytes <= 256 * 2**20
+    assert limits.RunSize(4, 16, fits + 1, fits + 1, 512).lean_bytes > 256 * 2**20
+    assert limits.plan(limits.RunSize(1, 16, 2048, 2048, 64)) == "lean"  # the default budget holds 2048 × 16
+    assert limits.plan(limits.RunSize(1, 8, 64, 64, 64)) == "full"
+
+
+def test_lines_are_bounded_the_same_everywhere():
+    text = "\n".join(["hello"] * (limits.MAX_LINES + 1))
+    with pytest.raises(ValueError, match=f"the limit is {limits.MAX_LINES}"):
+        compute(AttentionConfig(text=text))
+    state, warnings = parse({"text": text})
+    assert warnings and warnings[0].name == "text" and f"the limit is {limits.MAX_LINES}" in warnings[0]
+
+
+@pytest.mark.parametrize("field, value, url_key", [("num_heads", limits.MAX_HEADS * 2, "heads"),
+                                                   ("d_model", 4096, "d_model"),
+                                                   ("pad_to", limits.MAX_TOKENS + 1, "pad_to"),
+                                                   ("seed", limits.MAX_SEED + 1, "seed")])
+def test_api_and_url_refuse_the_same_values(field, value, url_key):
+    with pytest.raises(ValueError):
+        AttentionConfig(**{field: value, "d_model": 512 if field == "num_heads" else 64}
+                        if field != "d_model" else {field: value}).validate()
+    _, warnings = parse({url_key: str(value), "d_model": "512"} if url_key == "heads" else {url_key: str(value)})
+    assert [w.name for w in warnings] == [url_key]
+
+
+def test_the_cache_is_bounded_in_bytes_and_computes_each_key_once():
+    import threading
+
+    cache = ByteBudgetCache(10_000, size_of=lambda v: len(v))
+    cache.get_or_compute("a", lambda: b"x" * 4000)
+    cache.get_or_compute("b", lambda: b"x" * 4000)
+    cache.get_or_compute("a", lambda: b"never")  # a hit: "a" becomes most recent
+    cache.get_or_compute("c", lambda: b"x" * 4000)  # over 10 000: the least recent ("b") leaves
+    assert "a" in cache and "c" in cache and "b" not in cache and cache.total_bytes == 8000
+    assert cache.get_or_compute("big", lambda: b"x" * 20_000) and "big" not in cache  # never kept
+    calls, gate = [], threading.Event()
+
+    def slow():
+        calls.append(1)
+        gate.wait(5)
+        return b"y" * 10
+
+    threads = [threading.Thread(target=cache.get_or_compute, args=("same", slow)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert calls == [1]  # thirty students, one link: computed once
+
+
+def test_nbytes_counts_a_results_tensors():
+    r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=16))
+    size = nbytes(r)
+    assert r.weights.numel() * 4 < size < 1_000_000
