@@ -70,6 +70,8 @@ class ViewState:
     head: int = 0
     query: int = -1  # the followed query token; -1 = the last real token (it sees the most keys)
     seq: int = 0
+    q0: int = 0  # a long text's close-up: first query position
+    k0: int = 0  # ... and first key position
     view: str = "grid"
     present: bool = False
     source: str = "我爱人工智能"  # the cross-attention page's keys/values
@@ -220,6 +222,8 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     take("head", lambda r: _as_int(r, 0, MAX_HEADS - 1))
     take("query", lambda r: _as_int(r, -1, MAX_TOKENS - 1))
     take("seq", lambda r: _as_int(r, 0, MAX_LINES - 1))
+    take("q0", lambda r: _as_int(r, 0, MAX_TOKENS - 1))
+    take("k0", lambda r: _as_int(r, 0, MAX_TOKENS - 1))
     take("view", lambda r: _as_choice(r, VIEWS))
     take("present", _as_bool)
     take("masks", _as_masks)

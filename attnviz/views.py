@@ -74,6 +74,8 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
     n, h, q = state.seq, state.head, state.query
     if view == "grid":
         return F.grid_figure(F.grid_data(result, n, max_cells=max_cells), style)
+    if view in ("head", "table", "mean", "mask") and is_long(result):
+        return long_figure(result, state, view, style)
     if view in ("head", "table"):
         return F.heatmap_figure(F.head_data(result, n, h), style)
     if view == "mean":
@@ -87,6 +89,27 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
 
 
+def is_long(result: AttentionResult) -> bool:
+    """Too many cells for a hoverable heatmap of one head: drawn as an image instead."""
+    L, S = result.weights.shape[-2:]
+    return L * S > F.IMAGE_ABOVE_CELLS
+
+
+def long_figure(result: AttentionResult, state: ViewState, view: str, style: F.FigureStyle) -> go.Figure:
+    """A full-detail view of a long text: every cell as one pixel of an image."""
+    n = state.seq
+    if view == "mask":
+        return F.image_figure(F.mask_data(result, n), style, scale=F.MASK_COLORS)
+    d = F.mean_data(result, n) if view == "mean" else F.head_data(result, n, state.head)
+    return F.image_figure(d, style)
+
+
+def region_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle | None = None) -> go.Figure:
+    """The exact numbers of a long view: a REGION × REGION close-up from (q0, k0)."""
+    h = None if state.view == "mean" else state.head
+    return F.region_figure(F.region_data(result, state.seq, h, state.q0, state.k0), style or style_for(state))
+
+
 def view_key(state: ViewState, view: str | None = None) -> tuple:
     """The plain values that ``view_figure`` reads for ``view``: a cache key for its figure.
 
@@ -94,7 +117,8 @@ def view_key(state: ViewState, view: str | None = None) -> tuple:
     cached grid, mean and mask figures valid.
     """
     view = view or state.view
-    selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,)}.get(view, ())
+    selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,),
+                 "region": (state.view, state.head, state.q0, state.k0)}.get(view, ())
     return (state.config(), view, state.seq, *selection, style_for(state))
 
 

@@ -4,11 +4,14 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.params import VIEWS
+from attnviz.figures import REGION
 from attnviz.views import (
     VIEW_TITLES,
     clamp_selection,
     file_stem,
+    is_long,
     pooled_note,
+    region_figure,
     run_json,
     view_figure,
     view_key,
@@ -49,6 +52,26 @@ def show(v: str) -> None:
     compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v))
 
 
+long = is_long(result)
+S = result.weights.shape[3]
+if long:  # a link's corner may lie past this text's end: keep the inputs in range
+    st.session_state["q0"] = min(int(st.session_state.get("q0", 0)), L - 1)
+    st.session_state["k0"] = min(int(st.session_state.get("k0", 0)), S - 1)
+
+
+def close_up() -> None:
+    """A long text's exact numbers: a REGION × REGION window of the view above."""
+    st.subheader("Close-up: exact weights")
+    st.caption(f"The picture above has one pixel per weight. Pick the top-left corner of a {REGION} × {REGION} "
+               "window to read its exact values (hover a cell).")
+    c1, c2, _ = st.columns([1, 1, 2])
+    c1.number_input("From query position", 0, L - 1, step=16, key="q0", help="First row of the close-up.")
+    c2.number_input("From key position", 0, S - 1, step=16, key="k0", help="First column of the close-up.")
+    now = ui_state.current()
+    compute.chart(compute.figure(view_key(now, "region"), lambda: region_figure(result, now)), key="chart_region",
+                  filename=file_stem(now, "region"))
+
+
 if view == "grid" or not s.present:
     show("grid")
     note = pooled_note(result)
@@ -69,13 +92,22 @@ elif view == "output":
                  height=260)
 elif view == "table":
     keys = result.source_tokens[s.seq]
-    st.subheader(f"Weights of head {s.head}")
-    st.dataframe(pd.DataFrame(result.weights[s.seq, s.head].numpy(),
-                              index=[f"{i}: {t}" for i, t in enumerate(tokens)],
-                              columns=[f"{j}: {t}" for j, t in enumerate(keys)]),
-                 height=min(600, 40 + 35 * L))
+    q0, k0 = (s.q0, s.k0) if long else (0, 0)
+    q1, k1 = (q0 + REGION, k0 + REGION) if long else (L, S)
+    st.subheader(f"Weights of head {s.head}" + (f", queries {q0}–{min(q1, L) - 1} × keys {k0}–{min(k1, S) - 1}"
+                                                 if long else ""))
+    if long:
+        c1, c2, _ = st.columns([1, 1, 2])
+        c1.number_input("From query position", 0, L - 1, step=16, key="q0")
+        c2.number_input("From key position", 0, S - 1, step=16, key="k0")
+    st.dataframe(pd.DataFrame(result.weights[s.seq, s.head, q0:q1, k0:k1].numpy(),
+                              index=[f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],
+                              columns=[f"{j}: {t}" for j, t in enumerate(keys[k0:k1], k0)]),
+                 height=min(600, 40 + 35 * min(L, REGION)))
 elif view != "grid":
     show(view)
+    if long and view in ("head", "mean"):
+        close_up()
 
 if not s.present:
     st.divider()

@@ -72,3 +72,18 @@ def shown(value: str) -> str:
 
 def warnings_shown(at: AppTest) -> list[str]:
     return [shown(w.value) for w in at.warning]
+
+
+def grid_heads(fig: dict) -> list[dict]:
+    """The grid figure's single heatmap split back into one block per head: dicts with
+    ``z`` (L, S), ``x`` and ``y`` labels, found through the trace's head index."""
+    (trace,) = heatmaps(fig)
+    zz = z(trace)
+    head = z({"z": trace["customdata"]}).astype(int)
+    xs, ys = list(trace["x"]), list(trace["y"])
+    out = []
+    for h in range(int(head.max()) + 1):
+        rows, cols = np.nonzero(head == h)
+        r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+        out.append({"z": zz[r0:r1, c0:c1], "x": xs[c0:c1], "y": ys[r0:r1], "head": h})
+    return out

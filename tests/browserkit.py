@@ -33,12 +33,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 60):
-    """Yield the base URL of `streamlit run app.py` on 127.0.0.1; stop it after."""
+def streamlit_server(timeout: float = 60, script: Path | None = None):
+    """Yield the base URL of the app as `make run` serves it (``python -m ui.server``), or
+    of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
+           [sys.executable, "-m", "streamlit", "run", str(script), *opts])
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:

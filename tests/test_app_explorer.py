@@ -6,14 +6,14 @@ import pytest
 from attnviz import AttentionConfig, compute
 from attnviz.figures import plain_label
 
-from .apphelp import app, figures, heatmaps, no_errors, warnings_shown, z
+from .apphelp import app, figures, grid_heads, heatmaps, no_errors, warnings_shown, z
 
 
 def test_default_run_shows_the_grid_and_mirrors_the_url():
     at = app()
     no_errors(at)
     figs = figures(at)
-    assert len(heatmaps(figs[0])) == 4
+    assert len(grid_heads(figs[0])) == 4
     assert at.query_params["heads"] == ["4"] or at.query_params["heads"] == "4"
     assert at.download_button  # CSV and JSON
 
@@ -27,7 +27,7 @@ def test_heads_control_changes_the_grid_and_the_url():
     at = app()
     at.selectbox(key="heads").set_value(8).run()
     no_errors(at)
-    assert len(heatmaps(figures(at)[0])) == 8
+    assert len(grid_heads(figures(at)[0])) == 8
     assert _qp(at, "heads") == "8"
 
 
@@ -39,32 +39,32 @@ def test_heads_offered_only_divide_d_model():
 
 def test_mask_control_changes_the_weights():
     at = app("mask=none")
-    w_none = z(heatmaps(figures(at)[0])[0])
+    w_none = z(grid_heads(figures(at)[0])[0])
     assert (w_none[np.triu_indices_from(w_none, 1)] > 0).all()
     at.selectbox(key="mask").set_value("causal").run()
-    w_causal = z(heatmaps(figures(at)[0])[0])
+    w_causal = z(grid_heads(figures(at)[0])[0])
     assert (w_causal[np.triu_indices_from(w_causal, 1)] == 0).all()
 
 
 @pytest.mark.parametrize("key, value", [("seed", 3), ("window", 1), ("pad_to", 14), ("dropout", 0.3)])
 def test_numeric_controls_recompute(key, value):
     at = app("mask=window")
-    before = z(heatmaps(figures(at)[0])[0])
+    before = z(grid_heads(figures(at)[0])[0])
     widget = at.number_input(key=key) if key != "dropout" else at.slider(key=key)
     widget.set_value(value).run()
     no_errors(at)
-    after = z(heatmaps(figures(at)[0])[0])
+    after = z(grid_heads(figures(at)[0])[0])
     assert before.shape != after.shape or not np.array_equal(before, after)
     assert _qp(at, key) == str(value)
 
 
 def test_positional_and_tokenize_controls():
     at = app()
-    before = z(heatmaps(figures(at)[0])[0])
+    before = z(grid_heads(figures(at)[0])[0])
     at.toggle(key="positional").set_value(False).run()
-    assert not np.array_equal(before, z(heatmaps(figures(at)[0])[0]))
+    assert not np.array_equal(before, z(grid_heads(figures(at)[0])[0]))
     at.selectbox(key="tokenize").set_value("char").run()
-    assert z(heatmaps(figures(at)[0])[0]).shape[0] > 20
+    assert z(grid_heads(figures(at)[0])[0]).shape[0] > 20
 
 
 def test_view_changes_do_not_recompute(monkeypatch):
@@ -112,7 +112,7 @@ def test_batch_selector_shows_the_chosen_sentence():
     at.text_area(key="text").set_value("I love AI\n我爱人工智能").run()
     no_errors(at)
     at.selectbox(key="seq").set_value(1).run()
-    fig = heatmaps(figures(at)[0])[0]
+    fig = grid_heads(figures(at)[0])[0]
     assert [plain_label(s) for s in fig["y"]] == ["我", "爱", "人", "工", "智", "能"]
 
 
@@ -165,8 +165,8 @@ def test_unusual_text_draws_a_correct_figure(text):
     at.text_area(key="text").set_value(text).run()
     no_errors(at)
     fig = figures(at)[0]
-    for t in heatmaps(fig):
-        assert np.isfinite(z(t)).all()
+    for t in grid_heads(fig):
+        assert np.isfinite(t["z"]).all()  # only the gaps between blocks are blank
         assert not any("<" in lab or ">" in lab for lab in t["x"] + t["y"])
 
 

@@ -11,7 +11,7 @@ from attnviz.scaling import sweep
 from attnviz.verify import verify
 from attnviz.walkthrough import blocked_row_demo, walkthrough
 
-from .apphelp import app, figures, no_errors, shown
+from .apphelp import app, figures, grid_heads, no_errors, shown
 
 PAGES = ["step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale"]
 EDITED = ("text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD"
@@ -148,8 +148,8 @@ def test_cross_attention_page_shapes_and_source_padding():
     at = app("text=I+love+AI&heads=2&mask=padding&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD",
              page="pages/cross_attention.py")
     no_errors(at)
-    grid = figures(at)[0]
-    assert len(grid["data"]) == 2 and len(grid["data"][0]["x"]) == 6 and len(grid["data"][0]["y"]) == 3
+    blocks = grid_heads(figures(at)[0])
+    assert len(blocks) == 2 and len(blocks[0]["x"]) == 6 and len(blocks[0]["y"]) == 3
     r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="padding"))
     assert (r.weights[1, :, :, 2:] == 0).all()  # padded source keys never attended
 
@@ -185,11 +185,8 @@ def test_verify_page_float64_from_the_url():
 def test_cross_attention_by_default_blocks_no_real_source_key():
     at = app("", page="pages/cross_attention.py")  # default mask: causal
     no_errors(at)
-    grid = figures(at)[0]
-    from .apphelp import z as zof
-
-    for trace in grid["data"]:
-        w = zof(trace)
+    for block in grid_heads(figures(at)[0]):
+        w = block["z"]
         assert (w > 0).all()  # every target token sees every source token
         np.testing.assert_allclose(w.sum(-1), 1, rtol=1e-5)
     assert any("padded source keys are blocked" in shown(i.value) for i in at.info)
@@ -200,9 +197,7 @@ def test_cross_attention_with_a_padded_source_blocks_only_the_pads():
     at = app("text=I+love+AI%0Ahello&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD%0A%E4%BD%A0%E5%A5%BD"
              "&mask=causal&seq=1", page="pages/cross_attention.py")
     no_errors(at)
-    from .apphelp import z as zof
-
-    w = zof(figures(at)[0]["data"][0])  # sequence 2 ("hello" × "你好" + 4 pads), head 0
+    w = grid_heads(figures(at)[0])[0]["z"]  # sequence 2 ("hello" × "你好" + 4 pads), head 0
     assert w.shape == (3, 6) and (w[:1, :2] > 0).all() and (w[:, 2:] == 0).all()
     np.testing.assert_array_equal(w, r.weights[1, 0].numpy())
 

@@ -57,9 +57,22 @@ def type_text(page, text: str, expect_label: str) -> None:
     wait_for_label(page, expect_label)
 
 
+INVISIBLE = "\u200b\u200c\u2060\ufeff\u2007"
+
+
 def y_labels(page) -> list[str]:
-    return page.eval_on_selector_all(".js-plotly-plot .yaxislayer-above .ytick text",
-                                     "els => els.map(e => e.textContent)")
+    """The first chart's tick labels as shown (invisible de-duplicating suffixes removed)."""
+    texts = page.eval_on_selector_all(".js-plotly-plot .yaxislayer-above .ytick text",
+                                      "els => els.map(e => e.textContent)")
+    return [t.strip(INVISIBLE) for t in texts]
+
+
+def row_labels(page) -> list[str]:
+    """Every row label of the first chart's data (ticks may be thinned to fit)."""
+    import html
+
+    rows = page.evaluate("() => Array.from(document.querySelector('.js-plotly-plot')._fullData[0].y || [])")
+    return [html.unescape(r.strip(INVISIBLE)) for r in rows]  # labels travel HTML-escaped
 
 
 def test_type_change_heads_and_mask(server, page):
@@ -119,8 +132,8 @@ def test_html_in_the_text_is_shown_literally(server, page):
     page.wait_for_load_state("networkidle")
     wait_idle(page)
     assert not page.dialogs
-    labels = y_labels(page)
-    assert "<" in labels and "img" in labels and "b" in labels
+    labels = row_labels(page)
+    assert "<" in labels and "img" in labels and "b" in labels and "onerror" in labels
     assert page.locator(".js-plotly-plot img").count() == 0
     assert page.locator(".js-plotly-plot b").count() == 0
     assert page.locator("[data-testid=stMain] img[src=x]").count() == 0
@@ -197,3 +210,61 @@ def test_mask_lab_titles_clear_the_axes_and_every_token_is_labelled(server, page
     for b in boxes:
         assert b["xticks"] == 11 and b["yticks"] == 11, b
         assert b["title"] and not any(overlap(b["title"], ax) for ax in b["axes"] if ax), b
+
+
+LONG = " ".join(("attention lets every token look at every other token and mix what it finds".split() * 200)[:2048])
+
+
+def plot_data(page, index: int) -> dict:
+    """The z, customdata and labels Plotly actually drew for the index-th chart."""
+    return page.evaluate("""i => { const g = document.querySelectorAll('.js-plotly-plot')[i];
+        const t = g._fullData[0];
+        const rows = a => Array.from(a || [], r => Array.from(r));
+        return {z: rows(t.z), customdata: rows(t.customdata), n: g._fullData.length,
+                titles: (g._fullLayout.annotations || []).map(a => a.text)}; }""", index)
+
+
+def test_the_grid_is_one_labelled_block_per_head_and_causal_is_empty_above_the_diagonal(server, page):
+    import numpy as np
+
+    page.goto(server + "/?heads=8&mask=causal")
+    wait_idle(page)
+    d = plot_data(page, 0)
+    assert d["n"] == 1 and d["titles"] == [f"head {h}" for h in range(8)]
+    z, head = np.array(d["z"], dtype=float), np.array(d["customdata"], dtype=int)
+    for h in range(8):
+        rows, cols = np.nonzero(head == h)
+        block = z[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+        assert block.shape == (11, 11)
+        assert np.triu(block, 1).max() == 0 and (np.diag(block) > 0).all()
+
+
+def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(server, page):
+    """The overview of 16 heads, then one head as an image with a hoverable close-up."""
+    from urllib.parse import urlencode
+
+    from attnviz import AttentionConfig, compute
+
+    query = {"text": LONG, "heads": 16, "mask": "causal", "view": "head", "head": 5, "q0": 1000, "k0": 960}
+    page.goto(server + "/?" + urlencode(query))
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 3", timeout=120_000)
+    wait_idle(page, timeout=120_000)
+    overview = plot_data(page, 0)
+    assert overview["titles"] == [f"head {h}" for h in range(16)]
+    types = page.evaluate("() => document.querySelectorAll('.js-plotly-plot')[1]._fullData.map(t => t.type)")
+    assert types[0] == "image"  # every cell, as pixels
+    expected = compute(AttentionConfig(text=LONG, num_heads=16, mask="causal")).weights[0, 5]
+    plot = page.locator(".js-plotly-plot").nth(2)
+    plot.scroll_into_view_if_needed()
+    for qi, kj in ((1030, 990), (1063, 960)):  # cells inside the 64 × 64 close-up
+        xy = page.evaluate("""([r, c]) => { const g = document.querySelectorAll('.js-plotly-plot')[2];
+            const L = g._fullLayout, box = g.getBoundingClientRect();
+            return [box.left + L._size.l + L.xaxis.l2p(c), box.top + L._size.t + L.yaxis.l2p(r)]; }""",
+                           [qi - 1000, kj - 960])
+        page.mouse.move(*xy)
+        page.wait_for_function("q => { const h = document.querySelector('.hoverlayer .hovertext');"
+                               " return h && h.textContent.includes(q); }", arg=f"query: {qi}: ", timeout=10_000)
+        text = page.text_content(".hoverlayer .hovertext")
+        assert f"{qi}: " in text and f"{kj}: " in text, text
+        shown = float(text.split("weight:")[1].split()[0])
+        assert abs(shown - float(expected[qi, kj])) <= 5e-7, (text, float(expected[qi, kj]))

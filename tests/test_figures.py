@@ -13,12 +13,19 @@ def result():
     return compute(AttentionConfig(text="the cat saw the dog", num_heads=4, mask="causal"))
 
 
-def test_grid_has_one_heatmap_per_head_with_a_shared_scale(result):
+def test_grid_is_one_trace_with_a_labelled_block_per_head_on_a_shared_scale(result):
+    from .apphelp import grid_heads
+
     fig = F.grid_figure(F.grid_data(result))
-    assert len(fig.data) == 4
-    assert all(t.coloraxis == "coloraxis" for t in fig.data)
+    assert len(fig.data) == 1 and fig.data[0].coloraxis == "coloraxis"  # one trace, one pair of axes
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
-    np.testing.assert_array_equal(np.asarray(fig.data[2].z), result.weights[0, 2].numpy())
+    assert [a.text for a in fig.layout.annotations] == [f"head {h}" for h in range(4)]
+    blocks = grid_heads(json.loads(pio.to_json(fig)))
+    assert len(blocks) == 4
+    for h, b in enumerate(blocks):
+        np.testing.assert_array_equal(b["z"], result.weights[0, h].numpy())
+        assert [F.plain_label(x) for x in b["x"]] == ["the", "cat", "saw", "the", "dog"]
+        assert np.triu(b["z"], 1).max() == 0  # causal: nothing above the diagonal
 
 
 def test_repeated_tokens_keep_their_own_rows(result):
@@ -72,10 +79,13 @@ def test_long_text_grid_is_pooled_and_says_so():
 def test_no_nan_in_figures_with_fully_masked_rows():
     r = compute(AttentionConfig(text="a b c\nd", mask="window", window=0, pad_to=4))
     assert r.weights[1, :, 1:].sum() == 0  # pad queries of sequence 1 see nothing
-    figs = [F.grid_figure(F.grid_data(r, n=1)), F.output_figure(r, 1), F.mask_figure(r, 1)]
+    figs = [F.output_figure(r, 1), F.mask_figure(r, 1)]
     for fig in figs:
         for trace in fig.data:
             assert np.isfinite(np.asarray(trace.z, dtype=float)).all()
+    grid = F.grid_figure(F.grid_data(r, n=1)).data[0]
+    z, head = np.asarray(grid.z), np.asarray(grid.customdata)
+    assert np.isfinite(z[head >= 0]).all() and np.isnan(z[head < 0]).all()  # NaN only in the blank gaps
 
 
 def test_grid_height_grows_with_rows_and_presenter_fonts():
