@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.params import VIEWS
 from attnviz.figures import REGION
+from attnviz.params import VIEWS
 from attnviz.views import (
     VIEW_TITLES,
     clamp_selection,
