@@ -50,6 +50,8 @@ class AttentionConfig:
     tokenize_mode: str = "auto"
     source: str = ""
     max_tokens: int = MAX_TOKENS
+    model: str = "random"  # "random", "minilm-l6", "local" or (API/CLI only) a model folder
+    layer: int = 0  # which layer of a pretrained model the views show
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a message a user can act on (bounds: ``attnviz.limits``)."""
@@ -78,6 +80,10 @@ class AttentionConfig:
                              f"got {self.pad_to}.")
         if not 0.0 <= self.dropout <= MAX_DROPOUT:
             raise ValueError(f"Dropout must be between 0 and {MAX_DROPOUT}, got {self.dropout}.")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("The model must be 'random', a model name or a model folder.")
+        if self.layer < 0:
+            raise ValueError(f"The layer must be 0 or more, got {self.layer}.")
         if self.tokenize_mode not in MODES:
             raise ValueError(f"Unknown tokenization mode {self.tokenize_mode!r}; "
                              f"choose one of {', '.join(MODES)}.")
@@ -103,6 +109,12 @@ class AttentionResult:
     device: str
     timings_ms: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    layer_weights: torch.Tensor | None = None  # every layer's weights (layers, N, H, L, S)
+    last_hidden: torch.Tensor | None = None  # a pretrained encoder's output (N, L, E)
+
+    def __post_init__(self) -> None:
+        if self.layer_weights is None:  # a one-layer model: layers = 1 (a view, no copy)
+            self.layer_weights = self.steps.weights.unsqueeze(0)
 
     @property
     def weights(self) -> torch.Tensor:
@@ -111,6 +123,14 @@ class AttentionResult:
     @property
     def output(self) -> torch.Tensor:
         return self.steps.output  # (N, L, E)
+
+    @property
+    def layers(self) -> int:
+        return int(self.layer_weights.shape[0])
+
+    @property
+    def pretrained(self) -> bool:
+        return self.config.model != "random"
 
     @property
     def complete(self) -> bool:
@@ -148,6 +168,11 @@ class AttentionResult:
             "weights": self.weights.tolist(),  # (N, H, L, S)
             "output": self.output.tolist(),  # (N, L, E)
         }
+
+
+def lines_of(text: str, what: str = "text") -> list[str]:
+    """The non-blank lines of ``text`` (a padded batch), bounded; ``ValueError`` if none."""
+    return _lines(text, what)
 
 
 def _lines(text: str, what: str) -> list[str]:
@@ -188,6 +213,10 @@ def compute(config: AttentionConfig) -> AttentionResult:
     whose weights alone are over the budget.
     """
     config.validate()
+    if config.model != "random":
+        from .pretrained import compute_pretrained
+
+        return compute_pretrained(config)
     timings: dict[str, float] = {}
     notes: list[str] = []
     t0 = time.perf_counter()
