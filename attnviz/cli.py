@@ -41,7 +41,7 @@ FLAG_PARAMS = {
     "pad_to": "pad_to", "seed": "seed", "dropout": "dropout", "positional": "positional",
     "tokenize": "tokenize", "device": "device", "view": "view", "head": "head", "query": "query",
     "seq": "seq", "colors": "colors", "present": "present", "source": "source", "masks": "masks",
-    "float64": "float64", "grad_of": "grad_of", "additive": "additive",
+    "float64": "float64", "grad_of": "grad_of", "additive": "additive", "model": "model", "layer": "layer",
 }  # fmt: skip
 OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page")
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
@@ -71,8 +71,14 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     first invalid value: a docs figure should never silently change.
     """
     raw = query_dict(from_url) if from_url else {}
+    folder = None
     for key, value in settings.items():
         if value is None:
+            continue
+        if key == "model" and isinstance(value, str) and ("/" in value or Path(value).is_dir()):
+            folder = value  # a model folder: the API and the CLI take paths, a URL never does
+            if not Path(value).is_dir():
+                raise UsageError(f"Model folder {value} does not exist.")
             continue
         if key not in FLAG_PARAMS:
             raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(FLAG_PARAMS))}, "
@@ -81,13 +87,14 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     state, warnings = parse(raw)
     if warnings:
         raise UsageError(_cli_wording(warnings[0]))
-    return state
+    return state if folder is None else state.with_(model=folder)
 
 
 def _cli_wording(warning: str) -> str:
     """The app's fallback warning, worded as an error for a build."""
     head, _, _ = warning.partition("; using the default")
     head, _, _ = head.partition("; running on cpu")
+    head, _, _ = head.partition("; using the random model")
     return head.replace("URL parameter ", "Setting ").replace("`", "") + "."
 
 
@@ -292,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--grad-of", dest="grad_of", help="gradients: sum | norm | dim0")
     r.add_argument("--additive", action=argparse.BooleanOptionalAction, default=None,
                    help="why-scale: compare additive attention")
+    r.add_argument("--model", help="random | minilm-l6 | local | a BERT model folder "
+                                   "(config.json, model.safetensors, tokenizer.json)")
+    r.add_argument("--layer", type=int, help="the pretrained model's layer to show")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)

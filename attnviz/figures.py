@@ -266,7 +266,8 @@ def grid_layout(H: int, font_size: int) -> tuple[int, int]:
 
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
-                title: str = "attention weights per head") -> go.Figure:
+                title: str = "attention weights per head", cols: int | None = None,
+                ticks: bool = True, clickable: bool = False) -> go.Figure:
     """Every head in ONE heatmap trace: head blocks laid out in rows of four (two in
     presenter mode), separated by blank gaps (NaN), on one shared 0–1 colour scale,
     each titled "head h" above it.
@@ -277,13 +278,13 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     query and the key; an int8 ``customdata`` names the head.
     """
     H = len(data)
-    rows, cols = grid_layout(H, style.font_size)
+    rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
     L, S = data[0].z.shape
     gap_x = max(1, round(0.06 * S))  # blank columns between blocks
     gap_y = max(2, round(0.12 * L))  # blank rows: room for the next row's titles
     R, C = rows * L + (rows - 1) * gap_y, cols * S + (cols - 1) * gap_x
     z = np.full((R, C), np.nan, dtype=np.float32)  # (R, C): NaN = the gaps, not drawn
-    head = np.full((R, C), -1, dtype=np.int8)  # which head each cell shows
+    head = np.full((R, C), -1, dtype=np.int8 if H < 128 else np.int16)  # which block each cell shows
     x_raw, y_raw = ["\u2007"] * C, ["\u2007"] * R  # gaps: a figure space, blank but not empty
     annotations = []
     for i, d in enumerate(data):
@@ -301,19 +302,33 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     trace = {"type": "heatmap", "z": z, "x": x_lab, "y": y_lab, "customdata": head, "coloraxis": "coloraxis",
              "hoverongaps": False, "xgap": 0, "ygap": 0,
              "hovertemplate": "head %{customdata}<br>query: %{y}<br>key: %{x}<br>weight: %{z:.4f}<extra></extra>"}
+    traces = [trace]
+    if clickable:
+        # Heatmaps cannot be selected in Plotly; a near-invisible marker at each block's
+        # centre can, so a click on a block reports that block (customdata = its index).
+        centres = [divmod(i, cols) for i in range(H)]
+        traces.append({"type": "scatter", "mode": "markers", "showlegend": False,
+                       "x": [x_lab[c * (S + gap_x) + S // 2] for _, c in centres],
+                       "y": [y_lab[r * (L + gap_y) + L // 2] for r, _ in centres],
+                       "customdata": list(range(H)), "text": [d.title for d in data],
+                       "marker": {"size": 28, "opacity": 0.01, "color": "#000000"},
+                       "hovertemplate": "%{text}: click to open<extra></extra>"})
     layout: dict = {
+        "clickmode": "event+select",
         "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
                       "colorbar": {"title": {"text": "weight"}}},
         "annotations": annotations,
-        "xaxis": {"type": "category", "showgrid": False, "tickangle": -45},
-        "yaxis": {"type": "category", "showgrid": False, "autorange": "reversed"},
+        "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
+        "yaxis": {"type": "category", "showgrid": False, "autorange": "reversed", "showticklabels": ticks},
         "plot_bgcolor": "rgba(0,0,0,0)",
     }
-    if style.height is None:
+    if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
+        layout["height"] = max(300, min(1400, 110 * rows + 120))
+    elif style.height is None:
         # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
         per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
         layout["height"] = per_row * rows + 80
-    return figure([trace], _layout(layout, style, title))
+    return figure(traces, _layout(layout, style, title))
 
 
 def _unique(labels: list[str]) -> list[str]:

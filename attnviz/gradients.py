@@ -8,6 +8,7 @@ change that output most.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +54,7 @@ def token_gradients(config: AttentionConfig, seq: int = 0, query: int = 0, scala
     if not 0 <= query < len(result.tokens[seq]):
         raise ValueError(f"Query position {query} is past the last token ({len(result.tokens[seq]) - 1}).")
     device = resolve_device(config.device)
-    model = result.model.to(device)
+    model = copy.deepcopy(result.model).to(device)  # the result's module may be shared (a pretrained layer)
     x = result.embeddings.to(device).clone().requires_grad_(True)  # (N, L, E)
     x_kv = result.source_embeddings.to(device).clone().requires_grad_(True) if result.is_cross else x
     mask = None if result.mask is None else result.mask.to(device)

@@ -70,6 +70,18 @@ def available_models() -> list[str]:
     return names
 
 
+MODEL_LABELS = {RANDOM: "random (tokenizer-free, one layer)", MINILM: "MiniLM-L6 (pretrained BERT, 6 × 12)",
+                LOCAL: "local BERT folder"}
+
+
+def layer_count(model: str) -> int:
+    """How many layers ``model`` has (1 for the random model); reads config.json only."""
+    if model == RANDOM:
+        return 1
+    folder, _ = locate(model)
+    return BertConfig.read(folder / "config.json").num_hidden_layers
+
+
 def _package_dir() -> Path | None:
     """The installed package's model folder, found without importing its code."""
     from importlib import metadata

@@ -35,7 +35,7 @@ from .masks import MASK_KINDS
 from .pipeline import DEFAULT_TEXT, AttentionConfig
 from .tokens import MODES, tokenize
 
-VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table")
+VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis")
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 GRAD_SCALARS = ("sum", "norm", "dim0")
 
@@ -79,6 +79,8 @@ class ViewState:
     float64: bool = False  # the verification page's extra float64 check
     grad_of: str = "sum"  # the gradient page's scalar of the query's output
     additive: bool = False  # the √d_k page's comparison with additive attention
+    model: str = "random"  # "random" or a pretrained encoder ("minilm-l6", "local")
+    layer: int = 0  # a pretrained model's layer
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
         """The computation these settings describe (view-only fields excluded).
@@ -93,6 +95,7 @@ class ViewState:
             window=self.window, pad_to=self.pad_to, device=self.device, seed=self.seed,
             dropout=self.dropout, positional=self.positional, tokenize_mode=self.tokenize,
             source=self.source if cross else "",
+            model="random" if cross else self.model, layer=0 if cross else self.layer,
         )  # fmt: skip
 
     def with_(self, **changes) -> ViewState:
@@ -182,7 +185,8 @@ def _shown(raw: str) -> str:
     return '"' + raw.replace("\n", " ") + '"'
 
 
-def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewState, list[ParamWarning]]:
+def parse(params: Mapping, *, devices: list[str] | None = None,
+          models: list[str] | None = None) -> tuple[ViewState, list[ParamWarning]]:
     """Query parameters -> (ViewState, warnings). Never raises on bad input.
 
     Missing parameters take their defaults silently; invalid ones take their
@@ -230,6 +234,19 @@ def parse(params: Mapping, *, devices: list[str] | None = None) -> tuple[ViewSta
     take("float64", _as_bool)
     take("grad_of", lambda r: _as_choice(r, GRAD_SCALARS))
     take("additive", _as_bool)
+    take("layer", lambda r: _as_int(r, 0, 63))
+    if "model" in p:
+        from .models import INSTALL, MINILM, available_models
+
+        models = available_models() if models is None else models
+        if p["model"] in models:
+            values["model"] = p["model"]
+        elif p["model"] == MINILM:
+            warn("model", f"URL parameter model={_shown(p['model'])} is not installed on this server ({INSTALL}); "
+                          "using the random model.")
+        else:
+            warn("model", f"URL parameter model={_shown(p['model'])} is not a model here (available: "
+                          f"{', '.join(models)}); using the random model.")
     if "device" in p:
         dev = p["device"].strip().lower()
         dev = "cuda:0" if dev == "cuda" else dev

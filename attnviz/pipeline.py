@@ -167,6 +167,7 @@ class AttentionResult:
             "shapes": {k: list(v) for k, v in self.shapes().items()},
             "weights": self.weights.tolist(),  # (N, H, L, S)
             "output": self.output.tolist(),  # (N, L, E)
+            **({"layer_weights": self.layer_weights.tolist()} if self.layers > 1 else {}),  # (layers, N, H, L, S)
         }
 
 

@@ -61,7 +61,7 @@ def compute_pretrained(config: AttentionConfig) -> AttentionResult:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     timings["attention"] = (time.perf_counter() - t0) * 1e3
-    layer_model = copy.deepcopy(model.encoder.layers[config.layer].attention)  # the pages may move it
+    layer_model = model.encoder.layers[config.layer].attention  # shared, read-only: verify/gradients copy it
     padded = [t + [PAD] * (L - len(t)) for t in tokens]
     return AttentionResult(
         config=config, tokens=padded, source_tokens=padded, lengths=lengths, source_lengths=lengths,

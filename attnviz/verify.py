@@ -7,6 +7,7 @@ absolute differences are compared with a threshold (1e-5 in float32).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -58,7 +59,7 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
     device = resolve_device(config.device)
     result = compute(config)
     result.require_complete()  # PyTorch's reference holds as much again
-    ours = result.model.to(device=device, dtype=dtype)
+    ours = copy.deepcopy(result.model).to(device=device, dtype=dtype)  # the result's module is shared
     x = result.embeddings.to(device=device, dtype=dtype)  # (N, L, E)
     cross = result.is_cross
     mask = None if result.mask is None else result.mask.to(device)

@@ -15,7 +15,7 @@ from . import figures as F
 from .params import ViewState
 from .pipeline import AttentionResult
 
-FIGURE_VIEWS = ("grid", "head", "query", "mean", "mask", "output")
+FIGURE_VIEWS = ("grid", "head", "query", "mean", "mask", "output", "model", "analysis")
 PRESENTER_FONT = 24
 VIEW_TITLES = {
     "grid": "All heads",
@@ -25,6 +25,8 @@ VIEW_TITLES = {
     "mask": "Mask",
     "output": "Output vectors",
     "table": "Weights table",
+    "model": "Model view",
+    "analysis": "Head analysis",
 }
 
 
@@ -86,7 +88,44 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
         return F.output_figure(result, n, style)
     if view == "query":
         return F.query_figure(result, n, q, style)
+    if view == "model":
+        return model_figure(result, n, style)
+    if view == "analysis":
+        return rollout_figure(result, n, style)
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
+
+
+def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Every layer × head as small multiples (a row per layer), pooled like the grid."""
+    lw = result.layer_weights  # (layers, N, H, L, S)
+    layers, _, H = lw.shape[:3]
+    data = []
+    for layer in range(layers):
+        for h in range(H):
+            d = F._matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
+                               f"L{layer} H{h}", F.DEFAULT_MAX_CELLS // 2)
+            data.append(d)
+    name = result.config.model
+    return F.grid_figure(data, style, title=f"model view: {layers} layer(s) × {H} heads of {name}", cols=H,
+                         ticks=False, clickable=True)
+
+
+def head_table(result: AttentionResult, n: int) -> list[dict]:
+    """The head analysis of sequence ``n``: a row per layer × head."""
+    from .analysis import head_stats
+
+    return [s.row() for s in head_stats(result.layer_weights, n, result.lengths[n], result.tokens[n])]
+
+
+def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Attention rollout across every layer (Abnar & Zuidema 2020), over the real tokens."""
+    from .analysis import rollout
+
+    k = result.lengths[n]
+    r = rollout(result.layer_weights[:, n, :, :k, :k]).numpy()  # (k, k)
+    toks = result.tokens[n][:k]
+    return F.matrix_figure(r, toks, toks, f"attention rollout over {result.layers} layer(s): how much each token "
+                           "draws on each input token", style, value_name="share", zero_one=True)
 
 
 def is_long(result: AttentionResult) -> bool:

@@ -15,6 +15,9 @@ st.caption("Queries come from the target (the decoder side, the sidebar's text);
 st.text_area("Source — keys and values (one line, or one per target line)", key="source", height=80,
              help="Several lines form a padded batch; padded source keys are always blocked.")
 s = ui_state.current()
+if s.model != "random":
+    st.info("Cross-attention runs on the random model: the pretrained encoder attends within one text.",
+            icon=":material/info:")
 result = compute.run(s.config(cross=True))
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(f"Every target token may look at every real source token: causal and window masks compare positions "

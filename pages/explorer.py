@@ -9,6 +9,7 @@ from attnviz.views import (
     VIEW_TITLES,
     clamp_selection,
     file_stem,
+    head_table,
     is_long,
     pooled_note,
     region_figure,
@@ -78,6 +79,8 @@ if view == "grid" or not s.present:
     if note:
         st.caption(note + " The 'One head' view shows every cell.")
 
+if view not in ("model", "analysis"):
+    ui_state.forget_pick()
 if view == "mask":
     left, right = st.columns(2)
     with left:
@@ -104,6 +107,32 @@ elif view == "table":
                               index=[f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],
                               columns=[f"{j}: {t}" for j, t in enumerate(keys[k0:k1], k0)]),
                  height=min(600, 40 + 35 * min(L, REGION)))
+elif view == "model":
+    fig = compute.figure(view_key(s, "model"), lambda: view_figure(result, s, "model"))
+    event = st.plotly_chart(fig, key="chart_model", theme=None, width="stretch", on_select="rerun",
+                            selection_mode="points", config={"displaylogo": False})
+    st.caption("Each block is one layer × head. Click a block to open it in the 'One head' view.")
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", [])
+    if points:
+        block = points[0].get("customdata")
+        if isinstance(block, (int, float)) and block >= 0:
+            H = result.weights.shape[1]
+            ui_state.open_head(int(block) // H, int(block) % H, ("model", int(block)))
+elif view == "analysis":
+    st.caption("Every layer × head of this sentence, from its weights alone: row entropy (nats; low = focused), "
+               "mean attention distance (tokens), and how much weight goes to the previous token, the next, "
+               "itself, the first token ([CLS]) and [SEP]. Sort by any column; select a row to open that head.")
+    table = pd.DataFrame(compute.cached(("head-table", result.config, s.seq), lambda: head_table(result, s.seq),
+                                        limited=False))
+    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="head_table",
+                          column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                         for c in table.columns if c not in ("layer", "head")})
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        row = table.iloc[rows[0]]
+        ui_state.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]))
+    show("analysis")
 elif view != "grid":
     show(view)
     if long and view in ("head", "mean"):

@@ -22,11 +22,15 @@ kinds = st.multiselect("Masks to compare", MASK_KINDS, key="masks",
 if not kinds:
     st.info("Choose at least one mask to compare.", icon=":material/info:")
     st.stop()
+if s.model != "random":
+    st.info("The mask lab runs on the random model: a pretrained encoder was trained without these masks, so "
+            "swapping them in would not show what it learned.", icon=":material/info:")
+    s = s.with_(model="random", layer=0)
 base = compute.run(s.config())
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
 head, _ = widgets.head_and_query(base, seq)
-s = ui_state.current()
+s = ui_state.current().with_(model="random", layer=0)
 style = style_for(s)
 
 

@@ -268,3 +268,26 @@ def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(serv
         assert f"{qi}: " in text and f"{kj}: " in text, text
         shown = float(text.split("weight:")[1].split()[0])
         assert abs(shown - float(expected[qi, kj])) <= 5e-7, (text, float(expected[qi, kj]))
+
+
+def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
+    from attnviz.models import INSTALL, _package_dir
+
+    if _package_dir() is None:
+        pytest.skip(f"the model's files are not installed: {INSTALL}")
+    page.goto(server + "/?model=minilm-l6&view=model")
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 2", timeout=60_000)
+    wait_idle(page, timeout=60_000)
+    full_page_screenshot(page, SHOTS / "model-view.png")
+    d = plot_data(page, 1)
+    assert len(d["titles"]) == 72 and d["titles"][26] == "L2 H2"
+    # click the middle of block L2 H2 (layer 2, head 2: block 26)
+    xy = page.evaluate("""() => { const g = document.querySelectorAll('.js-plotly-plot')[1];
+        const t = g._fullData[0], L = g._fullLayout, box = g.getBoundingClientRect();
+        let r0 = -1, c0 = -1;
+        t.customdata.forEach((row, r) => row.forEach((v, c) => { if (v === 26 && r0 < 0) { r0 = r; c0 = c; } }));
+        return [box.left + L._size.l + L.xaxis.l2p(c0 + 4), box.top + L._size.t + L.yaxis.l2p(r0 + 6)]; }""")
+    page.mouse.click(*xy)
+    page.wait_for_function("() => location.search.includes('view=head') && location.search.includes('layer=2')",
+                           timeout=30_000)
+    assert "head=2" in page.url

@@ -22,6 +22,7 @@ from attnviz.devices import available_devices
 from attnviz.figures import COLOR_SCALES
 from attnviz.limits import D_MODELS, MAX_DROPOUT, MAX_LINES, MAX_SEED, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.masks import MASK_KINDS
+from attnviz.models import MODEL_LABELS, ModelError, available_models, layer_count
 from attnviz.params import DEFAULTS, NAMES, ViewState, parse
 from attnviz.tokens import MODES
 from ui.safe import md
@@ -49,6 +50,11 @@ def load() -> None:
         for k in NAMES:
             if k in ss:
                 ss[k] = ss[k]
+    if _OPEN in ss:
+        layer, head = ss.pop(_OPEN)
+        if ss.get("model", "random") != "random":
+            ss["layer"] = layer
+        ss["head"], ss["view"] = head, "head"
     # d_model may have changed under a head count that no longer divides it.
     d_model = int(ss.get("d_model", DEFAULTS.d_model))
     choices = head_choices(d_model)
@@ -56,6 +62,14 @@ def load() -> None:
         old = ss.get("heads")
         ss["heads"] = max(h for h in choices if h <= max(1, int(old or 1)))
         st.toast(f"{old} heads do not divide d_model={d_model}: using {ss['heads']}.", icon=":material/tune:")
+
+
+@st.cache_resource(show_spinner=False)
+def _layer_count(model: str) -> int:
+    try:
+        return layer_count(model)
+    except ModelError:
+        return 1
 
 
 def url_warnings() -> list[str]:
@@ -97,10 +111,24 @@ def sidebar() -> None:
         sb.selectbox("Sentence to show", list(range(len(lines))), key="seq",
                      format_func=lambda i: f"{i + 1}: {lines[i][:40]}",
                      help="Which line of the padded batch the views show.")
+    models = available_models()
+    if st.session_state.get("model") not in models:
+        st.session_state["model"] = "random"
+    sb.selectbox("Model", models, key="model", format_func=lambda m: MODEL_LABELS.get(m, m),
+                 help="random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
+                      "WordPiece tokens through all its layers, offline.")
+    pretrained = st.session_state["model"] != "random"
+    if pretrained:
+        layers = _layer_count(st.session_state["model"])
+        if not 0 <= int(st.session_state.get("layer", 0)) < layers:
+            st.session_state["layer"] = 0
+        sb.selectbox("Layer", list(range(layers)), key="layer", help="Which layer's attention the views show.")
+    only_random = " (the random model only)" if pretrained else ""
     c1, c2 = sb.columns(2)
-    c1.selectbox("d_model", D_MODELS, key="d_model", help="Width E of the embeddings and of the output.")
-    c2.selectbox("Heads", head_choices(int(st.session_state["d_model"])), key="heads",
-                 help="Only counts that divide d_model: each head gets d_model / heads features.")
+    c1.selectbox("d_model", D_MODELS, key="d_model", disabled=pretrained,
+                 help="Width E of the embeddings and of the output" + only_random + ".")
+    c2.selectbox("Heads", head_choices(int(st.session_state["d_model"])), key="heads", disabled=pretrained,
+                 help="Only counts that divide d_model: each head gets d_model / heads features" + only_random + ".")
     sb.selectbox("Mask", MASK_KINDS, key="mask",
                  help="causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
                       "Every mask but 'none' also blocks [PAD] keys.")
@@ -116,15 +144,34 @@ def sidebar() -> None:
     sb.selectbox("Device", list(labels), key="device", format_func=labels.get,
                  help="Where the computation runs. Only devices found on this machine.")
     c1, c2 = sb.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="seed",
-                    help="Seeds the projection weights and dropout: same seed, same numbers.")
-    c2.selectbox("Tokens", MODES, key="tokenize",
-                 help="auto: words, and one token per CJK character; word; char.")
-    sb.slider("Dropout p", min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout",
-              help="Dropout on the weights (off by default); seeded, so reproducible.")
-    sb.toggle("Positional encoding", key="positional",
-              help="Add sinusoidal position vectors to the token embeddings.")
+    c1.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="seed", disabled=pretrained,
+                    help="Seeds the projection weights and dropout: same seed, same numbers" + only_random + ".")
+    c2.selectbox("Tokens", MODES, key="tokenize", disabled=pretrained,
+                 help="auto: words, and one token per CJK character; word; char" + only_random + ".")
+    sb.slider("Dropout p", min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=pretrained,
+              help="Dropout on the weights (off by default); seeded, so reproducible" + only_random + ".")
+    sb.toggle("Positional encoding", key="positional", disabled=pretrained,
+              help="Add sinusoidal position vectors to the token embeddings" + only_random + ".")
     sb.selectbox("Colour scale", COLOR_SCALES, key="colors",
                  help="Viridis and Cividis read well for colour-blind viewers and in greyscale.")
     sb.toggle("Presenter mode", key="present",
               help="Large fonts, collapsed sidebar, one view per screen — for a projector.")
+
+
+_OPEN = "_attnviz_open"  # a head picked in the model view or the head table, applied on the next run
+_PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
+
+
+def open_head(layer: int, head: int, pick: object) -> None:
+    """Show one layer's head enlarged. The widgets it sets are drawn already in this run,
+    so the change is applied at the start of the next one (``load``)."""
+    ss = st.session_state
+    if ss.get(_PICKED) == pick:
+        return
+    ss[_PICKED] = pick
+    ss[_OPEN] = (layer, head)
+    st.rerun()
+
+
+def forget_pick() -> None:
+    st.session_state.pop(_PICKED, None)
