@@ -27,6 +27,9 @@ PAGES = [
             ("verify", "Verify against PyTorch", "verified", "verify"),
             ("gradients", "Gradients", "trending_down", "gradients"),
             ("why_scale", "Why scale by √d_k", "straighten", "why-scale"),
+            ("image_patches", "Image patches", "image", "image-patches"),
+            ("audio_frames", "Audio frames", "graphic_eq", "audio-frames"),
+            ("graph_nodes", "Graph nodes", "hub", "graph-nodes"),
         )
     ),
 ]

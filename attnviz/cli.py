@@ -33,7 +33,18 @@ from .export import (
 )
 from .params import ViewState, parse, query_dict
 from .pipeline import compute
-from .views import FIGURE_VIEWS, PAGES, page_figure, page_of, run_json, selection_problems, style_for, weights_csv
+from .views import (
+    FIGURE_VIEWS,
+    INPUT_PAGES,
+    PAGES,
+    input_run,
+    page_figure,
+    page_of,
+    run_json,
+    selection_problems,
+    style_for,
+    weights_csv,
+)
 
 # CLI flag (dest) -> URL parameter name
 FLAG_PARAMS = {
@@ -42,8 +53,12 @@ FLAG_PARAMS = {
     "tokenize": "tokenize", "device": "device", "view": "view", "head": "head", "query": "query",
     "seq": "seq", "colors": "colors", "present": "present", "source": "source", "masks": "masks",
     "float64": "float64", "grad_of": "grad_of", "additive": "additive", "model": "model", "layer": "layer",
+    "projections": "projections", "image_sample": "image_sample", "patch": "patch", "stride": "stride",
+    "patch_mask": "patch_mask", "patch_k": "patch_k", "patch_at": "patch_at", "audio_sample": "audio_sample",
+    "frame": "frame", "hop": "hop", "frame_at": "frame_at", "graph": "graph", "edges": "edges",
+    "graph_mask": "graph_mask", "node": "node",
 }  # fmt: skip
-OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page")
+OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
 
 
@@ -62,6 +77,7 @@ class Job:
     scale: float = 1.0
     theme: str = "light"
     page: str = "explorer"
+    data: bytes | None = None  # an image or WAV file, for the modality pages
 
 
 def state_from(settings: dict, from_url: str | None = None) -> ViewState:
@@ -102,10 +118,10 @@ def figure_for(job: Job) -> go.Figure:
     """The figure the app shows for ``job.state`` on ``job.page`` (the explorer: its
     ``view``), sized for export."""
     state = job.state
-    if job.page == "explorer" and state.view not in (*FIGURE_VIEWS, "table"):
+    if job.page in ("explorer", *INPUT_PAGES) and state.view not in (*FIGURE_VIEWS, "table"):
         raise UsageError(f"Unknown view {state.view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
     try:
-        return page_figure(job.page, state, style_for(state, theme=job.theme))
+        return page_figure(job.page, state, style_for(state, theme=job.theme), data=job.data)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -113,6 +129,8 @@ def figure_for(job: Job) -> go.Figure:
 def _compute(job: Job):
     """The run behind ``job`` (cross-attention for that page), its selection checked."""
     try:
+        if job.page in INPUT_PAGES:
+            return input_run(job.page, job.state, job.data)[1]
         result = compute(job.state.config(cross=job.page == "cross-attention"))
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -177,17 +195,17 @@ def load_spec(path: Path) -> list[tuple[str, dict]]:
     return out
 
 
-def _inside(out, base: Path) -> Path:
-    """A spec's ``out``: a relative path that stays inside the spec file's folder, so a
-    shared figures file cannot write anywhere else."""
+def _inside(out, base: Path, key: str = "out") -> Path:
+    """A spec's ``out`` (or input file): a relative path that stays inside the spec
+    file's folder, so a shared figures file cannot write (or read) anywhere else."""
     if not isinstance(out, str) or not out.strip():
-        raise UsageError(f"`out` must be a file name (text), got {out!r}.")
+        raise UsageError(f"`{key}` must be a file name (text), got {out!r}.")
     rel = Path(out)
     if rel.is_absolute() or ".." in rel.parts:
-        raise UsageError(f"`out` {out!r} must be a relative path inside the spec file's folder (no '..').")
+        raise UsageError(f"`{key}` {out!r} must be a relative path inside the spec file's folder (no '..').")
     path = base / rel
     if not path.resolve().is_relative_to(base.resolve()):  # a symbolic link pointing out
-        raise UsageError(f"`out` {out!r} leads outside the spec file's folder.")
+        raise UsageError(f"`{key}` {out!r} leads outside the spec file's folder.")
     return path
 
 
@@ -216,8 +234,16 @@ def job_from_settings(settings: dict, base: Path) -> Job:
     page = settings.pop("page", None)
     if page is not None and not isinstance(page, str):
         raise UsageError(f"`page` must be one of {', '.join(PAGES)}, got {page!r}.")
+    data = None
+    for key, kind in (("image", "image-patches"), ("audio", "audio-frames")):
+        path = settings.pop(key, None)
+        if path is not None:
+            source = _inside(path, base, key).resolve()  # a shared spec reads only files beside it
+            if not source.is_file():
+                raise UsageError(f"`{key}` {path!r}: no such file beside the spec.")
+            data, page = source.read_bytes()[: 64 * 2**20], page or kind
     page = page or (page_of(from_url) if from_url else "explorer")
-    return Job(state_from(settings, from_url), out_path, width, height, float(scale), theme, page)
+    return Job(state_from(settings, from_url), out_path, width, height, float(scale), theme, page, data)
 
 
 def _bar(done: int, total: int, label: str) -> str:
@@ -302,6 +328,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="random | minilm-l6 | local | a BERT model folder "
                                    "(config.json, model.safetensors, tokenizer.json)")
     r.add_argument("--layer", type=int, help="the pretrained model's layer to show")
+    r.add_argument("--projections", action=argparse.BooleanOptionalAction, default=None,
+                   help="--no-projections: Q = K = V = X (plain similarity)")
+    r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
+    r.add_argument("--image-sample", dest="image_sample", help="shapes | checkerboard | stripes")
+    r.add_argument("--patch", type=int, help="image patches: patch size in pixels")
+    r.add_argument("--stride", type=int, help="image patches: stride in pixels")
+    r.add_argument("--patch-mask", dest="patch_mask", help="none | causal | window2d")
+    r.add_argument("--patch-k", dest="patch_k", type=int, help="window2d: rows and columns within reach")
+    r.add_argument("--patch-at", dest="patch_at", type=int, help="the followed patch (-1: the middle one)")
+    r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
+    r.add_argument("--audio-sample", dest="audio_sample", help="tone-chirp-tone | two-tones | clicks")
+    r.add_argument("--frame", type=int, help="audio frames: samples per frame")
+    r.add_argument("--hop", type=int, help="audio frames: samples between frames")
+    r.add_argument("--frame-at", dest="frame_at", type=int, help="the followed frame")
+    r.add_argument("--edges", help='graph nodes: an edge list, e.g. "0-1,1-2" (or --graph PRESET)')
+    r.add_argument("--graph", help="path | star | grid | two-communities")
+    r.add_argument("--graph-mask", dest="graph_mask", help="adjacency | none")
+    r.add_argument("--node", type=int, help="the followed node")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -320,9 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.out:
             raise UsageError("Give --out FILE (its extension picks the format) or --spec FILE.")
         settings = {k: getattr(args, k) for k in FLAG_PARAMS}
-        page = args.page or (page_of(args.from_url) if args.from_url else "explorer")
+        page, data = _input_page(args)
+        page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")
         job = Job(state_from(settings, args.from_url), Path(args.out), args.width, args.height,
-                  args.scale, args.theme, page)
+                  args.scale, args.theme, page, data)
         with ImageExporter() as exporter:
             run_job(job, exporter)
         return 0
@@ -334,6 +379,29 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - a build log gets one line, never a traceback
         print(f"attnviz: {_one_line(e)}", file=sys.stderr)
         return 2
+
+
+def _input_page(args) -> tuple[str | None, bytes | None]:
+    """--image/--audio (a file) or their samples, --edges/--graph: which modality page."""
+    from .limits import MAX_UPLOAD_BYTES
+
+    for flag, page in (("image", "image-patches"), ("audio", "audio-frames")):
+        path = getattr(args, flag)
+        if path:
+            p = Path(path)
+            if not p.is_file():
+                raise UsageError(f"--{flag} {path}: no such file.")
+            if p.stat().st_size > MAX_UPLOAD_BYTES:
+                raise UsageError(f"--{flag} {path} has {p.stat().st_size / 2**20:.1f} MB; the limit is "
+                                 f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB.")
+            return page, p.read_bytes()
+    if args.image_sample or args.patch or args.stride or args.patch_mask:
+        return "image-patches", None
+    if args.audio_sample or args.frame or args.hop:
+        return "audio-frames", None
+    if args.edges or args.graph or args.graph_mask:
+        return "graph-nodes", None
+    return None, None
 
 
 def _one_line(e: BaseException) -> str:

@@ -36,6 +36,14 @@ MAX_SEED = 2**31 - 1
 MAX_WINDOW = MAX_TOKENS
 MAX_DROPOUT = 0.9
 MAX_CONCURRENT_RUNS = 2  # computations at once in one server process (one per core here)
+# Other inputs (image patches, audio frames, graph nodes)
+MAX_UPLOAD_BYTES = 5 * 2**20  # an uploaded image or WAV (also Streamlit's server.maxUploadSize)
+MAX_IMAGE_PIXELS = 40_000_000  # what an image's header may claim, checked before decoding
+IMAGE_SIDE = 256  # images are shrunk to at most this many pixels a side
+MAX_PATCHES = 1024
+MAX_AUDIO_SECONDS = 10.0  # longer recordings: the first seconds only, and the page says so
+MAX_FRAMES = 1024
+MAX_GRAPH_NODES = 64
 
 # An attention run keeps, per (sequence, head, query, key): the scores, the scaled
 # scores, the masked scores, the weights and the weights after dropout (float32), and

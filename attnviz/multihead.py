@@ -237,6 +237,19 @@ class MultiHeadAttention(nn.Module):
             out, joined = out.squeeze(0), joined.squeeze(0)
         return MultiHeadSteps(q, k, v, att, joined, out)
 
+    @torch.no_grad()
+    def identity_(self) -> MultiHeadAttention:
+        """Q = K = V = X and no output mixing: every projection the identity, no bias.
+        Attention is then plain (scaled) dot-product similarity of the inputs."""
+        E = self.d_model
+        eye = torch.eye(E, dtype=self.in_proj_weight.dtype, device=self.in_proj_weight.device)
+        self.in_proj_weight.copy_(torch.cat([eye, eye, eye]))
+        self.out_proj.weight.copy_(eye)
+        for b in (self.in_proj_bias, self.out_proj.bias):
+            if b is not None:
+                b.zero_()
+        return self
+
     def lean_steps(
         self,
         query: torch.Tensor,

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from . import limits
 from .devices import device_names
 from .figures import COLOR_SCALES
 from .limits import (
@@ -81,6 +82,21 @@ class ViewState:
     additive: bool = False  # the √d_k page's comparison with additive attention
     model: str = "random"  # "random" or a pretrained encoder ("minilm-l6", "local")
     layer: int = 0  # a pretrained model's layer
+    projections: bool = True  # False: Q = K = V = X, attention as plain similarity
+    image_sample: str = "shapes"  # the image-patches page (an upload is not in the link)
+    patch: int = 8
+    stride: int = 8
+    patch_mask: str = "none"
+    patch_k: int = 1
+    patch_at: int = -1  # the followed patch; -1 = the one in the middle
+    audio_sample: str = "tone-chirp-tone"  # the audio-frames page
+    frame: int = 256
+    hop: int = 128
+    frame_at: int = 5
+    graph: str = "two-communities"  # the graph-nodes page: a preset ...
+    edges: str = ""  # ... or a typed edge list, which wins when not empty
+    graph_mask: str = "adjacency"
+    node: int = 0
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
         """The computation these settings describe (view-only fields excluded).
@@ -96,6 +112,7 @@ class ViewState:
             dropout=self.dropout, positional=self.positional, tokenize_mode=self.tokenize,
             source=self.source if cross else "",
             model="random" if cross else self.model, layer=0 if cross else self.layer,
+            projections=self.projections,
         )  # fmt: skip
 
     def with_(self, **changes) -> ViewState:
@@ -206,7 +223,7 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
         try:
             values[name] = convert(p[name])
         except (ValueError, TypeError, OverflowError) as e:
-            default = str(getattr(DEFAULTS, name)).replace("\n", " ")
+            default = str(getattr(DEFAULTS, name)).replace("\n", " ") or "none"
             warn(name, f"URL parameter {name}={_shown(p[name])} {_reason(e)}; using the default "
                        f"({default:.40}).")
 
@@ -235,6 +252,23 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
     take("grad_of", lambda r: _as_choice(r, GRAD_SCALARS))
     take("additive", _as_bool)
     take("layer", lambda r: _as_int(r, 0, 63))
+    take("projections", _as_bool)
+    from .inputs import AUDIO_SAMPLES, GRAPH_MASKS, GRAPH_PRESETS, IMAGE_SAMPLES, PATCH_MASKS, parse_edges
+
+    take("image_sample", lambda r: _as_choice(r, IMAGE_SAMPLES))
+    take("patch", lambda r: _as_int(r, 2, 128))
+    take("stride", lambda r: _as_int(r, 1, 128))
+    take("patch_mask", lambda r: _as_choice(r, PATCH_MASKS))
+    take("patch_k", lambda r: _as_int(r, 0, 32))
+    take("patch_at", lambda r: _as_int(r, -1, limits.MAX_PATCHES - 1))
+    take("audio_sample", lambda r: _as_choice(r, AUDIO_SAMPLES))
+    take("frame", lambda r: _as_int(r, 16, 8192))
+    take("hop", lambda r: _as_int(r, 1, 8192))
+    take("frame_at", lambda r: _as_int(r, 0, limits.MAX_FRAMES - 1))
+    take("graph", lambda r: _as_choice(r, GRAPH_PRESETS))
+    take("edges", lambda r: r if not r.strip() else (parse_edges(r) and r))
+    take("graph_mask", lambda r: _as_choice(r, GRAPH_MASKS))
+    take("node", lambda r: _as_int(r, 0, limits.MAX_GRAPH_NODES - 1))
     if "model" in p:
         from .models import INSTALL, MINILM, available_models
 
@@ -280,6 +314,7 @@ def _reason(e: Exception) -> str:
     msg = str(e)
     if msg.startswith(("invalid literal", "could not convert", "Exceeds the limit")) or isinstance(e, OverflowError):
         return "is not a number"
+    msg = msg.rstrip(".")
     if msg.startswith(("must", "is ", "does", "has ")):
         return msg
     return "is invalid: " + (msg if len(msg) <= 200 else msg[:197] + "...")

@@ -50,6 +50,7 @@ class AttentionConfig:
     tokenize_mode: str = "auto"
     source: str = ""
     max_tokens: int = MAX_TOKENS
+    projections: bool = True  # False: Q = K = V = X (no projections), attention as plain similarity
     model: str = "random"  # "random", "minilm-l6", "local" or (API/CLI only) a model folder
     layer: int = 0  # which layer of a pretrained model the views show
 
@@ -250,6 +251,8 @@ def compute(config: AttentionConfig) -> AttentionResult:
     device = resolve_device(config.device)
     gen = torch.Generator().manual_seed(int(config.seed))  # CPU: same draws on every device
     model = MultiHeadAttention(config.d_model, config.num_heads, generator=gen)
+    if not config.projections:
+        model.identity_()
     padded = any(n < S for n in src_lengths)
     mask = build_mask(config.mask, L, S, window=config.window,
                       lengths=src_lengths if padded else None)

@@ -55,9 +55,15 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
     if config.dropout:
         notes.append(f"Dropout p={config.dropout} is random by design; it is switched off to compare.")
         config = config.with_(dropout=0.0)
+    return verify_result(compute(config), float64=float64, notes=notes)
+
+
+def verify_result(result, *, float64: bool = False, notes: list[str] | None = None) -> Verification:
+    """Compare a computed run with PyTorch: any input (text, image patches, audio
+    frames, graph nodes) that went through ``MultiHeadAttention`` without dropout."""
+    notes = list(notes or [])
     dtype = torch.float64 if float64 else torch.float32
-    device = resolve_device(config.device)
-    result = compute(config)
+    device = resolve_device(result.config.device)
     result.require_complete()  # PyTorch's reference holds as much again
     ours = copy.deepcopy(result.model).to(device=device, dtype=dtype)  # the result's module is shared
     x = result.embeddings.to(device=device, dtype=dtype)  # (N, L, E)

@@ -203,7 +203,8 @@ def run_json(result: AttentionResult) -> str:
 # A link to any page renders that page's figure from the CLI (`render --from-url`), and
 # the pages draw the same figures, built here.
 
-PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients", "why-scale")
+PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients", "why-scale",
+         "image-patches", "audio-frames", "graph-nodes")
 
 
 def page_of(url_or_path: str) -> str:
@@ -268,13 +269,33 @@ def step_weights_figure(result: AttentionResult, state: ViewState, style: F.Figu
                            zero_one=True, highlight_row=state.query)
 
 
-def page_figure(page: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
-    """The main figure of ``page`` for ``state``: what a link to that page shows first.
+def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
+    """(input, result, image or None) of a modality page, from a file's bytes or the
+    state's built-in sample."""
+    from . import inputs as I
+
+    if page == "image-patches":
+        image = I.read_image(data)[0] if data is not None else I.sample_image(state.image_sample)
+        return (*image_run(state, image), image)
+    if page == "audio-frames":
+        samples, rate = (I.read_wav(data)[:2] if data is not None else I.sample_audio(state.audio_sample))
+        return (*audio_run(state, samples, rate), None)
+    if page == "graph-nodes":
+        return (*graph_run(state), None)
+    raise ValueError(f"{page} is not a page of other inputs.")
+
+
+def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The main figure of ``page`` for ``state``: what a link to that page shows first
+    (``data``: an image or WAV file's bytes for the modality pages).
 
     Raises ``ValueError`` with a user-facing message for settings that cannot run.
     """
     from .pipeline import compute
 
+    if page in INPUT_PAGES:
+        inp, result, image = input_run(page, state, data)
+        return input_view_figure(inp, result, state, style, image=image)
     if page == "explorer":
         view = "head" if state.view == "table" else state.view
         result = compute(state.config())
@@ -317,3 +338,83 @@ def _check_selection(result: AttentionResult, state: ViewState) -> ViewState:
     if problems:
         raise ValueError(next(iter(problems.values())) + ".")
     return resolve_query(result, state)
+
+
+# --- other inputs: image patches, audio frames, graph nodes -----------------------------
+
+INPUT_PAGES = ("image-patches", "audio-frames", "graph-nodes")
+
+
+def image_run(state: ViewState, image) -> tuple:
+    """(input, result) of the image-patches page for an (H, W, 3) image."""
+    from .inputs import compute_vectors, image_input, patch_mask
+
+    inp = image_input(image, state.patch, state.stride, state.d_model, state.seed)
+    nH, nW = inp.meta["grid"]
+    result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
+                             device=state.device, mask=patch_mask(state.patch_mask, nH, nW, state.patch_k),
+                             projections=state.projections,
+                             description=f"image: {nH}×{nW} patches of {state.patch} px, stride {state.stride}")
+    return inp, result
+
+
+def audio_run(state: ViewState, samples, rate: int) -> tuple:
+    from .inputs import audio_input, compute_vectors
+
+    inp = audio_input(samples, rate, state.frame, state.hop, state.d_model, state.seed)
+    result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
+                             device=state.device, projections=state.projections,
+                             description=f"audio: {len(inp.labels)} frames of {state.frame} samples, hop {state.hop}")
+    return inp, result
+
+
+def graph_run(state: ViewState) -> tuple:
+    from .inputs import compute_vectors, graph_input, parse_edges, preset_edges
+
+    n, edges, notes = parse_edges(state.edges if state.edges.strip() else preset_edges(state.graph))
+    inp = graph_input(n, edges, state.d_model, state.seed, state.graph_mask)
+    inp.notes += notes
+    result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
+                             device=state.device, projections=state.projections,
+                             description=f"graph: {n} nodes, {len(edges)} edges")
+    return inp, result
+
+
+def followed(state: ViewState, inp) -> int:
+    """The token a modality page follows: a patch, a frame or a node (clamped)."""
+    n = len(inp.labels)
+    if inp.kind == "image":
+        nH, nW = inp.meta["grid"]
+        at = (nH // 2) * nW + nW // 2 if state.patch_at < 0 else state.patch_at
+    elif inp.kind == "audio":
+        at = state.frame_at
+    else:
+        at = state.node
+    return max(0, min(at, n - 1))
+
+
+def input_figure(inp, result: AttentionResult, state: ViewState, style: F.FigureStyle, image=None) -> go.Figure:
+    """What the followed token attends to, drawn on its own data: the image with a
+    translucent map per head, the spectrogram with a line per head, or the graph."""
+    at = followed(state, inp)
+    w = result.weights[0, :, at].numpy()  # (H, L)
+    if inp.kind == "image":
+        nH, nW = inp.meta["grid"]
+        panels = [(f"head {h}", w[h].reshape(nH, nW)) for h in range(w.shape[0])]
+        panels.append(("mean over heads", w.mean(0).reshape(nH, nW)))
+        return F.overlay_figure(image, panels, (nH, nW), inp.meta["patch"], inp.meta["stride"], at, style,
+                                title=f"what patch {inp.labels[at]} attends to (outlined), per head")
+    if inp.kind == "audio":
+        return F.spectrogram_figure(inp.meta["spectrogram"].numpy(), inp.labels, w, at, inp.meta["rate"],
+                                    inp.meta["frame"], style)
+    return F.graph_figure(inp.meta["n"], inp.meta["edges"], w.mean(0), at, state.seed, style)
+
+
+def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.FigureStyle, image=None) -> go.Figure:
+    """A modality page's figure for ``state.view``: grid (every head), mean, or (any
+    other view) what the followed token attends to on its own data."""
+    if state.view == "grid":
+        return F.grid_figure(F.grid_data(result, 0), style)
+    if state.view == "mean":
+        return F.heatmap_figure(F.mean_data(result, 0, max_cells=F.DEFAULT_MAX_CELLS), style)
+    return input_figure(inp, result, state, style, image=image)

@@ -79,7 +79,8 @@ def test_valid_values_are_taken_silently(name, data):
     assert not warnings and getattr(state, name) == value
 
 
-PAGES = ["explorer", "step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale"]
+PAGES = ["explorer", "step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale",
+         "image_patches", "audio_frames", "graph_nodes"]
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -50,6 +50,8 @@ def load() -> None:
         for k in NAMES:
             if k in ss:
                 ss[k] = ss[k]
+    for key, value in ss.pop("_attnviz_pending", {}).items():
+        ss[key] = value
     if _OPEN in ss:
         layer, head = ss.pop(_OPEN)
         if ss.get("model", "random") != "random":
@@ -150,6 +152,9 @@ def sidebar() -> None:
                  help="auto: words, and one token per CJK character; word; char" + only_random + ".")
     sb.slider("Dropout p", min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=pretrained,
               help="Dropout on the weights (off by default); seeded, so reproducible" + only_random + ".")
+    sb.toggle("Q/K/V projections", key="projections", disabled=pretrained,
+              help="Off: Q = K = V = X, no learned projections, so attention is plain similarity of the "
+                   "inputs" + only_random + ".")
     sb.toggle("Positional encoding", key="positional", disabled=pretrained,
               help="Add sinusoidal position vectors to the token embeddings" + only_random + ".")
     sb.selectbox("Colour scale", COLOR_SCALES, key="colors",
@@ -175,3 +180,17 @@ def open_head(layer: int, head: int, pick: object) -> None:
 
 def forget_pick() -> None:
     st.session_state.pop(_PICKED, None)
+
+
+_PENDING = "_attnviz_pending"  # widget values picked on a chart, applied at the next run's start
+
+
+def pick(key: str, value, token: object) -> None:
+    """Set widget ``key`` from a click on a chart (the widget is drawn already in this run,
+    so the value is applied at the start of the next one)."""
+    ss = st.session_state
+    if ss.get(_PICKED) == token:
+        return
+    ss[_PICKED] = token
+    ss.setdefault(_PENDING, {})[key] = value
+    st.rerun()

@@ -23,3 +23,25 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Que
     q = c2.selectbox(query_label, list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
                      help="Which query token to follow (the last one sees the most keys under a causal mask).")
     return int(h), int(q)
+
+
+def uploaded_bytes(label: str, types: list[str], *, key: str, help: str) -> tuple[bytes, str] | None:
+    """The bytes and name of an uploaded file, or None. Size is capped by Streamlit
+    (server.maxUploadSize) and again by the reader (attnviz.limits.MAX_UPLOAD_BYTES)."""
+    f = st.file_uploader(label, type=types, key=key, help=help)
+    return None if f is None else (f.getvalue(), f.name)
+
+
+def verify_line(result) -> None:
+    """One line: this run checked against nn.MultiheadAttention, as on the Verify page."""
+    from attnviz.verify import verify_result
+
+    try:
+        v = verify_result(result)
+    except ValueError as e:
+        st.caption(f"Not verified here: {e}")
+        return
+    worst = max(c.max_abs_diff for c in v.checks)
+    text = (f"Verified against torch.nn.MultiheadAttention and F.scaled_dot_product_attention: max |difference| "
+            f"{worst:.1e} (threshold {v.threshold:.0e}) — {'pass' if v.passed else 'FAIL'}.")
+    (st.success if v.passed else st.error)(text, icon=":material/verified:" if v.passed else ":material/cancel:")
