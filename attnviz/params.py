@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from . import limits
 from .devices import device_names
 from .figures import COLOR_SCALES
+from .i18n import _
 from .limits import (
     D_MODELS,
     MAX_DROPOUT,
@@ -97,6 +98,7 @@ class ViewState:
     edges: str = ""  # ... or a typed edge list, which wins when not empty
     graph_mask: str = "adjacency"
     node: int = 0
+    lang: str = "en"  # "en" or "zh"
 
     def config(self, *, cross: bool = False) -> AttentionConfig:
         """The computation these settings describe (view-only fields excluded).
@@ -133,10 +135,14 @@ DEFAULTS = ViewState()
 NAMES = tuple(f.name for f in fields(ViewState))
 
 
+class _Reason(ValueError):
+    """Why a value was not taken, already worded for the warning."""
+
+
 def _as_int(raw: str, lo: int, hi: int) -> int:
     v = int(raw.strip())
     if not lo <= v <= hi:
-        raise ValueError(f"must be between {lo} and {hi}")
+        raise _Reason(_("must be between {lo} and {hi}").format(lo=lo, hi=hi))
     return v
 
 
@@ -146,31 +152,31 @@ def _as_bool(raw: str) -> bool:
         return True
     if s in ("0", "false", "no", "off", ""):
         return False
-    raise ValueError("must be 1 or 0")
+    raise _Reason(_("must be 1 or 0"))
 
 
 def _as_choice(raw: str, choices) -> str:
     if raw not in choices:
-        raise ValueError(f"must be one of {', '.join(map(str, choices))}")
+        raise _Reason(_("must be one of {choices}").format(choices=", ".join(map(str, choices))))
     return raw
 
 
 def _as_float(raw: str, lo: float, hi: float) -> float:
     v = float(raw)
     if not lo <= v <= hi:  # also rejects nan
-        raise ValueError(f"must be between {lo} and {hi}")
+        raise _Reason(_("must be between {lo} and {hi}").format(lo=lo, hi=hi))
     return v
 
 
 def _as_text(raw: str, mode: str) -> str:
     if len(raw) > MAX_TEXT_CHARS:
-        raise ValueError(f"is longer than {MAX_TEXT_CHARS:,} characters")
+        raise _Reason(_("is longer than {n} characters").format(n=f"{MAX_TEXT_CHARS:,}"))
     text = raw.replace("\r\n", "\n")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
-        raise ValueError("is empty")
+        raise _Reason(_("is empty"))
     if len(lines) > MAX_LINES:
-        raise ValueError(f"has {len(lines)} lines; the limit is {MAX_LINES}")
+        raise _Reason(_("has {n} lines; the limit is {limit}").format(n=len(lines), limit=MAX_LINES))
     for ln in lines:
         tokenize(ln, mode)  # raises a readable ValueError over the cap
     return text
@@ -180,7 +186,7 @@ def _as_masks(raw: str) -> str:
     kinds = [k.strip() for k in raw.split(",") if k.strip()]
     bad = [k for k in kinds if k not in MASK_KINDS]
     if bad or not kinds:
-        raise ValueError(f"must be a comma-separated list of {', '.join(MASK_KINDS)}")
+        raise _Reason(_("must be a comma-separated list of {kinds}").format(kinds=", ".join(MASK_KINDS)))
     return ",".join(dict.fromkeys(kinds))
 
 
@@ -224,8 +230,8 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
             values[name] = convert(p[name])
         except (ValueError, TypeError, OverflowError) as e:
             default = str(getattr(DEFAULTS, name)).replace("\n", " ") or "none"
-            warn(name, f"URL parameter {name}={_shown(p[name])} {_reason(e)}; using the default "
-                       f"({default:.40}).")
+            warn(name, _("URL parameter {name}={value} {reason}; using the default ({default}).").format(
+                name=name, value=_shown(p[name]), reason=_reason(e), default=f"{default:.40}"))
 
     take("tokenize", lambda r: _as_choice(r, MODES))
     take("text", lambda r: _as_text(r, values.get("tokenize", DEFAULTS.tokenize)))
@@ -253,6 +259,14 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
     take("additive", _as_bool)
     take("layer", lambda r: _as_int(r, 0, 63))
     take("projections", _as_bool)
+    if "lang" in p:
+        from .i18n import LANGUAGES
+
+        if p["lang"] in LANGUAGES:
+            values["lang"] = p["lang"]
+        else:
+            warn("lang", _("URL parameter lang={value} is not a language here (available: {langs}); using English.")
+                 .format(value=_shown(p["lang"][:20]), langs=", ".join(LANGUAGES)))
     from .inputs import AUDIO_SAMPLES, GRAPH_MASKS, GRAPH_PRESETS, IMAGE_SAMPLES, PATCH_MASKS, parse_edges
 
     take("image_sample", lambda r: _as_choice(r, IMAGE_SAMPLES))
@@ -276,26 +290,26 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
         if p["model"] in models:
             values["model"] = p["model"]
         elif p["model"] == MINILM:
-            warn("model", f"URL parameter model={_shown(p['model'])} is not installed on this server ({INSTALL}); "
-                          "using the random model.")
+            warn("model", _("URL parameter model={value} is not installed on this server ({install}); using the "
+                            "random model.").format(value=_shown(p["model"]), install=INSTALL))
         else:
-            warn("model", f"URL parameter model={_shown(p['model'])} is not a model here (available: "
-                          f"{', '.join(models)}); using the random model.")
+            warn("model", _("URL parameter model={value} is not a model here (available: {models}); using the "
+                            "random model.").format(value=_shown(p["model"]), models=", ".join(models)))
     if "device" in p:
         dev = p["device"].strip().lower()
         dev = "cuda:0" if dev == "cuda" else dev
         if dev in devices:
             values["device"] = dev
         else:
-            warn("device", f"URL parameter device={_shown(p['device'][:20])} is not available on this machine "
-                           f"(available: {', '.join(devices)}); running on cpu.")
+            warn("device", _("URL parameter device={value} is not available on this machine (available: {devices}); "
+                             "running on cpu.").format(value=_shown(p["device"][:20]), devices=", ".join(devices)))
     # A heads value that fit the default d_model but not the URL's own d_model.
     if "heads" not in values and d_model % DEFAULTS.heads:
         values["heads"] = max(h for h in head_choices(d_model) if h <= DEFAULTS.heads)
     state = replace(DEFAULTS, **values)
     if state.head >= state.heads:
-        warn("head", f"URL parameter head={state.head} is past the last head ({state.heads - 1}); "
-                     "showing head 0.")
+        warn("head", _("URL parameter head={value} is past the last head ({last}); showing head 0.").format(
+            value=state.head, last=state.heads - 1))
         state = replace(state, head=0)
     return state, warnings
 
@@ -303,21 +317,21 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
 def _heads(raw: str, d_model: int) -> int:
     h = int(raw)
     if not 1 <= h <= MAX_HEADS:
-        raise ValueError(f"must be between 1 and {MAX_HEADS}")
+        raise _Reason(_("must be between {lo} and {hi}").format(lo=1, hi=MAX_HEADS))
     if d_model % h:
-        raise ValueError(f"does not divide d_model={d_model} (choose one of "
-                         f"{', '.join(map(str, head_choices(d_model)))})")
+        raise _Reason(_("does not divide d_model={d} (choose one of {choices})").format(
+            d=d_model, choices=", ".join(map(str, head_choices(d_model)))))
     return h
 
 
 def _reason(e: Exception) -> str:
+    if isinstance(e, _Reason):
+        return str(e)
     msg = str(e)
     if msg.startswith(("invalid literal", "could not convert", "Exceeds the limit")) or isinstance(e, OverflowError):
-        return "is not a number"
+        return _("is not a number")
     msg = msg.rstrip(".")
-    if msg.startswith(("must", "is ", "does", "has ")):
-        return msg
-    return "is invalid: " + (msg if len(msg) <= 200 else msg[:197] + "...")
+    return _("is invalid: {reason}").format(reason=msg if len(msg) <= 200 else msg[:197] + "...")
 
 
 def query_dict(url_or_query: str) -> dict[str, str]:

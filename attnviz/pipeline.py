@@ -19,12 +19,14 @@ import torch
 from . import limits
 from .devices import resolve_device
 from .embeddings import embed, sinusoidal_positions
+from .i18n import N_, _
 from .limits import MAX_D_MODEL, MAX_DROPOUT, MAX_HEADS, MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from .masks import MASK_KINDS, build_mask
 from .multihead import MultiHeadAttention, MultiHeadSteps
 from .tokens import MODES, tokenize
 
 PAD = "[PAD]"
+_WHAT = (N_("text"), N_("source text"))  # what _lines() calls its input, marked for translation
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 
 
@@ -180,9 +182,10 @@ def lines_of(text: str, what: str = "text") -> list[str]:
 def _lines(text: str, what: str) -> list[str]:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
-        raise ValueError(f"The {what} is empty: type at least one word.")
+        raise ValueError(_("The {what} is empty: type at least one word.").format(what=_(what)))
     if len(lines) > MAX_LINES:
-        raise ValueError(f"The {what} has {len(lines)} lines; the limit is {MAX_LINES} (one padded batch).")
+        raise ValueError(_("The {what} has {n} lines; the limit is {limit} (one padded batch).").format(
+            what=_(what), n=len(lines), limit=MAX_LINES))
     return lines
 
 
@@ -192,7 +195,7 @@ def _tokenize_batch(lines: list[str], cfg: AttentionConfig) -> list[list[str]]:
         try:
             out.append(tokenize(line, cfg.tokenize_mode, max_tokens=cfg.max_tokens))
         except ValueError as e:
-            raise ValueError(f"Line {i + 1}: {e}" if len(lines) > 1 else str(e)) from None
+            raise ValueError(_("Line {n}: {error}").format(n=i + 1, error=e) if len(lines) > 1 else str(e)) from None
     return out
 
 
@@ -240,8 +243,8 @@ def compute(config: AttentionConfig) -> AttentionResult:
     # Decide before allocating anything of size L·S: every step kept, the weights only, or refuse.
     plan = limits.plan(limits.RunSize(len(q_seqs), config.num_heads, L, S, config.d_model))
     if plan == "lean":
-        notes.append("This text is long: only the weights are kept (not the scores before softmax), to stay "
-                     "within the server's memory budget.")
+        notes.append(_("This text is long: only the weights are kept (not the scores before softmax), to stay "
+                       "within the server's memory budget."))
 
     t0 = time.perf_counter()
     x = _embed_batch(q_seqs, L, config)  # (N, L, E)
@@ -257,11 +260,11 @@ def compute(config: AttentionConfig) -> AttentionResult:
     mask = build_mask(config.mask, L, S, window=config.window,
                       lengths=src_lengths if padded else None)
     if config.mask in ("window", "causal+window") and config.window >= max(L, S) - 1:
-        notes.append(f"The window ({config.window}) covers the whole text ({max(L, S)} tokens), "
-                     "so it blocks nothing.")
+        notes.append(_("The window ({w}) covers the whole text ({n} tokens), so it blocks nothing.").format(
+            w=config.window, n=max(L, S)))
     if padded and config.mask == "none":
-        notes.append("Some keys are [PAD] tokens and the mask is 'none', so queries attend to "
-                     "padding. Choose any other mask to block it.")
+        notes.append(_("Some keys are [PAD] tokens and the mask is 'none', so queries attend to padding. Choose "
+                       "any other mask to block it."))
 
     t0 = time.perf_counter()
     with torch.no_grad():

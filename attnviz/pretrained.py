@@ -10,6 +10,7 @@ import torch
 
 from . import limits
 from .devices import resolve_device
+from .i18n import _
 from .masks import padding_mask
 from .models import load
 from .pipeline import PAD, AttentionConfig, AttentionResult, _to_cpu, lines_of
@@ -45,10 +46,10 @@ def compute_pretrained(config: AttentionConfig) -> AttentionResult:
                          f"Use fewer lines or a shorter text: about {fits} WordPiece tokens fit with {N} line(s).")
     timings["tokenize"] = (time.perf_counter() - t0) * 1e3
     if config.mask not in ("none", "padding"):
-        notes.append(f"{model.name} is a bidirectional encoder: every token sees every real token. Only padding is "
-                     "masked; the sidebar's mask applies to the random model.")
+        notes.append(_("{model} is a bidirectional encoder: every token sees every real token. Only padding is "
+                       "masked; the sidebar's mask applies to the random model.").format(model=model.name))
     if config.dropout:
-        notes.append("Dropout is off for a pretrained model (it runs as in inference).")
+        notes.append(_("Dropout is off for a pretrained model (it runs as in inference)."))
 
     t0 = time.perf_counter()
     device = resolve_device(config.device)

@@ -18,6 +18,7 @@ import unicodedata
 
 import regex
 
+from .i18n import _
 from .limits import MAX_TOKENS
 
 MODES = ("auto", "word", "char")
@@ -115,10 +116,8 @@ def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> 
     if current:
         tokens.append(current)
     if not tokens:
-        raise ValueError("The text is empty: type at least one word.")
+        raise ValueError(_("The text is empty: type at least one word."))
     if len(tokens) > max_tokens:
-        raise ValueError(
-            f"The text has {len(tokens)} tokens; the limit is {max_tokens}. "
-            "Shorten the text (or raise the token cap)."
-        )
+        raise ValueError(_("The text has {n} tokens; the limit is {limit}. Shorten the text (or raise the token "
+                           "cap).").format(n=len(tokens), limit=max_tokens))
     return tokens

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .devices import resolve_device
+from .i18n import N_, _
 from .masks import to_torch_mha_mask
 from .pipeline import AttentionConfig, compute
 
@@ -53,7 +54,7 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
     """Compare attnviz with PyTorch for ``config`` (dropout switched off for the comparison)."""
     notes = []
     if config.dropout:
-        notes.append(f"Dropout p={config.dropout} is random by design; it is switched off to compare.")
+        notes.append(_("Dropout p={p} is random by design; it is switched off to compare.").format(p=config.dropout))
         config = config.with_(dropout=0.0)
     return verify_result(compute(config), float64=float64, notes=notes)
 
@@ -91,8 +92,8 @@ def verify_result(result, *, float64: bool = False, notes: list[str] | None = No
     defined = torch.isfinite(ref_w).all(-1)  # (N, H, L): rows PyTorch can define
     undefined = int((~defined).sum())
     if undefined:
-        notes.append(f"{undefined} query rows (over all heads) have every key blocked: PyTorch returns NaN "
-                     "there, attnviz returns zeros; those rows are left out of the comparison.")
+        notes.append(_("{n} query rows (over all heads) have every key blocked: PyTorch returns NaN there, attnviz "
+                       "returns zeros; those rows are left out of the comparison.").format(n=undefined))
 
     def diff(ours_t, ref_t, rows):
         d = (ours_t - ref_t).abs()
@@ -102,9 +103,9 @@ def verify_result(result, *, float64: bool = False, notes: list[str] | None = No
     out_rows = defined.all(1)  # (N, L): query positions defined in every head
     thr = THRESHOLD[dtype]
     checks = [
-        Check("weights vs nn.MultiheadAttention", diff(a.weights, ref_w, defined), thr),
-        Check("output vs nn.MultiheadAttention", diff(steps.output, ref_out, out_rows), thr),
-        Check("head outputs vs F.scaled_dot_product_attention", diff(a.output, ref_heads, defined), thr),
+        Check(N_("weights vs nn.MultiheadAttention"), diff(a.weights, ref_w, defined), thr),
+        Check(N_("output vs nn.MultiheadAttention"), diff(steps.output, ref_out, out_rows), thr),
+        Check(N_("head outputs vs F.scaled_dot_product_attention"), diff(a.output, ref_heads, defined), thr),
     ]
     # Where the weights differ: rows PyTorch leaves undefined count as 0 difference.
     where = (a.weights - ref_w).abs().masked_fill(~defined.unsqueeze(-1), 0.0)  # (N, H, L, S)

@@ -12,40 +12,41 @@ import re
 import plotly.graph_objects as go
 
 from . import figures as F
+from .i18n import N_, _
 from .params import ViewState
 from .pipeline import AttentionResult
 
 FIGURE_VIEWS = ("grid", "head", "query", "mean", "mask", "output", "model", "analysis")
 PRESENTER_FONT = 24
-VIEW_TITLES = {
-    "grid": "All heads",
-    "head": "One head",
-    "query": "Query focus",
-    "mean": "Mean over heads",
-    "mask": "Mask",
-    "output": "Output vectors",
-    "table": "Weights table",
-    "model": "Model view",
-    "analysis": "Head analysis",
+VIEW_TITLES = {  # marked for translation; translated where shown
+    "grid": N_("All heads"),
+    "head": N_("One head"),
+    "query": N_("Query focus"),
+    "mean": N_("Mean over heads"),
+    "mask": N_("Mask"),
+    "output": N_("Output vectors"),
+    "table": N_("Weights table"),
+    "model": N_("Model view"),
+    "analysis": N_("Head analysis"),
 }
 
 
 def style_for(state: ViewState, *, theme: str = "light", width=None, height=None) -> F.FigureStyle:
     """Presenter mode: fonts and ticks large enough for the back of a room."""
     return F.FigureStyle(colors=state.colors, theme=theme, width=width, height=height,
-                         font_size=PRESENTER_FONT if state.present else 12)
+                         font_size=PRESENTER_FONT if state.present else 12, lang=state.lang)
 
 
 def selection_problems(result: AttentionResult, state: ViewState) -> dict[str, str]:
     """Which of seq/head/query do not exist in this result, and why (empty when all do)."""
-    N, H, L, _ = result.weights.shape
+    N, H, L, _S = result.weights.shape
     problems = {}
     if state.seq >= N:
-        problems["seq"] = f"Sentence {state.seq + 1} does not exist (the text has {N})"
+        problems["seq"] = _("Sentence {n} does not exist (the text has {count})").format(n=state.seq + 1, count=N)
     if state.head >= H:
-        problems["head"] = f"Head {state.head} does not exist ({H} heads)"
+        problems["head"] = _("Head {h} does not exist ({count} heads)").format(h=state.head, count=H)
     if state.query >= L:
-        problems["query"] = f"Query position {state.query} is past the last token ({L - 1})"
+        problems["query"] = _("Query position {q} is past the last token ({last})").format(q=state.query, last=L - 1)
     return problems
 
 
@@ -53,7 +54,7 @@ def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewStat
     """Keep seq/head/query inside this result, saying what was changed (the app's way);
     query -1 becomes the last real token of the sentence."""
     problems = selection_problems(result, state)
-    shown = {"seq": "showing sentence 1", "head": "showing head 0", "query": "showing the last token"}
+    shown = {"seq": _("showing sentence 1"), "head": _("showing head 0"), "query": _("showing the last token")}
     notes = [f"{text}; {shown[k]}." for k, text in problems.items()]
     fixed = state.with_(**{k: (-1 if k == "query" else 0) for k in problems})
     return resolve_query(result, fixed), notes
@@ -98,7 +99,7 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
 def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Every layer × head as small multiples (a row per layer), pooled like the grid."""
     lw = result.layer_weights  # (layers, N, H, L, S)
-    layers, _, H = lw.shape[:3]
+    layers, _N, H = lw.shape[:3]
     data = []
     for layer in range(layers):
         for h in range(H):
@@ -106,7 +107,8 @@ def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
                                f"L{layer} H{h}", F.DEFAULT_MAX_CELLS // 2)
             data.append(d)
     name = result.config.model
-    return F.grid_figure(data, style, title=f"model view: {layers} layer(s) × {H} heads of {name}", cols=H,
+    return F.grid_figure(data, style, title=_("model view: {layers} layer(s) × {H} heads of {name}").format(
+        layers=layers, H=H, name=name), cols=H,
                          ticks=False, clickable=True)
 
 
@@ -124,8 +126,9 @@ def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.
     k = result.lengths[n]
     r = rollout(result.layer_weights[:, n, :, :k, :k]).numpy()  # (k, k)
     toks = result.tokens[n][:k]
-    return F.matrix_figure(r, toks, toks, f"attention rollout over {result.layers} layer(s): how much each token "
-                           "draws on each input token", style, value_name="share", zero_one=True)
+    return F.matrix_figure(r, toks, toks, _("attention rollout over {layers} layer(s): how much each token draws on "
+                                            "each input token").format(layers=result.layers), style,
+                           value_name=_("share"), zero_one=True)
 
 
 def is_long(result: AttentionResult) -> bool:
@@ -159,6 +162,20 @@ def view_key(state: ViewState, view: str | None = None) -> tuple:
     selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,),
                  "region": (state.view, state.head, state.q0, state.k0)}.get(view, ())
     return (state.config(), view, state.seq, *selection, style_for(state))
+
+
+def view_description(result: AttentionResult, state: ViewState, view: str, fig: go.Figure | None = None) -> str:
+    """The text alternative of ``view``: what the weights do, or (other views) what the figure plots."""
+    from .describe import describe_figure, describe_grid, describe_head, describe_query
+
+    n = state.seq
+    if view == "grid":
+        return describe_grid(result, n)
+    if view in ("head", "table"):
+        return describe_head(result, n, state.head)
+    if view == "query":
+        return describe_query(result, n, state.query)
+    return describe_figure(fig if fig is not None else view_figure(result, state, view))
 
 
 def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:
@@ -195,8 +212,15 @@ def weights_csv(result: AttentionResult) -> str:
 
 
 def run_json(result: AttentionResult) -> str:
-    """The whole run as JSON; byte-identical for the same config (sorted keys, no times)."""
-    return json.dumps(result.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """The whole run as JSON, with the charts' text alternatives; byte-identical for the
+    same config (sorted keys, no times)."""
+    from .describe import describe_grid, describe_head
+
+    data = result.to_dict()
+    N, H = result.weights.shape[:2]
+    data["descriptions"] = [{"all_heads": describe_grid(result, n), "heads": [describe_head(result, n, h)
+                                                                            for h in range(H)]} for n in range(N)]
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 # --- the teaching pages' main figures ---------------------------------------------------
@@ -225,7 +249,7 @@ def mask_kinds(state: ViewState) -> list[str]:
 
 
 def cross_grid_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
-    return F.grid_figure(F.grid_data(result, state.seq), style, title="cross-attention weights per head")
+    return F.grid_figure(F.grid_data(result, state.seq), style, title=_("cross-attention weights per head"))
 
 
 def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState,
@@ -234,38 +258,41 @@ def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState
     data = []
     for kind, r in results.items():
         d = F.head_data(r, state.seq, state.head)
-        d.title = f"mask: {kind}"
+        d.title = _("mask: {kind}").format(kind=kind)
         data.append(d)
-    return F.grid_figure(data, style, title=f"weights of head {state.head} under each mask")
+    return F.grid_figure(data, style, title=_("weights of head {h} under each mask").format(h=state.head))
 
 
 def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
     """(per key: ‖∂/∂V‖, ‖∂/∂K‖; per query-side token: ‖∂/∂Q‖, ‖∂/∂X‖)."""
     label = F.escape_label(tok)
     kv = F.token_bars(grads.keys, {"‖∂/∂V‖": grads.norms["V"], "‖∂/∂K‖": grads.norms["K"]},
-                      f"gradient per key token, for the output of “{label}”", style, y_title="gradient norm")
+                      _("gradient per key token, for the output of “{token}”").format(token=label), style,
+                      y_title=_("gradient norm"))
     qx = F.token_bars(grads.tokens, {"‖∂/∂Q‖": grads.norms["Q"], "‖∂/∂X‖": grads.norms["X"]},
-                      "gradient per query-side token", style, y_title="gradient norm")
+                      _("gradient per query-side token"), style, y_title=_("gradient norm"))
     return kv, qx
 
 
 def verify_figure(v, style: F.FigureStyle) -> go.Figure:
     """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| per head and per query."""
     return F.difference_figure(v.head_diffs, v.row_diffs, v.row_tokens, v.threshold,
-                               f"max |difference| of the weights, {v.dtype} on {v.device}", style)
+                               _("max |difference| of the weights, {dtype} on {device}").format(
+                                   dtype=v.dtype, device=v.device), style)
 
 
 def scaling_figure(res, style: F.FigureStyle) -> go.Figure:
-    return F.lines_figure(res.d_k, {"q·k (raw)": res.std_raw, "q·k / √d_k": res.std_scaled},
-                          "spread (std) of the scores", style, x_title="d_k", y_title="std")
+    return F.lines_figure(res.d_k, {_("q·k (raw)"): res.std_raw, "q·k / √d_k": res.std_scaled},
+                          _("spread (std) of the scores"), style, x_title="d_k", y_title=_("std"))
 
 
 def step_weights_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
     """The step-by-step page's weights step for the followed head, its token outlined."""
     from .walkthrough import walkthrough
 
-    step = next(s for s in walkthrough(result, state.seq, state.head, state.query) if s.title == "Weights")
-    return F.matrix_figure(step.matrix, step.rows, step.cols, f"{step.title} — head {state.head}", style,
+    step = next(s for s in walkthrough(result, state.seq, state.head, state.query) if s.key == "Weights")
+    return F.matrix_figure(step.matrix, step.rows, step.cols, _("{step} — head {h}").format(
+        step=step.title, h=state.head), style,
                            zero_one=True, highlight_row=state.query)
 
 
@@ -400,10 +427,11 @@ def input_figure(inp, result: AttentionResult, state: ViewState, style: F.Figure
     w = result.weights[0, :, at].numpy()  # (H, L)
     if inp.kind == "image":
         nH, nW = inp.meta["grid"]
-        panels = [(f"head {h}", w[h].reshape(nH, nW)) for h in range(w.shape[0])]
-        panels.append(("mean over heads", w.mean(0).reshape(nH, nW)))
+        panels = [(_("head {h}").format(h=h), w[h].reshape(nH, nW)) for h in range(w.shape[0])]
+        panels.append((_("mean over heads"), w.mean(0).reshape(nH, nW)))
         return F.overlay_figure(image, panels, (nH, nW), inp.meta["patch"], inp.meta["stride"], at, style,
-                                title=f"what patch {inp.labels[at]} attends to (outlined), per head")
+                                title=_("what patch {patch} attends to (outlined), per head").format(
+                                    patch=inp.labels[at]))
     if inp.kind == "audio":
         return F.spectrogram_figure(inp.meta["spectrogram"].numpy(), inp.labels, w, at, inp.meta["rate"],
                                     inp.meta["frame"], style)

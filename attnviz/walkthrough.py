@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .i18n import N_, _
 from .pipeline import AttentionResult
 
 
@@ -29,6 +30,7 @@ class Step:
     explain: str
     per_head: bool = True  # False for X, the joined heads and the output
     query_side: bool = True  # rows are queries (False for K and V, whose rows are keys)
+    key: str = ""  # the step's English name, stable across languages ("Weights", "Head output", ...)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -44,44 +46,53 @@ def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int
     D = s.q.shape[-1]
     dims_e = [str(i) for i in range(E)]
     dims_d = [str(i) for i in range(D)]
-    x_kv_note = " (keys and values come from the source)" if result.is_cross else ""
+    x_kv_note = _(" (keys and values come from the source)") if result.is_cross else ""
+    x_explain = (_("Each token's vector: the hidden state entering layer {layer} of {model}.").format(
+        layer=result.config.layer, model=result.config.model) if result.pretrained else
+        _("Each token's vector: hashed character n-grams plus the sinusoidal position."))
     raw = [
-        ("Embeddings X", r"X \in \mathbb{R}^{L \times d_{model}}", result.embeddings, toks, dims_e,
-         "Each token's vector: hashed character n-grams plus the sinusoidal position."),
+        ("Embeddings X", r"X \in \mathbb{R}^{L \times d_{model}}", result.embeddings, toks, dims_e, x_explain),
         ("Queries of this head", r"Q_h = X W_Q^{(h)\top} + b_Q^{(h)}", s.q, toks, dims_d,
-         "The three projections, split into heads: d_k = d_model / heads columns each."),
+         _("The three projections, split into heads: d_k = d_model / heads columns each.")),
         ("Keys of this head", r"K_h = X W_K^{(h)\top} + b_K^{(h)}", s.k, keys, dims_d,
-         "What each position offers to be matched against" + x_kv_note + "."),
+         _("What each position offers to be matched against") + x_kv_note + "."),
         ("Values of this head", r"V_h = X W_V^{(h)\top} + b_V^{(h)}", s.v, keys, dims_d,
-         "What each position hands over when it is attended to."),
+         _("What each position hands over when it is attended to.")),
         ("Scores", r"S = Q_h K_h^\top", a.scores, toks, keys,
-         "Dot product of every query with every key."),
+         _("Dot product of every query with every key.")),
         ("Scaled scores", rf"S / \sqrt{{d_k}} = S / \sqrt{{{D}}}", a.scaled, toks, keys,
-         f"Divided by √{D} = {D ** 0.5:.3f} so the spread does not grow with d_k."),
+         _("Divided by √{D} = {root} so the spread does not grow with d_k.").format(D=D, root=f"{D ** 0.5:.3f}")),
         ("Masked scores", r"S / \sqrt{d_k} + M,\quad M_{ij} \in \{0, -\infty\}", a.masked, toks, keys,
-         "Blocked pairs become −∞ (shown blank), so softmax gives them exactly 0."),
+         _("Blocked pairs become −∞ (shown blank), so softmax gives them exactly 0.")),
         ("Weights", r"A = \mathrm{softmax}(S / \sqrt{d_k} + M)", a.weights, toks, keys,
-         "Each row now sums to 1 (or is all zero if every key was blocked)."),
+         _("Each row now sums to 1 (or is all zero if every key was blocked).")),
         ("After dropout", r"\tilde A = \mathrm{dropout}_p(A)", a.dropped, toks, keys,
-         f"p = {result.config.dropout}: kept weights are divided by 1 − p; off by default."),
+         _("p = {p}: kept weights are divided by 1 − p; off by default.").format(p=result.config.dropout)),
         ("Head output", r"O_h = \tilde A V_h", a.output, toks, dims_d,
-         "Each query's weighted sum of the value rows."),
+         _("Each query's weighted sum of the value rows.")),
     ]
     steps = []
-    for i, (title, latex, t, rows, cols, explain) in enumerate(raw, 1):
+    for i, (key, latex, t, rows, cols, explain) in enumerate(raw, 1):
         m = _np(t[n] if t.dim() == 3 else t[n, h])
-        steps.append(Step(i, title, latex, m, tuple(t.shape), rows, cols, m[min(q, len(m) - 1)], explain,
-                          per_head=t.dim() == 4, query_side=rows is toks))
-    for title, latex, t, explain in (
+        steps.append(Step(i, _(key), latex, m, tuple(t.shape), rows, cols, m[min(q, len(m) - 1)], explain,
+                          per_head=t.dim() == 4, query_side=rows is toks, key=key))
+    for key, latex, t, explain in (
         ("Heads joined", r"\mathrm{Concat}(O_1, \dots, O_H)", s.joined,
-         f"The heads side by side: head {h} is columns {h * D}–{(h + 1) * D - 1}."),
+         _("The heads side by side: head {h} is columns {first}–{last}.").format(h=h, first=h * D,
+                                                                                last=(h + 1) * D - 1)),
         ("Output", r"\mathrm{MultiHead}(X) = \mathrm{Concat}(O_1, \dots, O_H) W_O^\top + b_O", s.output,
-         "The joined heads mixed by the output projection."),
+         _("The joined heads mixed by the output projection.")),
     ):
         m = _np(t[n])
-        steps.append(Step(len(steps) + 1, title, latex, m, tuple(t.shape), toks, dims_e, m[q], explain,
-                          per_head=False))
+        steps.append(Step(len(steps) + 1, _(key), latex, m, tuple(t.shape), toks, dims_e, m[q], explain,
+                          per_head=False, key=key))
     return steps
+
+
+# The step names, marked for translation (walkthrough() translates them as it builds).
+STEP_NAMES = (N_("Embeddings X"), N_("Queries of this head"), N_("Keys of this head"), N_("Values of this head"),
+              N_("Scores"), N_("Scaled scores"), N_("Masked scores"), N_("Weights"), N_("After dropout"),
+              N_("Head output"), N_("Heads joined"), N_("Output"))
 
 
 def weighted_sum_terms(result: AttentionResult, seq: int, head: int, query: int) -> list[tuple[str, float]]:

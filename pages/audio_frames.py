@@ -5,29 +5,30 @@ import hashlib
 import streamlit as st
 
 from attnviz import inputs as I
+from attnviz.i18n import _
 from attnviz.views import audio_run, followed, input_figure, input_view_figure, run_json, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 from ui.safe import md
 
 s = ui_state.current()
-st.title("Audio frames")
-st.caption("The sound is cut into frames; the log-magnitude spectrum of each (torch.stft) is projected to d_model "
-           "and given a position. The same multi-head attention then runs over the frames: a repeated sound "
-           "can attend to its earlier self.")
+st.title(_("Audio frames"))
+st.caption(_("The sound is cut into frames; the log-magnitude spectrum of each (torch.stft) is projected to d_model "
+             "and given a position. The same multi-head attention then runs over the frames: a repeated sound can "
+             "attend to its earlier self."))
 c1, c2 = st.columns(2)
 with c1:
-    upload = widgets.uploaded_bytes("Your own sound (WAV)", ["wav"], key="audio_upload",
-                                    help="PCM WAV up to 5 MB; the first 10 s are used. Not part of the link.")
-c2.selectbox("Built-in sound", I.AUDIO_SAMPLES, key="audio_sample", disabled=upload is not None,
-             help="Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks.")
-c1, c2, _ = st.columns([1, 1, 2])
-c1.number_input("Frame (samples)", 16, 8192, key="frame", help="Samples per frame (the STFT's n_fft).")
-c2.number_input("Hop (samples)", 1, 8192, key="hop", help="Samples between the starts of two frames.")
+    upload = widgets.uploaded_bytes(_("Your own sound (WAV)"), ["wav"], key="audio_upload",
+                                    help=_("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."))
+c2.selectbox(_("Built-in sound"), I.AUDIO_SAMPLES, key="audio_sample", disabled=upload is not None,
+             help=_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
+c1, c2, _spacer = st.columns([1, 1, 2])
+c1.number_input(_("Frame (samples)"), 16, 8192, key="frame", help=_("Samples per frame (the STFT's n_fft)."))
+c2.number_input(_("Hop (samples)"), 1, 8192, key="hop", help=_("Samples between the starts of two frames."))
 s = ui_state.current()
 
 if upload is not None:
-    data, _ = upload
+    data, _name = upload
     source = ("upload", hashlib.sha256(data).hexdigest())
     samples, rate, notes = compute.guard(lambda: compute.cached(("wav", source), lambda: I.read_wav(data),
                                                                 limited=False))
@@ -41,11 +42,13 @@ key = ("audio-run", source, s.config(), s.frame, s.hop)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: audio_run(s, samples, rate)))
 labels = inp.labels
 st.session_state["frame_at"] = min(int(st.session_state.get("frame_at", 0)), len(labels) - 1)
-st.selectbox("Follow frame", list(range(len(labels))), key="frame_at", format_func=lambda i: f"{i}: {labels[i]}")
+st.selectbox(_("Follow frame"), list(range(len(labels))), key="frame_at", format_func=lambda i: f"{i}: {labels[i]}")
 s = ui_state.current()
 at = followed(s, inp)
-st.caption(f"{len(samples) / rate:.2f} s at {rate} Hz → {len(labels)} frames of {s.frame} samples every {s.hop} "
-           f"(1 + ({len(samples)} − {s.frame}) // {s.hop}) · following **{md(labels[at])}**")
+st.caption(_("{seconds} s at {rate} Hz → {n} frames of {frame} samples every {hop} (1 + ({samples} − {frame}) // "
+             "{hop}) · following **{label}**").format(seconds=f"{len(samples) / rate:.2f}", rate=rate, n=len(labels),
+                                                     frame=s.frame, hop=s.hop, samples=len(samples),
+                                                     label=md(labels[at])))
 style = style_for(s)
 compute.chart(compute.figure(("audio-spec", key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
@@ -54,5 +57,5 @@ compute.chart(compute.figure(("audio-grid", key, compute.style_key(style)),
                              lambda: input_view_figure(inp, result, s.with_(view="grid"), style)),
               key="audio_grid", filename="attnviz-audio-grid")
 widgets.verify_line(result)
-st.download_button("Run (JSON)", data=lambda: run_json(result), file_name="attnviz-audio-frames.json",
+st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-audio-frames.json",
                    mime="application/json", on_click="ignore", key="dl_audio_json", icon=":material/download:")

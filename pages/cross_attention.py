@@ -3,31 +3,33 @@
 import streamlit as st
 
 from attnviz import figures as F
+from attnviz.i18n import _
 from attnviz.params import CROSS_MASK
 from attnviz.views import cross_grid_figure, file_stem, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 
 s = ui_state.current()
-st.title("Cross-attention")
-st.caption("Queries come from the target (the decoder side, the sidebar's text); keys and values from the "
-           "source (the encoder side). Weights have shape L_target × S_source per head.")
-st.text_area("Source — keys and values (one line, or one per target line)", key="source", height=80,
-             help="Several lines form a padded batch; padded source keys are always blocked.")
+st.title(_("Cross-attention"))
+st.caption(_("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
+             "(the encoder side). Weights have shape L_target × S_source per head."))
+st.text_area(_("Source — keys and values (one line, or one per target line)"), key="source", height=80,
+             help=_("Several lines form a padded batch; padded source keys are always blocked."))
 s = ui_state.current()
 if s.model != "random":
-    st.info("Cross-attention runs on the random model: the pretrained encoder attends within one text.",
+    st.info(_("Cross-attention runs on the random model: the pretrained encoder attends within one text."),
             icon=":material/info:")
 result = compute.run(s.config(cross=True))
 seq = min(s.seq, len(result.tokens) - 1)
-st.info(f"Every target token may look at every real source token: causal and window masks compare positions "
-        f"within one sentence, and target position i has no relation to source position i. So here only padded "
-        f"source keys are blocked (mask: {CROSS_MASK}), whatever the sidebar's mask says.", icon=":material/info:")
-st.caption(f"weights {tuple(result.weights.shape)} = (N, H, L_target, S_source) · "
-           f"target {result.lengths[seq]} tokens, source {result.source_lengths[seq]} tokens")
+st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
+          "one sentence, and target position i has no relation to source position i. So here only padded source keys "
+          "are blocked (mask: {mask}), whatever the sidebar's mask says.").format(mask=CROSS_MASK),
+        icon=":material/info:")
+st.caption(_("weights {shape} = (N, H, L_target, S_source) · target {target} tokens, source {source} tokens").format(
+    shape=tuple(result.weights.shape), target=result.lengths[seq], source=result.source_lengths[seq]))
 for note in result.notes:
     st.info(note, icon=":material/info:")
-head, query = widgets.head_and_query(result, seq, query_label="Target token")
+head, query = widgets.head_and_query(result, seq, query_label=_("Target token"))
 s = ui_state.current().with_(seq=seq)
 style = style_for(s)
 key = (s.config(cross=True), seq, compute.style_key(style))

@@ -3,7 +3,9 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz.describe import describe_figure
 from attnviz.figures import REGION
+from attnviz.i18n import _, fixed
 from attnviz.params import VIEWS
 from attnviz.views import (
     VIEW_TITLES,
@@ -14,6 +16,7 @@ from attnviz.views import (
     pooled_note,
     region_figure,
     run_json,
+    view_description,
     view_figure,
     view_key,
     weights_csv,
@@ -23,14 +26,14 @@ from ui import state as ui_state
 
 s = ui_state.current()
 if not s.present:
-    st.title("Attention explorer")
-    st.caption("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight.")
+    st.title(_("Attention explorer"))
+    st.caption(_("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight."))
 result = compute.run(s.config())
-fixed, fixes = clamp_selection(result, s)
+clamped, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
-    if getattr(fixed, k) != getattr(s, k):
-        st.session_state[k] = getattr(fixed, k)
-s = fixed
+    if getattr(clamped, k) != getattr(s, k):
+        st.session_state[k] = getattr(clamped, k)
+s = clamped
 for note in result.notes + fixes:
     st.info(note, icon=":material/info:")
 
@@ -39,10 +42,11 @@ tokens = result.tokens[s.seq]
 if not s.present:
     shapes = " → ".join(f"{name} {tuple(shape)}" for name, shape in result.shapes().items())
     ms = sum(result.timings_ms.values())
-    st.caption(f"**Shapes** {shapes} · device **{result.device}** · {ms:.1f} ms")
+    st.caption(_("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
+        shapes=shapes, device=result.device, ms=f"{ms:.1f}"))
 
-st.segmented_control("View", VIEWS, key="view", format_func=VIEW_TITLES.get, required=True,
-                     help="Which picture of the result to show.")
+st.segmented_control(_("View"), VIEWS, key="view", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]), required=True,
+                     help=_("Which picture of the result to show."))
 widgets.head_and_query(result, s.seq)
 s = ui_state.current()
 view = s.view or "grid"
@@ -50,7 +54,7 @@ view = s.view or "grid"
 
 def show(v: str) -> None:
     fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v))
-    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v))
+    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v), alt=view_description(result, s, v, fig))
 
 
 long = is_long(result)
@@ -62,12 +66,12 @@ if long:  # a link's corner may lie past this text's end: keep the inputs in ran
 
 def close_up() -> None:
     """A long text's exact numbers: a REGION × REGION window of the view above."""
-    st.subheader("Close-up: exact weights")
-    st.caption(f"The picture above has one pixel per weight. Pick the top-left corner of a {REGION} × {REGION} "
-               "window to read its exact values (hover a cell).")
-    c1, c2, _ = st.columns([1, 1, 2])
-    c1.number_input("From query position", 0, L - 1, step=16, key="q0", help="First row of the close-up.")
-    c2.number_input("From key position", 0, S - 1, step=16, key="k0", help="First column of the close-up.")
+    st.subheader(_("Close-up: exact weights"))
+    st.caption(_("The picture above has one pixel per weight. Pick the top-left corner of a {n} × {n} window to read "
+                 "its exact values (hover a cell).").format(n=REGION))
+    c1, c2, _spacer = st.columns([1, 1, 2])
+    c1.number_input(_("From query position"), 0, L - 1, step=16, key="q0", help=_("First row of the close-up."))
+    c2.number_input(_("From key position"), 0, S - 1, step=16, key="k0", help=_("First column of the close-up."))
     now = ui_state.current()
     compute.chart(compute.figure(view_key(now, "region"), lambda: region_figure(result, now)), key="chart_region",
                   filename=file_stem(now, "region"))
@@ -77,7 +81,7 @@ if view == "grid" or not s.present:
     show("grid")
     note = pooled_note(result)
     if note:
-        st.caption(note + " The 'One head' view shows every cell.")
+        st.caption(note + " " + _("The 'One head' view shows every cell."))
 
 if view not in ("model", "analysis"):
     ui_state.forget_pick()
@@ -88,7 +92,8 @@ if view == "mask":
     with right:
         show("head")
     if result.mask is not None and (~result.mask_matrix(s.seq)).all(-1).any():
-        st.info("Some query rows are fully masked: their weights and output are all zero, by definition.")
+        st.info(_("Some query rows are fully masked: their weights and output are all zero, by definition."),
+                icon=":material/info:")
 elif view == "output":
     show("output")
     st.dataframe(pd.DataFrame(result.output[s.seq].numpy(), index=[f"{i}: {t}" for i, t in enumerate(tokens)]),
@@ -97,12 +102,13 @@ elif view == "table":
     keys = result.source_tokens[s.seq]
     q0, k0 = (s.q0, s.k0) if long else (0, 0)
     q1, k1 = (q0 + REGION, k0 + REGION) if long else (L, S)
-    st.subheader(f"Weights of head {s.head}" + (f", queries {q0}–{min(q1, L) - 1} × keys {k0}–{min(k1, S) - 1}"
-                                                 if long else ""))
+    st.subheader(_("Weights of head {h}").format(h=s.head) + (
+        _(", queries {q0}–{q1} × keys {k0}–{k1}").format(q0=q0, q1=min(q1, L) - 1, k0=k0, k1=min(k1, S) - 1)
+        if long else ""))
     if long:
-        c1, c2, _ = st.columns([1, 1, 2])
-        c1.number_input("From query position", 0, L - 1, step=16, key="q0")
-        c2.number_input("From key position", 0, S - 1, step=16, key="k0")
+        c1, c2, _spacer = st.columns([1, 1, 2])
+        c1.number_input(_("From query position"), 0, L - 1, step=16, key="q0")
+        c2.number_input(_("From key position"), 0, S - 1, step=16, key="k0")
     st.dataframe(pd.DataFrame(result.weights[s.seq, s.head, q0:q1, k0:k1].numpy(),
                               index=[f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],
                               columns=[f"{j}: {t}" for j, t in enumerate(keys[k0:k1], k0)]),
@@ -110,8 +116,8 @@ elif view == "table":
 elif view == "model":
     fig = compute.figure(view_key(s, "model"), lambda: view_figure(result, s, "model"))
     event = st.plotly_chart(fig, key="chart_model", theme=None, width="stretch", on_select="rerun",
-                            selection_mode="points", config={"displaylogo": False})
-    st.caption("Each block is one layer × head. Click a block to open it in the 'One head' view.")
+                            selection_mode="points", config={"displaylogo": False}, alt=describe_figure(fig))
+    st.caption(_("Each block is one layer × head. Click a block to open it in the 'One head' view."))
     points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
         getattr(getattr(event, "selection", None), "points", [])
     if points:
@@ -120,9 +126,9 @@ elif view == "model":
             H = result.weights.shape[1]
             ui_state.open_head(int(block) // H, int(block) % H, ("model", int(block)))
 elif view == "analysis":
-    st.caption("Every layer × head of this sentence, from its weights alone: row entropy (nats; low = focused), "
-               "mean attention distance (tokens), and how much weight goes to the previous token, the next, "
-               "itself, the first token ([CLS]) and [SEP]. Sort by any column; select a row to open that head.")
+    st.caption(_("Every layer × head of this sentence, from its weights alone: row entropy (nats; low = focused), "
+                 "mean attention distance (tokens), and how much weight goes to the previous token, the next, "
+                 "itself, the first token ([CLS]) and [SEP]. Sort by any column; select a row to open that head."))
     table = pd.DataFrame(compute.cached(("head-table", result.config, s.seq), lambda: head_table(result, s.seq),
                                         limited=False))
     picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="head_table",
@@ -141,9 +147,9 @@ elif view != "grid":
 if not s.present:
     st.divider()
     d1, d2, d3 = st.columns([1, 1, 3])
-    d1.download_button("Weights (CSV)", data=lambda: weights_csv(result), file_name=file_stem(s, "weights") + ".csv",
+    d1.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result), file_name=file_stem(s, "weights") + ".csv",
                        mime="text/csv", on_click="ignore", key="dl_csv", icon=":material/download:")
-    d2.download_button("Run (JSON)", data=lambda: run_json(result), file_name=file_stem(s, "run") + ".json",
+    d2.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=file_stem(s, "run") + ".json",
                        mime="application/json", on_click="ignore", key="dl_json", icon=":material/download:")
-    d3.caption("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
-               "copy it to share this exact view.")
+    d3.caption(_("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
+                 "copy it to share this exact view."))

@@ -5,28 +5,31 @@ import hashlib
 import streamlit as st
 
 from attnviz import inputs as I
+from attnviz.describe import describe_figure
+from attnviz.i18n import _
 from attnviz.views import followed, image_run, input_figure, input_view_figure, run_json, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 from ui.safe import md
 
 s = ui_state.current()
-st.title("Image patches")
-st.caption("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch is "
-           "projected to d_model and given a 2-D position. The same multi-head attention then runs over them. "
-           "Turn off the projections in the sidebar (Q = K = V = X) to see plain similarity.")
+st.title(_("Image patches"))
+st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch is "
+             "projected to d_model and given a 2-D position. The same multi-head attention then runs over them. "
+             "Turn off the projections in the sidebar (Q = K = V = X) to see plain similarity."))
 c1, c2 = st.columns(2)
 with c1:
-    upload = widgets.uploaded_bytes("Your own image (PNG or JPEG)", ["png", "jpg", "jpeg"], key="image_upload",
-                                    help="Up to 5 MB; shrunk to 256 pixels a side. Not part of the link.")
-c2.selectbox("Built-in picture", I.IMAGE_SAMPLES, key="image_sample", disabled=upload is not None,
-             help="Drawn in code: no download.")
+    upload = widgets.uploaded_bytes(_("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], key="image_upload",
+                                    help=_("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."))
+c2.selectbox(_("Built-in picture"), I.IMAGE_SAMPLES, key="image_sample", disabled=upload is not None,
+             help=_("Drawn in code: no download."))
 c1, c2, c3, c4 = st.columns(4)
-c1.number_input("Patch size (px)", 2, 128, key="patch", help="Each patch is p × p pixels.")
-c2.number_input("Stride (px)", 1, 128, key="stride", help="Distance between patches; stride < patch overlaps them.")
-c3.selectbox("Mask", I.PATCH_MASKS, key="patch_mask",
-             help="none; causal in raster order (left to right, top to bottom); window2d: patches within k rows "
-                  "and k columns.")
+c1.number_input(_("Patch size (px)"), 2, 128, key="patch", help=_("Each patch is p × p pixels."))
+c2.number_input(_("Stride (px)"), 1, 128, key="stride",
+                help=_("Distance between patches; stride < patch overlaps them."))
+c3.selectbox(_("Mask"), I.PATCH_MASKS, key="patch_mask",
+             help=_("none; causal in raster order (left to right, top to bottom); window2d: patches within k rows "
+                    "and k columns."))
 c4.number_input("k (window2d)", 0, 32, key="patch_k", disabled=st.session_state.get("patch_mask") != "window2d")
 s = ui_state.current()
 
@@ -45,18 +48,19 @@ nH, nW = inp.meta["grid"]
 labels = inp.labels
 if not -1 <= st.session_state.get("patch_at", -1) < len(labels):
     st.session_state["patch_at"] = -1
-st.selectbox("Follow patch", [-1, *range(len(labels))], key="patch_at",
-             format_func=lambda i: "the middle one" if i < 0 else f"{i}: {labels[i]}",
-             help="Or click a patch in the picture below.")
+st.selectbox(_("Follow patch"), [-1, *range(len(labels))], key="patch_at",
+             format_func=lambda i, middle=_("the middle one"): middle if i < 0 else f"{i}: {labels[i]}",
+             help=_("Or click a patch in the picture below."))
 s = ui_state.current()
 at = followed(s, inp)
-st.caption(f"{nH} × {nW} = {len(labels)} patches of {s.patch} × {s.patch} px (stride {s.stride}) · "
-           f"weights {tuple(result.weights.shape)} · following **{md(labels[at])}**")
+st.caption(_("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · weights {shape} · following "
+             "**{patch}**").format(nH=nH, nW=nW, n=len(labels), p=s.patch, stride=s.stride,
+                                   shape=tuple(result.weights.shape), patch=md(labels[at])))
 style = style_for(s)
 fig = compute.figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))
 event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", on_select="rerun",
-                        selection_mode="points", config={"displaylogo": False})
+                        selection_mode="points", config={"displaylogo": False}, alt=describe_figure(fig))
 points = getattr(getattr(event, "selection", None), "points", None) or []
 if points and isinstance(points[0].get("customdata"), (int, float)):
     ui_state.pick("patch_at", int(points[0]["customdata"]), ("patch", int(points[0]["customdata"])))
@@ -67,5 +71,5 @@ compute.chart(compute.figure(("image-mean", key, compute.style_key(style)),
                              lambda: input_view_figure(inp, result, s.with_(view="mean"), style)),
               key="image_mean", filename="attnviz-image-mean")
 widgets.verify_line(result)
-st.download_button("Run (JSON)", data=lambda: run_json(result), file_name="attnviz-image-patches.json",
+st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-image-patches.json",
                    mime="application/json", on_click="ignore", key="dl_image_json", icon=":material/download:")

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.figures import mask_figure, matrix_figure
+from attnviz.i18n import _, fixed
 from attnviz.masks import MASK_KINDS
 from attnviz.views import style_for
 from attnviz.walkthrough import blocked_row_demo
@@ -12,24 +13,25 @@ from ui import state as ui_state
 from ui.safe import md
 
 s = ui_state.current()
-st.title("Mask lab")
-st.caption("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into "
-           "exactly 0. Every mask but 'none' also blocks [PAD] keys.")
+st.title(_("Mask lab"))
+st.caption(_("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
+             "Every mask but 'none' also blocks [PAD] keys."))
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = [k for k in st.session_state["masks"].split(",") if k in MASK_KINDS]
-kinds = st.multiselect("Masks to compare", MASK_KINDS, key="masks",
-                       help="Each with the same text, heads and seed.")
+kinds = st.multiselect(_("Masks to compare"), MASK_KINDS, key="masks",
+                       format_func=lambda k, t=fixed(): t(ui_state.MASK_NAMES[k]),
+                       help=_("Each with the same text, heads and seed."))
 if not kinds:
-    st.info("Choose at least one mask to compare.", icon=":material/info:")
+    st.info(_("Choose at least one mask to compare."), icon=":material/info:")
     st.stop()
 if s.model != "random":
-    st.info("The mask lab runs on the random model: a pretrained encoder was trained without these masks, so "
-            "swapping them in would not show what it learned.", icon=":material/info:")
+    st.info(_("The mask lab runs on the random model: a pretrained encoder was trained without these masks, so "
+              "swapping them in would not show what it learned."), icon=":material/info:")
     s = s.with_(model="random", layer=0)
 base = compute.run(s.config())
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
-head, _ = widgets.head_and_query(base, seq)
+head, _query = widgets.head_and_query(base, seq)
 s = ui_state.current().with_(model="random", layer=0)
 style = style_for(s)
 
@@ -43,7 +45,7 @@ def draw(kind: str) -> None:
     r = compute.run(s.config().with_(mask=kind))
     compute.guard(r.require_complete)
     a = r.steps.attention
-    st.subheader(f"mask = {kind}")
+    st.subheader(_("mask = {kind}").format(kind=_(ui_state.MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]
     # Two figures per row: wide enough for a label on every token of the default sentence.
     top = st.columns(2)
@@ -51,37 +53,38 @@ def draw(kind: str) -> None:
         chart("mask", kind, lambda: mask_figure(r, seq, style, key_axis_top=False))
     with top[1]:
         chart("before", kind, lambda: matrix_figure(a.scaled[seq, head].numpy(), toks, keys,
-                                                    f"scores before masking — head {head}", style))
+                                                    _("scores before masking — head {h}").format(h=head), style))
     bottom = st.columns(2)
     with bottom[0]:
         chart("after", kind, lambda: matrix_figure(a.masked[seq, head].numpy(), toks, keys,
-                                                   "after masking (blank = −∞)", style))
+                                                   _("after masking (blank = −∞)"), style))
     with bottom[1]:
         chart("weights", kind, lambda: matrix_figure(a.weights[seq, head].numpy(), toks, keys,
-                                                     "weights after softmax", style, zero_one=True))
+                                                     _("weights after softmax"), style, zero_one=True))
     m = r.mask_matrix(seq)
     blocked = int((~m).sum())
     full = [f"{i}: {toks[i]}" for i in range(m.shape[0]) if not m[i].any()]
-    st.caption(f"{blocked} of {m.numel()} query–key pairs blocked: they are the dark cells of the mask and the "
-               "blank cells after masking (changed to −∞), and their weights are exactly 0.")
+    st.caption(_("{blocked} of {total} query–key pairs blocked: they are the dark cells of the mask and the blank "
+                 "cells after masking (changed to −∞), and their weights are exactly 0.").format(
+        blocked=blocked, total=m.numel()))
     if full:
-        st.warning("Fully masked rows — these queries may see no key at all: " + md(", ".join(full))
-                   + ". softmax of a row of −∞ is 0/0 = NaN; attnviz defines such a row as all-zero weights "
-                     "and a zero output.", icon=":material/block:")
+        st.warning(_("Fully masked rows — these queries may see no key at all: {rows}. softmax of a row of −∞ is "
+                     "0/0 = NaN; attnviz defines such a row as all-zero weights and a zero output.").format(
+            rows=md(", ".join(full))), icon=":material/block:")
 
 
 for kind in kinds:
     draw(kind)
 
-st.subheader("Why a large negative number stands in for −∞")
+st.subheader(_("Why a large negative number stands in for −∞"))
 demo = blocked_row_demo()
-st.markdown(
+st.markdown(_(
     "For a row where **some** keys are blocked, −∞ and −1e9 give the same weights: exp(−1e9) underflows to "
     "exactly 0. For a row where **every** key is blocked they differ, and both are wrong: −∞ gives NaN "
     "(0/0), which then poisons every number it touches, and −1e9 silently spreads the weight evenly over "
     "keys that should be invisible. attnviz uses −∞ and defines such a row as zeros (the last column is "
-    "computed by attnviz's own attention).")
+    "computed by attnviz's own attention)."))
 as_text = lambda xs: ["NaN" if x != x else f"{x:.4g}" for x in xs]  # noqa: E731 - NaN is the point here
-st.dataframe(pd.DataFrame({"score": demo["scores"], "softmax with −∞ everywhere": as_text(demo["-inf"]),
-                           "softmax with −1e9 everywhere": demo["-1e9"], "attnviz": demo["attnviz"]}),
+st.dataframe(pd.DataFrame({_("score"): demo["scores"], _("softmax with −∞ everywhere"): as_text(demo["-inf"]),
+                           _("softmax with −1e9 everywhere"): demo["-1e9"], "attnviz": demo["attnviz"]}),
              hide_index=True)

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.figures import matrix_figure
+from attnviz.i18n import _
 from attnviz.views import style_for
 from attnviz.walkthrough import walkthrough, weighted_sum_terms
 from ui import compute, widgets
@@ -11,36 +12,37 @@ from ui import state as ui_state
 from ui.safe import md, quoted
 
 s = ui_state.current()
-st.title("Step by step")
+st.title(_("Step by step"))
 st.latex(r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O^\top,\quad"
          r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h")
 result = compute.run(s.config())
 compute.guard(result.require_complete)
 seq = min(s.seq, len(result.tokens) - 1)
-head, query = widgets.head_and_query(result, seq, query_label="Follow this token")
+head, query = widgets.head_and_query(result, seq, query_label=_("Follow this token"))
 tok = result.tokens[seq][query]
 style = style_for(s)
-st.caption(f"Following **{md(tok)}** (position {query}) through head {head}: its row is outlined in each "
-           "heatmap and listed in the table beside it. Every number is the one the computation used.")
+st.caption(_("Following **{token}** (position {q}) through head {h}: its row is outlined in each heatmap and "
+             "listed in the table beside it. Every number is the one the computation used.").format(
+    token=md(tok), q=query, h=head))
 
 for step in walkthrough(result, seq, head, query):
     st.subheader(f"{step.number}. {step.title}")
     left, right = st.columns([3, 2])
     with left:
         st.latex(step.latex)
-        st.caption(f"{step.explain}  Shape of the whole tensor: `{step.shape}`.")
-        zero_one = step.title in ("Weights", "After dropout")
-        title = f"{step.title} — head {head}" if step.per_head else step.title
+        st.caption(step.explain + "  " + _("Shape of the whole tensor: `{shape}`.").format(shape=step.shape))
+        zero_one = step.key in ("Weights", "After dropout")
+        title = _("{step} — head {h}").format(step=step.title, h=head) if step.per_head else step.title
         compute.chart(matrix_figure(step.matrix, step.rows, step.cols, title, style, zero_one=zero_one,
                                     highlight_row=query if step.query_side else None), key=f"step{step.number}",
                       filename=f"attnviz-step{step.number}")
     with right:
-        role = "" if step.query_side else " as a key"
-        st.markdown(f"**Row of {quoted(tok)}{role}** ({len(step.row)} numbers)")
-        row = pd.DataFrame({"column": step.cols[: len(step.row)],
-                            "value": [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
+        row_of = _("Row of {token}") if step.query_side else _("Row of {token} as a key")
+        st.markdown("**" + row_of.format(token=quoted(tok)) + "** " + _("({n} numbers)").format(n=len(step.row)))
+        row = pd.DataFrame({_("column"): step.cols[: len(step.row)],
+                            _("value"): [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
         st.dataframe(row, hide_index=True, height=min(400, 40 + 35 * len(row)))
-        if step.title == "Head output":
+        if step.key == "Head output":
             terms = weighted_sum_terms(result, seq, head, query)
-            st.markdown("Its output is " + " + ".join(f"{w:.3f}·v({md(k)})" for k, w in terms[:4])
+            st.markdown(_("Its output is") + " " + " + ".join(f"{w:.3f}·v({md(k)})" for k, w in terms[:4])
                         + (" + …" if len(terms) > 4 else ""))

@@ -3,37 +3,37 @@
 import streamlit as st
 
 from attnviz.figures import lines_figure
+from attnviz.i18n import _
 from attnviz.scaling import sweep
-from attnviz.views import style_for
+from attnviz.views import scaling_figure, style_for
 from ui import compute
 from ui import state as ui_state
 
 s = ui_state.current()
-st.title("Why scale by √d_k")
-st.markdown(
+st.title(_("Why scale by √d_k"))
+st.markdown(_(
     "For random q, k with unit-variance components, q·k is a sum of d_k products, so its variance is d_k: "
     "raw scores spread like √d_k. Fed to softmax, a wide spread makes one weight ≈ 1 and the rest ≈ 0 "
-    "(saturation), where gradients vanish. Dividing by √d_k keeps the spread at 1 for every d_k.")
-st.toggle("Compare with additive attention", key="additive",
-          help="vᵀ tanh(W_q q + W_k k): tanh bounds the scores, so it does not saturate as d_k grows.")
+    "(saturation), where gradients vanish. Dividing by √d_k keeps the spread at 1 for every d_k."))
+st.toggle(_("Compare with additive attention"), key="additive",
+          help=_("vᵀ tanh(W_q q + W_k k): tanh bounds the scores, so it does not saturate as d_k grows."))
 s = ui_state.current()
 res = sweep(seed=s.seed, additive=s.additive)
 style = style_for(s)
-compute.chart(lines_figure(res.d_k, {"q·k (raw)": res.std_raw, "q·k / √d_k": res.std_scaled},
-                           "spread (std) of the scores", style, x_title="d_k", y_title="std"),
-              key="scale_std", filename="attnviz-why-scale-std")
+compute.chart(scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
 ent = {"softmax(q·k)": res.entropy_raw, "softmax(q·k / √d_k)": res.entropy_scaled,
-       "uniform (log S)": [res.uniform_entropy] * len(res.d_k)}
+       _("uniform (log S)"): [res.uniform_entropy] * len(res.d_k)}
 mx = {"softmax(q·k)": res.max_raw, "softmax(q·k / √d_k)": res.max_scaled}
 if s.additive:
-    ent["additive"] = res.entropy_additive
-    mx["additive"] = res.max_additive
+    ent[_("additive")] = res.entropy_additive
+    mx[_("additive")] = res.max_additive
 c1, c2 = st.columns(2)
 with c1:
-    compute.chart(lines_figure(res.d_k, ent, "entropy of each weight row (nats)", style, x_title="d_k",
-                               y_title="entropy"), key="scale_entropy", filename="attnviz-why-scale-entropy")
+    compute.chart(lines_figure(res.d_k, ent, _("entropy of each weight row (nats)"), style, x_title="d_k",
+                               y_title=_("entropy")), key="scale_entropy", filename="attnviz-why-scale-entropy")
 with c2:
-    compute.chart(lines_figure(res.d_k, mx, "largest weight in each row", style, x_title="d_k",
-                               y_title="max weight"), key="scale_max", filename="attnviz-why-scale-max")
-st.caption(f"16 tokens, 8 random trials per d_k, seed {s.seed}. At d_k = {res.d_k[-1]} the unscaled largest "
-           f"weight averages {res.max_raw[-1]:.2f}; scaled, {res.max_scaled[-1]:.2f}.")
+    compute.chart(lines_figure(res.d_k, mx, _("largest weight in each row"), style, x_title="d_k",
+                               y_title=_("max weight")), key="scale_max", filename="attnviz-why-scale-max")
+st.caption(_("16 tokens, 8 random trials per d_k, seed {seed}. At d_k = {dk} the unscaled largest weight averages "
+             "{raw}; scaled, {scaled}.").format(seed=s.seed, dk=res.d_k[-1], raw=f"{res.max_raw[-1]:.2f}",
+                                               scaled=f"{res.max_scaled[-1]:.2f}"))

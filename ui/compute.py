@@ -21,6 +21,8 @@ import streamlit as st
 
 from attnviz import AttentionConfig, AttentionResult, compute
 from attnviz.cache import ByteBudgetCache, nbytes
+from attnviz.describe import describe_figure
+from attnviz.i18n import _
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 
 _budget = cache_budget_bytes()
@@ -66,7 +68,8 @@ def guard(fn: Callable):
     except ValueError as e:
         st.error(str(e), icon=":material/error:")
     except Exception as e:  # noqa: BLE001 - never a traceback in the browser
-        st.error(f"The computation failed: {type(e).__name__}: {e}", icon=":material/error:")
+        st.error(_("The computation failed: {error}").format(error=f"{type(e).__name__}: {e}"),
+                 icon=":material/error:")
     st.stop()
     raise AssertionError("unreachable")  # st.stop() raises
 
@@ -89,10 +92,15 @@ def style_key(style) -> tuple:
     return astuple(style)
 
 
-def chart(fig, *, key: str, filename: str) -> None:
-    """A Plotly chart whose toolbar saves a PNG under a meaningful name."""
+def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
+    """A Plotly chart whose toolbar saves a PNG under a meaningful name, with a text
+    alternative (``alt``, or one generated from the figure) that screen readers read as
+    the chart's name; presenter mode also shows it under the chart."""
+    alt = alt or describe_figure(fig)
     st.plotly_chart(
-        fig, key=key, theme=None, width="stretch",
+        fig, key=key, theme=None, width="stretch", alt=alt,
         config={"displaylogo": False,
                 "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}},
     )
+    if st.session_state.get("present"):
+        st.caption(alt)

@@ -20,6 +20,7 @@ import streamlit as st
 
 from attnviz.devices import available_devices
 from attnviz.figures import COLOR_SCALES
+from attnviz.i18n import LANGUAGES, N_, _, fixed, set_language
 from attnviz.limits import D_MODELS, MAX_DROPOUT, MAX_LINES, MAX_SEED, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.masks import MASK_KINDS
 from attnviz.models import MODEL_LABELS, ModelError, available_models, layer_count
@@ -27,6 +28,9 @@ from attnviz.params import DEFAULTS, NAMES, ViewState, parse
 from attnviz.tokens import MODES
 from ui.safe import md
 
+MASK_NAMES = {"none": N_("none"), "causal": N_("causal"), "padding": N_("padding"), "window": N_("window"),
+              "causal+window": N_("causal+window")}
+_PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mode (sidebar collapsed)
 _URL = "_attnviz_url"  # the query string this session last parsed or wrote
 _WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
 
@@ -39,17 +43,20 @@ def load() -> None:
     # A new session, or a URL that changed under this one. Moving to another page of the
     # app arrives with an empty query string: that keeps the session's settings.
     if _URL not in ss or (url and ss[_URL] != url):
+        set_language(str(url.get("lang", DEFAULTS.lang)))  # the warnings below speak the link's language
         state, warnings = parse(url)
         for k, v in asdict(state).items():
             ss[k] = v
         ss[_WARNINGS] = [(w, getattr(state, w.name)) for w in warnings]
         ss[_URL] = url
+        ss[_PRESENT_AT_LOAD] = state.present
     else:
         # Streamlit forgets the value of a widget that a run did not draw (a page's own
         # controls while another page is open); re-assigning keeps it.
         for k in NAMES:
             if k in ss:
                 ss[k] = ss[k]
+    set_language(str(ss.get("lang", DEFAULTS.lang)))
     for key, value in ss.pop("_attnviz_pending", {}).items():
         ss[key] = value
     if _OPEN in ss:
@@ -63,7 +70,8 @@ def load() -> None:
     if ss.get("heads") not in choices:
         old = ss.get("heads")
         ss["heads"] = max(h for h in choices if h <= max(1, int(old or 1)))
-        st.toast(f"{old} heads do not divide d_model={d_model}: using {ss['heads']}.", icon=":material/tune:")
+        st.toast(_("{old} heads do not divide d_model={d}: using {new}.").format(old=old, d=d_model, new=ss["heads"]),
+                 icon=":material/tune:")
 
 
 @st.cache_resource(show_spinner=False)
@@ -104,63 +112,67 @@ def write_url(state: ViewState) -> None:
 def sidebar() -> None:
     """Every control of the computation, each with a key (its URL name) and a help line."""
     sb = st.sidebar
-    sb.text_area("Text — one sentence per line", key="text", height=110, max_chars=MAX_TEXT_CHARS,
-                 help=f"Several lines (up to {MAX_LINES}) form a padded batch. Up to {MAX_TOKENS} tokens per line.")
+    t = fixed()  # format_func runs outside this run's context in tests: bind the language now
+    sb.selectbox(_("Language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get,
+                 help=_("The app's own text; Streamlit's widget chrome stays in English."))
+    sb.text_area(_("Text — one sentence per line"), key="text", height=110, max_chars=MAX_TEXT_CHARS,
+                 help=_("Several lines (up to {lines}) form a padded batch. Up to {tokens} tokens per line.").format(
+                     lines=MAX_LINES, tokens=MAX_TOKENS))
     lines = [ln for ln in str(st.session_state.get("text", "")).splitlines() if ln.strip()]
     if len(lines) > 1:
         if st.session_state.get("seq", 0) >= len(lines):
             st.session_state["seq"] = 0
-        sb.selectbox("Sentence to show", list(range(len(lines))), key="seq",
+        sb.selectbox(_("Sentence to show"), list(range(len(lines))), key="seq",
                      format_func=lambda i: f"{i + 1}: {lines[i][:40]}",
-                     help="Which line of the padded batch the views show.")
+                     help=_("Which line of the padded batch the views show."))
     models = available_models()
     if st.session_state.get("model") not in models:
         st.session_state["model"] = "random"
-    sb.selectbox("Model", models, key="model", format_func=lambda m: MODEL_LABELS.get(m, m),
-                 help="random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
-                      "WordPiece tokens through all its layers, offline.")
+    sb.selectbox(_("Model"), models, key="model", format_func=lambda m: t(MODEL_LABELS.get(m, m)),
+                 help=_("random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
+                        "WordPiece tokens through all its layers, offline."))
     pretrained = st.session_state["model"] != "random"
     if pretrained:
         layers = _layer_count(st.session_state["model"])
         if not 0 <= int(st.session_state.get("layer", 0)) < layers:
             st.session_state["layer"] = 0
-        sb.selectbox("Layer", list(range(layers)), key="layer", help="Which layer's attention the views show.")
-    only_random = " (the random model only)" if pretrained else ""
+        sb.selectbox(_("Layer"), list(range(layers)), key="layer", help=_("Which layer's attention the views show."))
+    only = (lambda text: text + " " + _("(the random model only)")) if pretrained else (lambda text: text)
     c1, c2 = sb.columns(2)
     c1.selectbox("d_model", D_MODELS, key="d_model", disabled=pretrained,
-                 help="Width E of the embeddings and of the output" + only_random + ".")
-    c2.selectbox("Heads", head_choices(int(st.session_state["d_model"])), key="heads", disabled=pretrained,
-                 help="Only counts that divide d_model: each head gets d_model / heads features" + only_random + ".")
-    sb.selectbox("Mask", MASK_KINDS, key="mask",
-                 help="causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
-                      "Every mask but 'none' also blocks [PAD] keys.")
+                 help=only(_("Width E of the embeddings and of the output.")))
+    c2.selectbox(_("Heads"), head_choices(int(st.session_state["d_model"])), key="heads", disabled=pretrained,
+                 help=only(_("Only counts that divide d_model: each head gets d_model / heads features.")))
+    sb.selectbox(_("Mask"), MASK_KINDS, key="mask", format_func=lambda k: t(MASK_NAMES[k]),
+                 help=_("causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
+                        "Every mask but 'none' also blocks [PAD] keys."))
     c1, c2 = sb.columns(2)
-    c1.number_input("Window", min_value=0, max_value=MAX_TOKENS, step=1, key="window",
-                    help="Local window: query i sees keys j with |i − j| ≤ window.")
-    c2.number_input("Pad to", min_value=0, max_value=MAX_TOKENS, step=1, key="pad_to",
-                    help="Pad every sentence to at least this many tokens with [PAD].")
+    c1.number_input(_("Window"), min_value=0, max_value=MAX_TOKENS, step=1, key="window",
+                    help=_("Local window: query i sees keys j with |i − j| ≤ window."))
+    c2.number_input(_("Pad to"), min_value=0, max_value=MAX_TOKENS, step=1, key="pad_to",
+                    help=_("Pad every sentence to at least this many tokens with [PAD]."))
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
     if st.session_state.get("device") not in labels:
         st.session_state["device"] = "cpu"
-    sb.selectbox("Device", list(labels), key="device", format_func=labels.get,
-                 help="Where the computation runs. Only devices found on this machine.")
+    sb.selectbox(_("Device"), list(labels), key="device", format_func=labels.get,
+                 help=_("Where the computation runs. Only devices found on this machine."))
     c1, c2 = sb.columns(2)
-    c1.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="seed", disabled=pretrained,
-                    help="Seeds the projection weights and dropout: same seed, same numbers" + only_random + ".")
-    c2.selectbox("Tokens", MODES, key="tokenize", disabled=pretrained,
-                 help="auto: words, and one token per CJK character; word; char" + only_random + ".")
-    sb.slider("Dropout p", min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=pretrained,
-              help="Dropout on the weights (off by default); seeded, so reproducible" + only_random + ".")
-    sb.toggle("Q/K/V projections", key="projections", disabled=pretrained,
-              help="Off: Q = K = V = X, no learned projections, so attention is plain similarity of the "
-                   "inputs" + only_random + ".")
-    sb.toggle("Positional encoding", key="positional", disabled=pretrained,
-              help="Add sinusoidal position vectors to the token embeddings" + only_random + ".")
-    sb.selectbox("Colour scale", COLOR_SCALES, key="colors",
-                 help="Viridis and Cividis read well for colour-blind viewers and in greyscale.")
-    sb.toggle("Presenter mode", key="present",
-              help="Large fonts, collapsed sidebar, one view per screen — for a projector.")
+    c1.number_input(_("Seed"), min_value=0, max_value=MAX_SEED, step=1, key="seed", disabled=pretrained,
+                    help=only(_("Seeds the projection weights and dropout: same seed, same numbers.")))
+    c2.selectbox(_("Tokens"), MODES, key="tokenize", disabled=pretrained,
+                 help=only(_("auto: words, and one token per CJK character; word; char.")))
+    sb.slider(_("Dropout p"), min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=pretrained,
+              help=only(_("Dropout on the weights (off by default); seeded, so reproducible.")))
+    sb.toggle(_("Q/K/V projections"), key="projections", disabled=pretrained,
+              help=only(_("Off: Q = K = V = X, no learned projections, so attention is plain similarity of the "
+                          "inputs.")))
+    sb.toggle(_("Positional encoding"), key="positional", disabled=pretrained,
+              help=only(_("Add sinusoidal position vectors to the token embeddings.")))
+    sb.selectbox(_("Colour scale"), COLOR_SCALES, key="colors",
+                 help=_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
+    sb.toggle(_("Presenter mode"), key="present",
+              help=_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
 
 
 _OPEN = "_attnviz_open"  # a head picked in the model view or the head table, applied on the next run
@@ -194,3 +206,12 @@ def pick(key: str, value, token: object) -> None:
     ss[_PICKED] = token
     ss.setdefault(_PENDING, {})[key] = value
     st.rerun()
+
+
+def presenter_hint() -> None:
+    """Presenter mode collapses the sidebar when a page opens with it; switched on later,
+    the sidebar stays where it is, so say how to close it."""
+    ss = st.session_state
+    if ss.get("present") and not ss.get(_PRESENT_AT_LOAD):
+        st.info(_("Presenter mode is on: close the sidebar with the « button at its top (or press Esc while it "
+                  "has focus). A link with present=1 opens with the sidebar closed."), icon=":material/slideshow:")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.i18n import _
 from attnviz.pipeline import AttentionResult
 
 
-def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Query token",
+def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
                    with_head: bool = True) -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``);
     ``with_head=False`` for a page that shows every head at once."""
@@ -18,10 +19,12 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str = "Que
     if not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
         ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
-    c1, c2, _ = st.columns([1, 2, 3])
-    h = c1.selectbox("Head", list(range(H)), key="head", help="Which head to follow.") if with_head else ss["head"]
+    query_label = query_label or _("Query token")
+    c1, c2, _spacer = st.columns([1, 2, 3])
+    h = (c1.selectbox(_("Head"), list(range(H)), key="head", help=_("Which head to follow.")) if with_head
+         else ss["head"])
     q = c2.selectbox(query_label, list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
-                     help="Which query token to follow (the last one sees the most keys under a causal mask).")
+                     help=_("Which query token to follow (the last one sees the most keys under a causal mask)."))
     return int(h), int(q)
 
 
@@ -39,9 +42,10 @@ def verify_line(result) -> None:
     try:
         v = verify_result(result)
     except ValueError as e:
-        st.caption(f"Not verified here: {e}")
+        st.caption(_("Not verified here: {reason}").format(reason=e))
         return
     worst = max(c.max_abs_diff for c in v.checks)
-    text = (f"Verified against torch.nn.MultiheadAttention and F.scaled_dot_product_attention: max |difference| "
-            f"{worst:.1e} (threshold {v.threshold:.0e}) — {'pass' if v.passed else 'FAIL'}.")
+    text = _("Verified against torch.nn.MultiheadAttention and F.scaled_dot_product_attention: max |difference| "
+             "{worst} (threshold {threshold}) — {verdict}.").format(
+        worst=f"{worst:.1e}", threshold=f"{v.threshold:.0e}", verdict=_("pass") if v.passed else _("FAIL"))
     (st.success if v.passed else st.error)(text, icon=":material/verified:" if v.passed else ":material/cancel:")
