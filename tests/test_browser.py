@@ -292,3 +292,55 @@ def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
     page.wait_for_function("() => location.search.includes('view=head') && location.search.includes('layer=2')",
                            timeout=30_000)
     assert "head=2" in page.url
+
+
+def cjk_fonts_cover(text: str) -> bool:
+    """Whether the installed fonts cover every CJK character of ``text`` (fc-list)."""
+    import subprocess
+
+    chars = sorted({c for c in text if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef"})
+    if not chars:
+        return False
+    query = ":charset=" + " ".join(f"{ord(c):x}" for c in chars)
+    out = subprocess.run(["fc-list", query, "family"], capture_output=True, text=True).stdout
+    return bool(out.strip())
+
+
+@pytest.mark.parametrize("path, name", [("/", "explorer-zh"), ("/mask-lab", "mask-lab-zh")])
+def test_chinese_pages_render_with_a_cjk_font(server, page, path, name):
+    import shutil
+
+    if shutil.which("fc-list") is None:
+        pytest.skip("fontconfig's fc-list is missing: sudo apt-get install -y fonts-noto-cjk")
+    page.goto(server + path + "?lang=zh&heads=4&mask=causal")
+    wait_idle(page, timeout=60_000)
+    body = page.inner_text("[data-testid=stMain]") + page.inner_text("[data-testid=stSidebar]")
+    assert "注意力" in body or "掩码" in body
+    svg_text = " ".join(page.eval_on_selector_all(".js-plotly-plot text", "els => els.map(e => e.textContent)"))
+    assert "头 0" in svg_text  # chart titles are Chinese too
+    assert cjk_fonts_cover(body + svg_text), ("no installed font covers the page's Chinese text: "
+                                              "sudo apt-get install -y fonts-noto-cjk")
+    full_page_screenshot(page, SHOTS / f"{name}.png")
+
+
+def test_every_control_is_reachable_and_usable_with_the_keyboard(server, page):
+    """Tab through the page: the sidebar's and the main area's controls all take focus,
+    and a select opened with the arrow keys changes the view."""
+    page.goto(server + "/?heads=4&mask=causal")
+    wait_idle(page)
+    names = set()
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        names.add(page.evaluate("""() => { const e = document.activeElement;
+            return (e.getAttribute('aria-label') || e.innerText || e.value || e.tagName).trim().slice(0, 40); }"""))
+    joined = " | ".join(sorted(names))
+    for control in ("Heads", "Mask", "Window", "Seed", "Text", "All heads", "Head"):
+        assert any(control in n for n in names), (control, joined)
+    # choose the mask with the keyboard only: focus it, open it, move down, confirm
+    page.get_by_role("combobox", name="Mask", exact=True).focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => !location.search.includes('mask=causal&')", timeout=30_000)
+    wait_idle(page)
+    assert "mask=causal&" not in page.url
