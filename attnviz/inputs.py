@@ -35,6 +35,7 @@ import torch
 from . import limits
 from .devices import resolve_device
 from .embeddings import sinusoidal_positions
+from .i18n import _
 from .multihead import MultiHeadAttention
 from .pipeline import AttentionConfig, AttentionResult, _to_cpu
 
@@ -91,39 +92,46 @@ def sample_image(name: str, size: int = 64) -> np.ndarray:
     return img.astype(np.float32)
 
 
+def _too_big(data: bytes) -> None:
+    if len(data) > limits.MAX_UPLOAD_BYTES:
+        raise ValueError(_("The file has {mb} MB; the limit is {limit} MB.").format(
+            mb=f"{len(data) / 2**20:.1f}", limit=f"{limits.MAX_UPLOAD_BYTES / 2**20:.0f}"))
+
+
+def _claims(pixels: str) -> ValueError:
+    return ValueError(_("The image claims {pixels} pixels; the limit is {limit} pixels (it was not decoded).").format(
+        pixels=pixels, limit=f"{limits.MAX_IMAGE_PIXELS:,}"))
+
+
 def read_image(data: bytes) -> tuple[np.ndarray, list[str]]:
     """A PNG or JPEG upload as (H, W, 3) float in [0, 1], shrunk to at most
     ``limits.IMAGE_SIDE`` pixels a side. The header's size is checked before any pixel
     is decoded, so a small file that claims 50,000 × 50,000 pixels costs nothing."""
     from PIL import Image, UnidentifiedImageError
 
-    if len(data) > limits.MAX_UPLOAD_BYTES:
-        raise ValueError(f"The file has {len(data) / 2**20:.1f} MB; the limit is "
-                         f"{limits.MAX_UPLOAD_BYTES / 2**20:.0f} MB.")
+    _too_big(data)
     try:
         img = Image.open(io.BytesIO(data))  # reads the header only
     except Image.DecompressionBombError:  # Pillow's own guard, far above ours: same answer
         w, h = _png_size(data) or (0, 0)
-        claim = f"{w:,} × {h:,} pixels" if w else "hundreds of millions of pixels"
-        raise ValueError(f"The image claims {claim}; the limit is {limits.MAX_IMAGE_PIXELS:,} pixels "
-                         "(it was not decoded).") from None
+        raise _claims(f"{w:,} × {h:,}" if w else "> 178,956,970") from None
     except (UnidentifiedImageError, OSError):
-        raise ValueError("That file is not a PNG or JPEG image.") from None
+        raise ValueError(_("That file is not a PNG or JPEG image.")) from None
     if img.format not in ("PNG", "JPEG"):
-        raise ValueError(f"That file is a {img.format} image; upload a PNG or JPEG.")
+        raise ValueError(_("That file is a {format} image; upload a PNG or JPEG.").format(format=img.format))
     w, h = img.size
     if w * h > limits.MAX_IMAGE_PIXELS:
-        raise ValueError(f"The image claims {w:,} × {h:,} pixels; the limit is {limits.MAX_IMAGE_PIXELS:,} pixels "
-                         "(it was not decoded).")
+        raise _claims(f"{w:,} × {h:,}")
     notes = []
     try:
         img.draft("RGB", (limits.IMAGE_SIDE, limits.IMAGE_SIDE))  # JPEG: decode at a smaller scale
         img = img.convert("RGB")
         if max(img.size) > limits.IMAGE_SIDE:
-            notes.append(f"The image ({w} × {h}) is shown at most {limits.IMAGE_SIDE} pixels a side.")
+            notes.append(_("The image ({w} × {h}) is shown at most {side} pixels a side.").format(
+                w=w, h=h, side=limits.IMAGE_SIDE))
             img.thumbnail((limits.IMAGE_SIDE, limits.IMAGE_SIDE))
     except (OSError, Image.DecompressionBombError, ValueError) as e:
-        raise ValueError(f"The image could not be decoded: {e}.") from None
+        raise ValueError(_("The image could not be decoded: {error}.").format(error=e)) from None
     return np.asarray(img, dtype=np.float32) / 255.0, notes
 
 
@@ -146,10 +154,10 @@ def image_patches(image: torch.Tensor, patch_size: int, stride: int) -> tuple[to
     """(B, C, H, W) -> (B, nH·nW, C·p·p) in raster order, and (nH, nW)."""
     B, C, H, W = image.shape
     if patch_size < 1 or stride < 1:
-        raise ValueError("Patch size and stride must be at least 1 pixel.")
+        raise ValueError(_("Patch size and stride must be at least 1 pixel."))
     if patch_size > min(H, W):
-        raise ValueError(f"A {patch_size}-pixel patch is larger than the image ({W} × {H}); choose at most "
-                         f"{min(H, W)}.")
+        raise ValueError(_("A {p}-pixel patch is larger than the image ({w} × {h}); choose at most {most}.").format(
+            p=patch_size, w=W, h=H, most=min(H, W)))
     patches = image.unfold(2, patch_size, stride).unfold(3, patch_size, stride)  # (B, C, nH, nW, p, p)
     nH, nW = patches.shape[2], patches.shape[3]
     patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(B, nH * nW, C * patch_size**2)  # (B, N, C·p·p)
@@ -169,8 +177,8 @@ def image_input(image: np.ndarray, patch_size: int, stride: int, d_model: int, s
     patches, nH, nW = image_patches(t, patch_size, stride)  # (1, N, C·p·p)
     n = nH * nW
     if n > limits.MAX_PATCHES:
-        raise ValueError(f"{nH} × {nW} = {n} patches; the limit is {limits.MAX_PATCHES}. Use a larger patch or "
-                         "stride.")
+        raise ValueError(_("{nH} × {nW} = {n} patches; the limit is {limit}. Use a larger patch or stride.").format(
+            nH=nH, nW=nW, n=n, limit=limits.MAX_PATCHES))
     flat = patches[0]  # (N, C·p·p)
     x = _standardise(flat) @ _projection(flat.shape[1], d_model, seed, 1) + positions_2d(nH, nW, d_model)
     labels = [f"r{r}c{c}" for r in range(nH) for c in range(nW)]
@@ -217,9 +225,7 @@ def sample_audio(name: str, rate: int = 8000) -> tuple[np.ndarray, int]:
 def read_wav(data: bytes) -> tuple[np.ndarray, int, list[str]]:
     """A WAV upload (PCM, 8/16/32-bit, any channels, mixed to mono), its first
     ``limits.MAX_AUDIO_SECONDS`` seconds only: an hour-long file is never read whole."""
-    if len(data) > limits.MAX_UPLOAD_BYTES:
-        raise ValueError(f"The file has {len(data) / 2**20:.1f} MB; the limit is "
-                         f"{limits.MAX_UPLOAD_BYTES / 2**20:.0f} MB.")
+    _too_big(data)
     try:
         with wave.open(io.BytesIO(data), "rb") as w:
             rate, channels, width, total = w.getframerate(), w.getnchannels(), w.getsampwidth(), w.getnframes()
@@ -228,7 +234,8 @@ def read_wav(data: bytes) -> tuple[np.ndarray, int, list[str]]:
             keep = min(total, int(limits.MAX_AUDIO_SECONDS * rate))
             raw = w.readframes(keep)
     except (wave.Error, EOFError, ValueError) as e:
-        raise ValueError(f"That file is not a WAV this page can read ({e}); upload a PCM WAV.") from None
+        raise ValueError(_("That file is not a WAV this page can read ({error}); upload a PCM WAV.").format(
+            error=e)) from None
     dtype = {1: np.uint8, 2: np.int16, 4: np.int32}[width]
     samples = np.frombuffer(raw[: len(raw) // (width * channels) * width * channels], dtype=dtype)
     samples = samples.reshape(-1, channels).mean(axis=1)
@@ -236,9 +243,10 @@ def read_wav(data: bytes) -> tuple[np.ndarray, int, list[str]]:
     samples = ((samples - 128.0) if width == 1 else samples) / scale
     notes = []
     if total > keep:
-        notes.append(f"The recording lasts {total / rate:.1f} s; the first {limits.MAX_AUDIO_SECONDS:.0f} s are used.")
+        notes.append(_("The recording lasts {total} s; the first {kept} s are used.").format(
+            total=f"{total / rate:.1f}", kept=f"{limits.MAX_AUDIO_SECONDS:.0f}"))
     if len(samples) == 0:
-        raise ValueError("The WAV file holds no samples.")
+        raise ValueError(_("The WAV file holds no samples."))
     return samples.astype(np.float32), rate, notes
 
 
@@ -250,12 +258,13 @@ def frame_count(n_samples: int, frame: int, hop: int) -> int:
 def spectrogram(samples: np.ndarray, frame: int, hop: int) -> torch.Tensor:
     """Log-magnitude spectrum of each frame: (frames, frame // 2 + 1)."""
     if not 16 <= frame <= 8192 or not 1 <= hop <= frame:
-        raise ValueError("The frame must be 16–8192 samples and the hop between 1 and the frame length.")
+        raise ValueError(_("The frame must be 16–8192 samples and the hop between 1 and the frame length."))
     n = frame_count(len(samples), frame, hop)
     if n == 0:
-        raise ValueError(f"The sound ({len(samples)} samples) is shorter than one frame ({frame} samples).")
+        raise ValueError(_("The sound ({n} samples) is shorter than one frame ({frame} samples).").format(
+            n=len(samples), frame=frame))
     if n > limits.MAX_FRAMES:
-        raise ValueError(f"{n} frames; the limit is {limits.MAX_FRAMES}. Use a longer hop.")
+        raise ValueError(_("{n} frames; the limit is {limit}. Use a longer hop.").format(n=n, limit=limits.MAX_FRAMES))
     spec = torch.stft(torch.from_numpy(samples), n_fft=frame, hop_length=hop, window=torch.hann_window(frame),
                       center=False, return_complex=True)  # (F, frames)
     return torch.log1p(spec.abs()).T.contiguous()  # (frames, F)
@@ -300,24 +309,27 @@ def parse_edges(text: str) -> tuple[int, list[tuple[int, int]], list[str]]:
     """
     items = [it for it in re.split(r"[,;\n]", text) if it.strip()]
     if len(text) > limits.MAX_TEXT_CHARS:
-        raise ValueError(f"The edge list has {len(text):,} characters; the limit is {limits.MAX_TEXT_CHARS:,}.")
+        raise ValueError(_("The edge list has {n} characters; the limit is {limit}.").format(
+            n=f"{len(text):,}", limit=f"{limits.MAX_TEXT_CHARS:,}"))
     if not items:
-        raise ValueError("The edge list is empty: type edges like 0-1, 1-2.")
+        raise ValueError(_("The edge list is empty: type edges like 0-1, 1-2."))
     edges, seen, notes = [], set(), []
     for k, item in enumerate(items, 1):
         m = _EDGE.match(item)
         if not m:
-            raise ValueError(f"Edge {k} ({item.strip()[:30]!r}) is not of the form a-b with node numbers, like 0-1.")
+            raise ValueError(_("Edge {k} ({item}) is not of the form a-b with node numbers, like 0-1.").format(
+                k=k, item=repr(item.strip()[:30])))
         a, b = int(m.group(1)), int(m.group(2))
         for node in (a, b):
             if node >= limits.MAX_GRAPH_NODES:
-                raise ValueError(f"Edge {k} names node {node}; nodes are numbered 0 to {limits.MAX_GRAPH_NODES - 1}.")
+                raise ValueError(_("Edge {k} names node {node}; nodes are numbered 0 to {last}.").format(
+                    k=k, node=node, last=limits.MAX_GRAPH_NODES - 1))
         if a == b:
-            notes.append(f"Self-loop {a}-{b} dropped: every node already attends to itself.")
+            notes.append(_("Self-loop {a}-{b} dropped: every node already attends to itself.").format(a=a, b=b))
             continue
         key = (min(a, b), max(a, b))
         if key in seen:
-            notes.append(f"Edge {a}-{b} is listed twice; kept once.")
+            notes.append(_("Edge {a}-{b} is listed twice; kept once.").format(a=a, b=b))
             continue
         seen.add(key)
         edges.append(key)

