@@ -35,7 +35,7 @@ PAGES = [
     ),
 ]
 page = st.navigation(PAGES)
-state.sidebar()
+state.sidebar(text_page=page.url_path not in ("image-patches", "audio-frames", "graph-nodes"))
 state.write_url(state.current())
 state.show_url_warnings()
 state.presenter_hint()

@@ -54,7 +54,8 @@ FLAG_PARAMS = {
     "tokenize": "tokenize", "device": "device", "view": "view", "head": "head", "query": "query",
     "seq": "seq", "colors": "colors", "present": "present", "source": "source", "masks": "masks",
     "float64": "float64", "grad_of": "grad_of", "additive": "additive", "model": "model", "layer": "layer",
-    "projections": "projections", "image_sample": "image_sample", "patch": "patch", "stride": "stride",
+    "projections": "projections", "input_projections": "input_projections", "image_sample": "image_sample",
+    "patch": "patch", "stride": "stride",
     "patch_mask": "patch_mask", "patch_k": "patch_k", "patch_at": "patch_at", "audio_sample": "audio_sample",
     "frame": "frame", "hop": "hop", "frame_at": "frame_at", "graph": "graph", "edges": "edges",
     "graph_mask": "graph_mask", "node": "node", "lang": "lang",
@@ -371,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_spec(Path(args.spec))
         if not args.out:
             raise UsageError("Give --out FILE (its extension picks the format) or --spec FILE.")
+        args.input_projections = args.projections  # one flag for text and other inputs alike
         settings = {k: getattr(args, k) for k in FLAG_PARAMS}
         page, data = _input_page(args)
         page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")

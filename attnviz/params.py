@@ -84,6 +84,9 @@ class ViewState:
     model: str = "random"  # "random" or a pretrained encoder ("minilm-l6", "local")
     layer: int = 0  # a pretrained model's layer
     projections: bool = True  # False: Q = K = V = X, attention as plain similarity
+    # The image/audio/graph pages start from plain similarity (Q = K = V = X): the first
+    # thing a class should see on pixels and sound.
+    input_projections: bool = False
     image_sample: str = "shapes"  # the image-patches page (an upload is not in the link)
     patch: int = 8
     stride: int = 8
@@ -259,6 +262,7 @@ def parse(params: Mapping, *, devices: list[str] | None = None,
     take("additive", _as_bool)
     take("layer", lambda r: _as_int(r, 0, 63))
     take("projections", _as_bool)
+    take("input_projections", _as_bool)
     if "lang" in p:
         from .i18n import LANGUAGES
 

@@ -380,7 +380,7 @@ def image_run(state: ViewState, image) -> tuple:
     nH, nW = inp.meta["grid"]
     result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
                              device=state.device, mask=patch_mask(state.patch_mask, nH, nW, state.patch_k),
-                             projections=state.projections,
+                             projections=state.input_projections,
                              description=f"image: {nH}×{nW} patches of {state.patch} px, stride {state.stride}")
     return inp, result
 
@@ -390,7 +390,7 @@ def audio_run(state: ViewState, samples, rate: int) -> tuple:
 
     inp = audio_input(samples, rate, state.frame, state.hop, state.d_model, state.seed)
     result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
-                             device=state.device, projections=state.projections,
+                             device=state.device, projections=state.input_projections,
                              description=f"audio: {len(inp.labels)} frames of {state.frame} samples, hop {state.hop}")
     return inp, result
 
@@ -402,7 +402,7 @@ def graph_run(state: ViewState) -> tuple:
     inp = graph_input(n, edges, state.d_model, state.seed, state.graph_mask)
     inp.notes += notes
     result = compute_vectors(inp, num_heads=state.heads, d_model=state.d_model, seed=state.seed,
-                             device=state.device, projections=state.projections,
+                             device=state.device, projections=state.input_projections,
                              description=f"graph: {n} nodes, {len(edges)} edges")
     return inp, result
 

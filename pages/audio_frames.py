@@ -22,6 +22,9 @@ with c1:
                                     help=_("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."))
 c2.selectbox(_("Built-in sound"), I.AUDIO_SAMPLES, key="audio_sample", disabled=upload is not None,
              help=_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
+st.toggle(_("Q/K/V projections"), key="input_projections",
+          help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: seeded "
+                 "projections, as in a Transformer layer."))
 c1, c2, _spacer = st.columns([1, 1, 2])
 c1.number_input(_("Frame (samples)"), 16, 8192, key="frame", help=_("Samples per frame (the STFT's n_fft)."))
 c2.number_input(_("Hop (samples)"), 1, 8192, key="hop", help=_("Samples between the starts of two frames."))

@@ -23,6 +23,9 @@ with c1:
                                     help=_("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."))
 c2.selectbox(_("Built-in picture"), I.IMAGE_SAMPLES, key="image_sample", disabled=upload is not None,
              help=_("Drawn in code: no download."))
+st.toggle(_("Q/K/V projections"), key="input_projections",
+          help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: seeded "
+                 "projections, as in a Transformer layer."))
 c1, c2, c3, c4 = st.columns(4)
 c1.number_input(_("Patch size (px)"), 2, 128, key="patch", help=_("Each patch is p × p pixels."))
 c2.number_input(_("Stride (px)"), 1, 128, key="stride",

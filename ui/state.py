@@ -109,8 +109,10 @@ def write_url(state: ViewState) -> None:
     st.session_state[_URL] = want
 
 
-def sidebar() -> None:
-    """Every control of the computation, each with a key (its URL name) and a help line."""
+def sidebar(text_page: bool = True) -> None:
+    """Every control of the computation, each with a key (its URL name) and a help line.
+
+    ``text_page=False`` (image, audio and graph pages) greys out what only text uses."""
     sb = st.sidebar
     t = fixed()  # format_func runs outside this run's context in tests: bind the language now
     sb.selectbox(_("Language"), list(LANGUAGES), key="lang", format_func=LANGUAGES.get,
@@ -138,18 +140,21 @@ def sidebar() -> None:
             st.session_state["layer"] = 0
         sb.selectbox(_("Layer"), list(range(layers)), key="layer", help=_("Which layer's attention the views show."))
     only = (lambda text: text + " " + _("(the random model only)")) if pretrained else (lambda text: text)
+    if not text_page:
+        only = lambda text: text + " " + _("(text pages only)")  # noqa: E731
+    off = pretrained or not text_page
     c1, c2 = sb.columns(2)
     c1.selectbox("d_model", D_MODELS, key="d_model", disabled=pretrained,
                  help=only(_("Width E of the embeddings and of the output.")))
     c2.selectbox(_("Heads"), head_choices(int(st.session_state["d_model"])), key="heads", disabled=pretrained,
                  help=only(_("Only counts that divide d_model: each head gets d_model / heads features.")))
-    sb.selectbox(_("Mask"), MASK_KINDS, key="mask", format_func=lambda k: t(MASK_NAMES[k]),
+    sb.selectbox(_("Mask"), MASK_KINDS, key="mask", format_func=lambda k: t(MASK_NAMES[k]), disabled=not text_page,
                  help=_("causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. "
                         "Every mask but 'none' also blocks [PAD] keys."))
     c1, c2 = sb.columns(2)
-    c1.number_input(_("Window"), min_value=0, max_value=MAX_TOKENS, step=1, key="window",
+    c1.number_input(_("Window"), min_value=0, max_value=MAX_TOKENS, step=1, key="window", disabled=not text_page,
                     help=_("Local window: query i sees keys j with |i − j| ≤ window."))
-    c2.number_input(_("Pad to"), min_value=0, max_value=MAX_TOKENS, step=1, key="pad_to",
+    c2.number_input(_("Pad to"), min_value=0, max_value=MAX_TOKENS, step=1, key="pad_to", disabled=not text_page,
                     help=_("Pad every sentence to at least this many tokens with [PAD]."))
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
@@ -160,14 +165,14 @@ def sidebar() -> None:
     c1, c2 = sb.columns(2)
     c1.number_input(_("Seed"), min_value=0, max_value=MAX_SEED, step=1, key="seed", disabled=pretrained,
                     help=only(_("Seeds the projection weights and dropout: same seed, same numbers.")))
-    c2.selectbox(_("Tokens"), MODES, key="tokenize", disabled=pretrained,
+    c2.selectbox(_("Tokens"), MODES, key="tokenize", disabled=off,
                  help=only(_("auto: words, and one token per CJK character; word; char.")))
-    sb.slider(_("Dropout p"), min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=pretrained,
+    sb.slider(_("Dropout p"), min_value=0.0, max_value=MAX_DROPOUT, step=0.05, key="dropout", disabled=off,
               help=only(_("Dropout on the weights (off by default); seeded, so reproducible.")))
-    sb.toggle(_("Q/K/V projections"), key="projections", disabled=pretrained,
+    sb.toggle(_("Q/K/V projections"), key="projections", disabled=off,
               help=only(_("Off: Q = K = V = X, no learned projections, so attention is plain similarity of the "
                           "inputs.")))
-    sb.toggle(_("Positional encoding"), key="positional", disabled=pretrained,
+    sb.toggle(_("Positional encoding"), key="positional", disabled=off,
               help=only(_("Add sinusoidal position vectors to the token embeddings.")))
     sb.selectbox(_("Colour scale"), COLOR_SCALES, key="colors",
                  help=_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
