@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -200,8 +201,15 @@ def colorscale(name: str) -> list:
     if name not in _SCALE_CACHE:
         from plotly.colors import get_colorscale
 
-        _SCALE_CACHE[name] = [list(stop) for stop in get_colorscale(name)]
+        _SCALE_CACHE[name] = [[pos, _not_a_placeholder(c)] for pos, c in get_colorscale(name)]
     return _SCALE_CACHE[name]
+
+
+def _not_a_placeholder(color: str) -> str:
+    """Streamlit's frontend treats colours "#000001"… as placeholders for its theme and
+    swaps them for theme colours, whatever the chart's theme: Magma's first stop,
+    "#000004", came out purple. Nudge such a colour by one step of red (invisible)."""
+    return "#01" + color[3:] if re.fullmatch(r"#0000[0-9a-fA-F]{2}", color) else color
 
 
 def template(theme: str) -> dict:

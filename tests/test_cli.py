@@ -88,7 +88,7 @@ def test_theme_and_colours_reach_the_figure():
     dark = cli.figure_for(cli.Job(state, Path("x.png"), theme="dark"))
     light = cli.figure_for(cli.Job(state, Path("x.png")))
     assert dark.layout.template.layout.paper_bgcolor != light.layout.template.layout.paper_bgcolor
-    assert dark.layout.coloraxis.colorscale[0][1] == light.layout.coloraxis.colorscale[0][1] == "#000004"  # Magma
+    assert dark.layout.coloraxis.colorscale[0][1] == light.layout.coloraxis.colorscale[0][1] == "#010004"  # Magma
 
 
 def test_flags_override_the_url():

@@ -201,3 +201,13 @@ def test_the_default_scale_is_colour_blind_safe():
     from attnviz.params import DEFAULTS
 
     assert DEFAULTS.colors in ("Viridis", "Cividis")
+
+
+def test_no_colour_is_one_of_streamlits_theme_placeholders():
+    """Streamlit's frontend swaps "#000001"… for theme colours: Magma's "#000004" turned purple."""
+    from attnviz.figures import COLOR_SCALES, DIVERGING, MASK_COLORS, colorscale
+
+    for name in (*COLOR_SCALES, DIVERGING, "Magma"):
+        for _pos, color in colorscale(name):
+            assert not re.fullmatch(r"#0000[0-9a-fA-F]{2}", color), (name, color)
+    assert all(not re.fullmatch(r"#0000[0-9a-fA-F]{2}", c) for _p, c in MASK_COLORS)
