@@ -223,19 +223,33 @@ class MultiHeadAttention(nn.Module):
         *,
         dropout_p: float = 0.0,
         generator: torch.Generator | None = None,
+        lean: bool = False,
     ) -> MultiHeadSteps:
         """The forward pass with every intermediate kept (see ``MultiHeadSteps``).
 
         ``attn_mask``: bool (True = may attend) or float (added), broadcastable to
         (N, H, L, S): (L, S), (N, 1, 1, S) from ``padding_mask``, (N, 1, L, S) ...
+        ``lean``: keep only Q, K, V, the weights and the outputs, one (N, H, L, S) buffer
+        instead of five, for long inputs; the numbers are the same.
         """
+        if lean and not 0.0 <= dropout_p < 1.0:
+            raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
         query, key, value, attn_mask, unbatched = self._inputs(query, key, value, attn_mask)
         q, k, v = self._project(query, key, value)  # (N, H, L|S, D)
-        att = attention_steps(q, k, v, attn_mask, dropout_p, generator=generator)
+        if lean:
+            scale = 1.0 / math.sqrt(self.head_dim)
+            heads, weights = attention_fast(q, k, v, attn_mask, scale, dropout_p, generator)  # (N,H,L,D), (N,H,L,S)
+            att = AttentionSteps(None, None, None, weights, weights, heads, scale, None)
+        else:
+            att = attention_steps(q, k, v, attn_mask, dropout_p, generator=generator)
         joined, out = self._join_project(att.output)  # (N, L, E) each
         if unbatched:
             out, joined = out.squeeze(0), joined.squeeze(0)
         return MultiHeadSteps(q, k, v, att, joined, out)
+
+    def lean_steps(self, *args, **kwargs) -> MultiHeadSteps:
+        """``steps(..., lean=True)``: the weights and outputs only, for long inputs."""
+        return self.steps(*args, lean=True, **kwargs)
 
     @torch.no_grad()
     def identity_(self) -> MultiHeadAttention:
@@ -249,30 +263,6 @@ class MultiHeadAttention(nn.Module):
             if b is not None:
                 b.zero_()
         return self
-
-    def lean_steps(
-        self,
-        query: torch.Tensor,
-        key: torch.Tensor | None = None,
-        value: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        *,
-        dropout_p: float = 0.0,
-        generator: torch.Generator | None = None,
-    ) -> MultiHeadSteps:
-        """Like ``steps``, keeping only Q, K, V, the weights and the outputs: one (N, H, L, S)
-        buffer instead of five, for long inputs. The numbers are the same."""
-        if not 0.0 <= dropout_p < 1.0:
-            raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
-        query, key, value, attn_mask, unbatched = self._inputs(query, key, value, attn_mask)
-        q, k, v = self._project(query, key, value)  # (N, H, L|S, D)
-        heads, weights = attention_fast(q, k, v, attn_mask, 1.0 / math.sqrt(self.head_dim),
-                                        dropout_p, generator)  # (N, H, L, D), (N, H, L, S)
-        joined, out = self._join_project(heads)  # (N, L, E) each
-        if unbatched:
-            out, joined = out.squeeze(0), joined.squeeze(0)
-        att = AttentionSteps(None, None, None, weights, weights, heads, 1.0 / math.sqrt(self.head_dim), None)
-        return MultiHeadSteps(q, k, v, att, joined, out)
 
     def forward(
         self,

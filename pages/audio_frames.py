@@ -1,7 +1,5 @@
 """Audio frames: a sound cut into frames is a sequence too."""
 
-import hashlib
-
 import streamlit as st
 
 from attnviz import inputs as I
@@ -16,29 +14,22 @@ st.title(_("Audio frames"))
 st.caption(_("The sound is cut into frames; the log-magnitude spectrum of each (torch.stft) is projected to d_model "
              "and given a position. The same multi-head attention then runs over the frames: a repeated sound can "
              "attend to its earlier self."))
-c1, c2 = st.columns(2)
-with c1:
-    upload = widgets.uploaded_bytes(_("Your own sound (WAV)"), ["wav"], key="audio_upload",
-                                    help=_("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."))
-c2.selectbox(_("Built-in sound"), I.AUDIO_SAMPLES, key="audio_sample", disabled=upload is not None,
-             help=_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
-st.toggle(_("Q/K/V projections"), key="input_projections",
-          help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: seeded "
-                 "projections, as in a Transformer layer."))
+source, read = widgets.upload_or_sample(
+    _("Your own sound (WAV)"), ["wav"], "audio_upload",
+    _("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."), _("Built-in sound"), I.AUDIO_SAMPLES,
+    "audio_sample", _("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."),
+    I.read_wav)
+widgets.projections_toggle()
 c1, c2, _spacer = st.columns([1, 1, 2])
 c1.number_input(_("Frame (samples)"), 16, 8192, key="frame", help=_("Samples per frame (the STFT's n_fft)."))
 c2.number_input(_("Hop (samples)"), 1, 8192, key="hop", help=_("Samples between the starts of two frames."))
 s = ui_state.current()
 
-if upload is not None:
-    data, _name = upload
-    source = ("upload", hashlib.sha256(data).hexdigest())
-    samples, rate, notes = compute.guard(lambda: compute.cached(("wav", source), lambda: I.read_wav(data),
-                                                                limited=False))
+if read is not None:
+    samples, rate, notes = read
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    source = ("sample", s.audio_sample)
     samples, rate = I.sample_audio(s.audio_sample)
 st.audio(samples, sample_rate=rate)
 key = ("audio-run", source, s.config(), s.frame, s.hop)

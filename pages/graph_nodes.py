@@ -19,9 +19,7 @@ c1.selectbox(_("Graph"), I.GRAPH_PRESETS, key="graph",
              help=_("path, star, 3 × 3 grid, or two communities joined by one edge."))
 c2.text_input(_("…or type edges"), key="edges", placeholder="0-1, 1-2, 2-0",
               help=_("Pairs of node numbers (0 to 63), separated by commas or new lines. Overrides the preset."))
-st.toggle(_("Q/K/V projections"), key="input_projections",
-          help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: seeded "
-                 "projections, as in a Transformer layer."))
+widgets.projections_toggle()
 c1, c2 = st.columns([1, 2])
 c1.selectbox(_("Mask"), I.GRAPH_MASKS, key="graph_mask", help=_("adjacency + self-loops (graph attention), or none."))
 s = ui_state.current()

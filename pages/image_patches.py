@@ -1,7 +1,5 @@
 """Image patches: a picture cut into patches (the tutorial's unfold) is a sequence too."""
 
-import hashlib
-
 import streamlit as st
 
 from attnviz import inputs as I
@@ -16,16 +14,13 @@ s = ui_state.current()
 st.title(_("Image patches"))
 st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch is "
              "projected to d_model and given a 2-D position. The same multi-head attention then runs over them. "
-             "Turn off the projections in the sidebar (Q = K = V = X) to see plain similarity."))
-c1, c2 = st.columns(2)
-with c1:
-    upload = widgets.uploaded_bytes(_("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], key="image_upload",
-                                    help=_("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."))
-c2.selectbox(_("Built-in picture"), I.IMAGE_SAMPLES, key="image_sample", disabled=upload is not None,
-             help=_("Drawn in code: no download."))
-st.toggle(_("Q/K/V projections"), key="input_projections",
-          help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: seeded "
-                 "projections, as in a Transformer layer."))
+             "Without projections (Q = K = V = X, the default here) it is plain similarity: alike patches attend to "
+             "each other."))
+source, read = widgets.upload_or_sample(
+    _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
+    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), _("Built-in picture"), I.IMAGE_SAMPLES,
+    "image_sample", _("Drawn in code: no download."), I.read_image)
+widgets.projections_toggle()
 c1, c2, c3, c4 = st.columns(4)
 c1.number_input(_("Patch size (px)"), 2, 128, key="patch", help=_("Each patch is p × p pixels."))
 c2.number_input(_("Stride (px)"), 1, 128, key="stride",
@@ -36,14 +31,11 @@ c3.selectbox(_("Mask"), I.PATCH_MASKS, key="patch_mask",
 c4.number_input("k (window2d)", 0, 32, key="patch_k", disabled=st.session_state.get("patch_mask") != "window2d")
 s = ui_state.current()
 
-if upload is not None:
-    data, name = upload
-    source = ("upload", hashlib.sha256(data).hexdigest())
-    image, notes = compute.guard(lambda: compute.cached(("image", source), lambda: I.read_image(data), limited=False))
+if read is not None:
+    image, notes = read
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    source = ("sample", s.image_sample)
     image = I.sample_image(s.image_sample)
 key = ("image-run", source, s.config(), s.patch, s.stride, s.patch_mask, s.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))

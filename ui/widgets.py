@@ -49,3 +49,29 @@ def verify_line(result) -> None:
              "{worst} (threshold {threshold}) — {verdict}.").format(
         worst=f"{worst:.1e}", threshold=f"{v.threshold:.0e}", verdict=_("pass") if v.passed else _("FAIL"))
     (st.success if v.passed else st.error)(text, icon=":material/verified:" if v.passed else ":material/cancel:")
+
+
+def upload_or_sample(upload_label: str, types: list[str], upload_key: str, upload_help: str, sample_label: str,
+                     samples: tuple[str, ...], sample_key: str, sample_help: str, read) -> tuple[tuple, object]:
+    """An uploaded file (read once per content by ``read``, errors shown on the page) or
+    a built-in sample: (source key, what ``read`` returned, or None for the sample)."""
+    import hashlib
+
+    from ui import compute
+
+    c1, c2 = st.columns(2)
+    with c1:
+        upload = uploaded_bytes(upload_label, types, key=upload_key, help=upload_help)
+    c2.selectbox(sample_label, samples, key=sample_key, disabled=upload is not None, help=sample_help)
+    if upload is None:
+        return ("sample", st.session_state[sample_key]), None
+    data, _name = upload
+    source = ("upload", hashlib.sha256(data).hexdigest())
+    return source, compute.guard(lambda: compute.cached((upload_key, source), lambda: read(data), limited=False))
+
+
+def projections_toggle() -> None:
+    """The modality pages' own Q/K/V switch: off (plain similarity) by default there."""
+    st.toggle(_("Q/K/V projections"), key="input_projections",
+              help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: "
+                     "seeded projections, as in a Transformer layer."))
