@@ -8,12 +8,12 @@ size is known from (lines, heads, query length, key length, width) alone.
 Two bounds are read from the environment when the process starts, so a server can
 be sized without editing code:
 
-- ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 384): the most one run may hold.
+- ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 448): the most one run may hold.
 - ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared result/figure caches hold.
 
 The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
 about 0.5 GB for Python, torch and Streamlit, at most two runs computing at once
-(``MAX_CONCURRENT_RUNS``, 2 × 0.38 GB), and the cache (0.5 GB): under 2 GB.
+(``MAX_CONCURRENT_RUNS``, 2 × 0.45 GB), and the cache (0.5 GB): under 2 GB.
 
 A run keeps every intermediate (scores, scaled, masked, weights, dropout) when they fit
 the budget. When only the weights fit, it keeps those ("lean": the explorer and the
@@ -65,7 +65,7 @@ def _env_mb(name: str, default: int) -> int:
 
 
 def memory_budget_bytes() -> int:
-    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 384) * 2**20
+    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 448) * 2**20
 
 
 def cache_budget_bytes() -> int:
