@@ -26,7 +26,7 @@ from .multihead import MultiHeadAttention, MultiHeadSteps
 from .tokens import MODES, tokenize
 
 PAD = "[PAD]"
-_WHAT = (N_("text"), N_("source text"))  # what _lines() calls its input, marked for translation
+_WHAT = (N_("text"), N_("source text"))  # what lines_of() calls its input, marked for translation
 DEFAULT_TEXT = "The cat sat on the mat because it was tired."
 
 
@@ -176,10 +176,6 @@ class AttentionResult:
 
 def lines_of(text: str, what: str = "text") -> list[str]:
     """The non-blank lines of ``text`` (a padded batch), bounded; ``ValueError`` if none."""
-    return _lines(text, what)
-
-
-def _lines(text: str, what: str) -> list[str]:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise ValueError(_("The {what} is empty: type at least one word.").format(what=_(what)))
@@ -226,9 +222,9 @@ def compute(config: AttentionConfig) -> AttentionResult:
     notes: list[str] = []
     t0 = time.perf_counter()
 
-    q_seqs = _tokenize_batch(_lines(config.text, "text"), config)
+    q_seqs = _tokenize_batch(lines_of(config.text, "text"), config)
     cross = bool(config.source.strip())
-    kv_seqs = _tokenize_batch(_lines(config.source, "source text"), config) if cross else q_seqs
+    kv_seqs = _tokenize_batch(lines_of(config.source, "source text"), config) if cross else q_seqs
     if cross and len(kv_seqs) != len(q_seqs):
         if len(kv_seqs) == 1:
             kv_seqs = kv_seqs * len(q_seqs)

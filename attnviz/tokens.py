@@ -22,7 +22,6 @@ from .i18n import _
 from .limits import MAX_TOKENS
 
 MODES = ("auto", "word", "char")
-DEFAULT_MAX_TOKENS = MAX_TOKENS  # kept for callers of the old name
 
 # Extended grapheme clusters (UAX #29) from the maintained `regex` module.
 _GRAPHEME = regex.compile(r"\X")

@@ -27,14 +27,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.stclient import Session, rss_bytes, server_pid  # noqa: E402
+from tests.stclient import Session, free_port_block, rss_bytes, server_pid, wait_healthy  # noqa: E402
 
 WORDS = ("attention lets every token look at every other token and mix what it finds the weights say how "
          "much each key matters to each query").split()
@@ -133,38 +132,6 @@ async def classroom(base: str, n: int, *, seed: int, reconnect: bool = False, du
         asyncio.get_running_loop().run_in_executor(None, during)
     await asyncio.gather(*tasks)
     return tally
-
-
-def wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        time.sleep(0.3)
-    raise SystemExit("server did not start")
-
-
-def free_port_block(n: int) -> int:
-    import socket
-
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        try:
-            for p in range(base, base + n + 1):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise SystemExit("no free ports")
 
 
 class Server:

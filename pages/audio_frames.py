@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import inputs as I
 from attnviz.i18n import _
-from attnviz.views import audio_run, followed, input_figure, input_view_figure, run_json, style_for
+from attnviz.views import audio_run, followed, input_figure, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 from ui.safe import md
@@ -47,9 +47,4 @@ style = style_for(s)
 compute.chart(compute.figure(("audio-spec", key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="audio_spec", filename="attnviz-audio-frames")
-compute.chart(compute.figure(("audio-grid", key, compute.style_key(style)),
-                             lambda: input_view_figure(inp, result, s.with_(view="grid"), style)),
-              key="audio_grid", filename="attnviz-audio-grid")
-widgets.verify_line(result)
-st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-audio-frames.json",
-                   mime="application/json", on_click="ignore", key="dl_audio_json", icon=":material/download:")
+widgets.input_results(key, inp, result, s, style, "audio-frames")

@@ -3,7 +3,6 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.describe import describe_figure
 from attnviz.figures import REGION
 from attnviz.i18n import _, fixed
 from attnviz.params import VIEWS
@@ -53,8 +52,9 @@ view = s.view or "grid"
 
 
 def show(v: str) -> None:
-    fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v))
-    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v), alt=view_description(result, s, v, fig))
+    fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v),
+                         alt=lambda f: view_description(result, s, v, f))
+    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v))
 
 
 long = is_long(result)
@@ -116,10 +116,9 @@ elif view == "table":
 elif view == "model":
     fig = compute.figure(view_key(s, "model"), lambda: view_figure(result, s, "model"))
     event = st.plotly_chart(fig, key="chart_model", theme=None, width="stretch", on_select="rerun",
-                            selection_mode="points", config={"displaylogo": False}, alt=describe_figure(fig))
+                            selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
     st.caption(_("Each block is one layer × head. Click a block to open it in the 'One head' view."))
-    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
-        getattr(getattr(event, "selection", None), "points", [])
+    points = getattr(getattr(event, "selection", None), "points", None) or []
     if points:
         block = points[0].get("customdata")
         if isinstance(block, (int, float)) and block >= 0:

@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz import inputs as I
 from attnviz.i18n import _
-from attnviz.views import followed, graph_run, input_figure, input_view_figure, run_json, style_for
+from attnviz.views import followed, graph_run, input_figure, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 
@@ -41,9 +41,4 @@ key = ("graph", s.config(), s.graph, s.edges, s.graph_mask)
 compute.chart(compute.figure(("graph-draw", *key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="graph_draw", filename="attnviz-graph-nodes")
-compute.chart(compute.figure(("graph-grid", *key, compute.style_key(style)),
-                             lambda: input_view_figure(inp, result, s.with_(view="grid"), style)),
-              key="graph_grid", filename="attnviz-graph-grid")
-widgets.verify_line(result)
-st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-graph-nodes.json",
-                   mime="application/json", on_click="ignore", key="dl_graph_json", icon=":material/download:")
+widgets.input_results(key, inp, result, s, style, "graph-nodes")

@@ -3,9 +3,8 @@
 import streamlit as st
 
 from attnviz import inputs as I
-from attnviz.describe import describe_figure
 from attnviz.i18n import _
-from attnviz.views import followed, image_run, input_figure, input_view_figure, run_json, style_for
+from attnviz.views import followed, image_run, input_figure, style_for
 from ui import compute, widgets
 from ui import state as ui_state
 from ui.safe import md
@@ -55,16 +54,8 @@ style = style_for(s)
 fig = compute.figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))
 event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", on_select="rerun",
-                        selection_mode="points", config={"displaylogo": False}, alt=describe_figure(fig))
+                        selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
 points = getattr(getattr(event, "selection", None), "points", None) or []
 if points and isinstance(points[0].get("customdata"), (int, float)):
-    ui_state.pick("patch_at", int(points[0]["customdata"]), ("patch", int(points[0]["customdata"])))
-compute.chart(compute.figure(("image-grid", key, compute.style_key(style)),
-                             lambda: input_view_figure(inp, result, s.with_(view="grid"), style)),
-              key="image_grid", filename="attnviz-image-grid")
-compute.chart(compute.figure(("image-mean", key, compute.style_key(style)),
-                             lambda: input_view_figure(inp, result, s.with_(view="mean"), style)),
-              key="image_mean", filename="attnviz-image-mean")
-widgets.verify_line(result)
-st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-image-patches.json",
-                   mime="application/json", on_click="ignore", key="dl_image_json", icon=":material/download:")
+    ui_state.pick({"patch_at": int(points[0]["customdata"])}, ("patch", int(points[0]["customdata"])))
+widgets.input_results(key, inp, result, s, style, "image-patches", views=("grid", "mean"))

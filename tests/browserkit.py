@@ -5,15 +5,14 @@ Used by the browser tests and by bench/bench_browser.py.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 from attnviz.export import find_chromium
+
+from .stclient import free_port_block, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -27,9 +26,7 @@ def chromium_path() -> str | None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port_block(0)
 
 
 @contextmanager
@@ -44,18 +41,7 @@ def streamlit_server(timeout: float = 60, script: Path | None = None):
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise RuntimeError(f"streamlit did not start: {err[-2000:]}")
-            time.sleep(0.3)
+        wait_healthy(base, proc, timeout)
         yield base
     finally:
         proc.terminate()

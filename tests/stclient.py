@@ -118,3 +118,42 @@ def rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
+
+
+def free_port_block(n: int = 0) -> int:
+    """A port p with p … p+n all free on 127.0.0.1 (a server and n replicas above it)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65000:
+            continue
+        try:
+            for p in range(base, base + n + 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free block of ports on 127.0.0.1")
+
+
+def wait_healthy(base: str, proc, timeout: float = 180) -> None:
+    """Until ``base``/_stcore/health answers 200; ``RuntimeError`` (with the process's
+    stderr, when captured) if ``proc`` exits or the time runs out."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = proc.stderr.read().decode(errors="replace") if proc.poll() is not None and proc.stderr else ""
+            raise RuntimeError(f"{base} did not start: {err[-2000:]}")
+        time.sleep(0.3)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -19,35 +18,12 @@ from pathlib import Path
 import pytest
 import websockets
 
-from .stclient import Session, server_pid
+from .stclient import Session, free_port_block, server_pid, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 HAPROXY = next((p for p in ("/usr/sbin/haproxy", "/usr/bin/haproxy") if os.path.exists(p)), None)
 pytestmark = pytest.mark.skipif(
     HAPROXY is None, reason="haproxy not found: `sudo apt-get install -y haproxy` (`make serve` and .ci/run do)")
-
-
-def free_block(n: int) -> int:
-    """A port p with p … p+n all free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65000:
-            continue
-        try:
-            socks = []
-            for p in range(base, base + n + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free block of ports")
 
 
 def get(url: str) -> tuple[int, str]:
@@ -57,23 +33,16 @@ def get(url: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def served():
-    port = free_block(2)
+    port = free_port_block(2)
     proc = subprocess.Popen(["make", "-s", "serve", "REPLICAS=2", f"PORT={port}", "BIND=127.0.0.1"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            if get(base + "/_stcore/health")[0] == 200:
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-            raise RuntimeError(f"make serve did not come up: {out[-2000:]}")
-        time.sleep(0.5)
+    try:
+        wait_healthy(base, proc, 180)
+    except RuntimeError:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        raise
     yield base, port
     os.killpg(proc.pid, signal.SIGTERM)
     try:

@@ -74,17 +74,20 @@ def guard(fn: Callable):
     raise AssertionError("unreachable")  # st.stop() raises
 
 
-def figure(key: Hashable, build: Callable):
-    """A figure built once per ``key`` (plain values: config, view, selection, style)."""
-    return FIGURES.get_or_compute(key, lambda: freeze(build()))
+def figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None):
+    """A figure built once per ``key`` (plain values: config, view, selection, style),
+    with its text alternative (``alt(fig)``, or one generated from the figure)."""
+    return FIGURES.get_or_compute(key, lambda: freeze(build(), alt))
 
 
-def freeze(fig):
-    """Compute the figure's plain dict once: ``st.plotly_chart`` calls ``to_dict()`` on
-    every rerun, which deep-copies the figure and re-encodes each array as base64.
-    The dict is shared read-only (Streamlit only serialises it)."""
+def freeze(fig, alt: Callable[[object], str] | None = None):
+    """Compute the figure's plain dict and its text alternative once: ``st.plotly_chart``
+    calls ``to_dict()`` on every rerun, which deep-copies the figure and re-encodes each
+    array as base64, and describing it reads every cell. The dict is shared read-only
+    (Streamlit only serialises it)."""
     frozen = fig.to_dict()
     object.__setattr__(fig, "to_dict", lambda: frozen)
+    object.__setattr__(fig, "_attnviz_alt", (alt or describe_figure)(fig))
     return fig
 
 
@@ -94,9 +97,9 @@ def style_key(style) -> tuple:
 
 def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
     """A Plotly chart whose toolbar saves a PNG under a meaningful name, with a text
-    alternative (``alt``, or one generated from the figure) that screen readers read as
-    the chart's name; presenter mode also shows it under the chart."""
-    alt = alt or describe_figure(fig)
+    alternative (``alt``, the one cached with the figure, or one generated from it) that
+    screen readers read as the chart's name; presenter mode also shows it under the chart."""
+    alt = alt or getattr(fig, "_attnviz_alt", None) or describe_figure(fig)
     st.plotly_chart(
         fig, key=key, theme=None, width="stretch", alt=alt,
         config={"displaylogo": False,

@@ -57,13 +57,8 @@ def load() -> None:
             if k in ss:
                 ss[k] = ss[k]
     set_language(str(ss.get("lang", DEFAULTS.lang)))
-    for key, value in ss.pop("_attnviz_pending", {}).items():
+    for key, value in ss.pop(_PENDING, {}).items():
         ss[key] = value
-    if _OPEN in ss:
-        layer, head = ss.pop(_OPEN)
-        if ss.get("model", "random") != "random":
-            ss["layer"] = layer
-        ss["head"], ss["view"] = head, "head"
     # d_model may have changed under a head count that no longer divides it.
     d_model = int(ss.get("d_model", DEFAULTS.d_model))
     choices = head_choices(d_model)
@@ -180,37 +175,30 @@ def sidebar(text_page: bool = True) -> None:
               help=_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
 
 
-_OPEN = "_attnviz_open"  # a head picked in the model view or the head table, applied on the next run
 _PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
-
-
-def open_head(layer: int, head: int, pick: object) -> None:
-    """Show one layer's head enlarged. The widgets it sets are drawn already in this run,
-    so the change is applied at the start of the next one (``load``)."""
-    ss = st.session_state
-    if ss.get(_PICKED) == pick:
-        return
-    ss[_PICKED] = pick
-    ss[_OPEN] = (layer, head)
-    st.rerun()
-
-
-def forget_pick() -> None:
-    st.session_state.pop(_PICKED, None)
-
-
 _PENDING = "_attnviz_pending"  # widget values picked on a chart, applied at the next run's start
 
 
-def pick(key: str, value, token: object) -> None:
-    """Set widget ``key`` from a click on a chart (the widget is drawn already in this run,
-    so the value is applied at the start of the next one)."""
+def pick(values: dict, token: object) -> None:
+    """Set widgets from a click on a chart or a table row. Those widgets are drawn already
+    in this run, so the values are applied at the start of the next one (``load``);
+    ``token`` names the pick, so a selection that persists across reruns acts once."""
     ss = st.session_state
     if ss.get(_PICKED) == token:
         return
     ss[_PICKED] = token
-    ss.setdefault(_PENDING, {})[key] = value
+    ss.setdefault(_PENDING, {}).update(values)
     st.rerun()
+
+
+def open_head(layer: int, head: int, token: object) -> None:
+    """Show one layer's head enlarged (from the model view or the head table)."""
+    layer_of = {"layer": layer} if st.session_state.get("model", "random") != "random" else {}
+    pick({**layer_of, "head": head, "view": "head"}, token)
+
+
+def forget_pick() -> None:
+    st.session_state.pop(_PICKED, None)
 
 
 def presenter_hint() -> None:

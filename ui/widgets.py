@@ -75,3 +75,18 @@ def projections_toggle() -> None:
     st.toggle(_("Q/K/V projections"), key="input_projections",
               help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: "
                      "seeded projections, as in a Transformer layer."))
+
+
+def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:
+    """What every image/audio/graph page ends with: its views of the weights (the head
+    grid, the mean), the one-line verification and the run's JSON download."""
+    from attnviz.views import input_view_figure, run_json
+    from ui import compute
+
+    for view in views:
+        compute.chart(compute.figure((name, view, key, compute.style_key(style)),
+                                     lambda view=view: input_view_figure(inp, result, state.with_(view=view), style)),
+                      key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
+    verify_line(result)
+    st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=f"attnviz-{name}.json",
+                       mime="application/json", on_click="ignore", key=f"dl_{name}_json", icon=":material/download:")
