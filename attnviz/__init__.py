@@ -7,12 +7,14 @@ Pure PyTorch/NumPy/Plotly; no web framework here. Main entry points::
     result.weights  # (N, H, L, S)
 """
 
-from .attention import scaled_dot_product_attention
-from .devices import available_devices, resolve_device
-from .embeddings import embed
-from .multihead import MultiHeadAttention
-from .pipeline import AttentionConfig, AttentionResult, compute
-from .tokens import tokenize
+from attnviz.core.attention import scaled_dot_product_attention
+from attnviz.core.devices import available_devices, resolve_device
+from attnviz.core.multihead import MultiHeadAttention
+from attnviz.inputs.embeddings import embed
+from attnviz.inputs.tokens import tokenize
+from attnviz.run.config import AttentionConfig
+from attnviz.run.result import AttentionResult
+from attnviz.run.run import compute
 
 __all__ = [
     "AttentionConfig",

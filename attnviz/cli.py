@@ -23,7 +23,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from .export import (
+from attnviz.i18n import use
+from attnviz.plots.export import (
     ExportError,
     ImageExporter,
     check_writable,
@@ -31,35 +32,14 @@ from .export import (
     html_bytes,
     write_atomic,
 )
-from .i18n import use
-from .params import ViewState, parse, query_dict
-from .pipeline import compute
-from .views import (
-    FIGURE_VIEWS,
-    INPUT_PAGES,
-    PAGES,
-    input_run,
-    page_figure,
-    page_of,
-    run_json,
-    selection_problems,
-    style_for,
-    weights_csv,
-)
+from attnviz.run.run import compute
+from attnviz.views.files import run_json, weights_csv
+from attnviz.views.modality import input_run
+from attnviz.views.pages import page_figure
+from attnviz.views.registry import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES, page_of
+from attnviz.views.selection import selection_problems, style_for
+from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
 
-# CLI flag (dest) -> URL parameter name
-FLAG_PARAMS = {
-    "text": "text", "heads": "heads", "d_model": "d_model", "mask": "mask", "window": "window",
-    "pad_to": "pad_to", "seed": "seed", "dropout": "dropout", "positional": "positional",
-    "tokenize": "tokenize", "device": "device", "view": "view", "head": "head", "query": "query",
-    "seq": "seq", "colors": "colors", "present": "present", "source": "source", "masks": "masks",
-    "float64": "float64", "grad_of": "grad_of", "additive": "additive", "model": "model", "layer": "layer",
-    "projections": "projections", "input_projections": "input_projections", "image_sample": "image_sample",
-    "patch": "patch", "stride": "stride",
-    "patch_mask": "patch_mask", "patch_k": "patch_k", "patch_at": "patch_at", "audio_sample": "audio_sample",
-    "frame": "frame", "hop": "hop", "frame_at": "frame_at", "graph": "graph", "edges": "edges",
-    "graph_mask": "graph_mask", "node": "node", "lang": "lang",
-}  # fmt: skip
 OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
 
@@ -98,10 +78,10 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
             if not Path(value).is_dir():
                 raise UsageError(f"Model folder {value} does not exist.")
             continue
-        if key not in FLAG_PARAMS:
-            raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(FLAG_PARAMS))}, "
+        if key not in SETTINGS:
+            raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}, "
                              f"{', '.join(OUTPUT_KEYS)}.")
-        raw[FLAG_PARAMS[key]] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        raw[key] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     state, warnings = parse(raw)
     if warnings:
         raise UsageError(_cli_wording(warnings[0]))
@@ -139,7 +119,7 @@ def _compute(job: Job):
     try:
         if job.page in INPUT_PAGES:
             return input_run(job.page, job.state, job.data)[1]
-        result = compute(job.state.config(cross=job.page == "cross-attention"))
+        result = compute(job.state.cross_config() if job.page == "cross-attention" else job.state.config)
     except ValueError as e:
         raise UsageError(str(e)) from None
     problems = selection_problems(result, job.state)
@@ -157,8 +137,8 @@ def start_job(job: Job, exporter: ImageExporter):
         raise UsageError("Width and height must be between 100 and 10000 pixels.")
     if not 0.1 <= job.scale <= 10:
         raise UsageError(f"Scale must be between 0.1 and 10, got {job.scale}.")
-    if job.page not in PAGES:
-        raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGES)}.")
+    if job.page not in PAGE_NAMES:
+        raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGE_NAMES)}.")
     fmt = format_of(job.out)
     check_writable(job.out)
     if fmt in ("json", "csv"):
@@ -241,7 +221,7 @@ def job_from_settings(settings: dict, base: Path) -> Job:
         raise UsageError(f"`from_url` must be a link (text), got {from_url!r}.")
     page = settings.pop("page", None)
     if page is not None and not isinstance(page, str):
-        raise UsageError(f"`page` must be one of {', '.join(PAGES)}, got {page!r}.")
+        raise UsageError(f"`page` must be one of {', '.join(PAGE_NAMES)}, got {page!r}.")
     data = None
     for key, kind in (("image", "image-patches"), ("audio", "audio-frames")):
         path = settings.pop(key, None)
@@ -308,61 +288,58 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("render", help="render one figure (or a batch from a spec file)",
                        description="Render a view of an attention run to .png, .svg, .html, .json or .csv.")
-    r.add_argument("--text", help="one sentence per line")
-    r.add_argument("--heads", type=int)
-    r.add_argument("--d-model", dest="d_model", type=int)
-    r.add_argument("--mask", help="none | causal | padding | window | causal+window")
-    r.add_argument("--window", type=int)
-    r.add_argument("--pad-to", dest="pad_to", type=int)
-    r.add_argument("--seed", type=int)
-    r.add_argument("--dropout", type=float)
-    r.add_argument("--positional", action=argparse.BooleanOptionalAction, default=None)
-    r.add_argument("--tokenize", help="auto | word | char")
-    r.add_argument("--device")
-    r.add_argument("--view", help=f"{' | '.join(FIGURE_VIEWS)} (default grid)")
-    r.add_argument("--head", type=int, help="the head for --view head")
-    r.add_argument("--query", type=int, help="the query position (default -1: the last real token)")
-    r.add_argument("--seq", type=int, help="which sentence of a multi-line text")
-    r.add_argument("--colors", help="colour scale, e.g. Viridis, Cividis")
-    r.add_argument("--present", action="store_true", default=None, help="presenter-size fonts")
-    r.add_argument("--page", choices=PAGES, help="whose main figure to render (default: from --from-url, "
-                                                  "else the explorer)")
-    r.add_argument("--source", help="cross-attention: keys/values text")
-    r.add_argument("--masks", help="mask lab: comma-separated mask kinds")
-    r.add_argument("--float64", action=argparse.BooleanOptionalAction, default=None, help="verify: also float64")
-    r.add_argument("--grad-of", dest="grad_of", help="gradients: sum | norm | dim0")
-    r.add_argument("--additive", action=argparse.BooleanOptionalAction, default=None,
-                   help="why-scale: compare additive attention")
-    r.add_argument("--model", help="random | minilm-l6 | local | a BERT model folder "
-                                   "(config.json, model.safetensors, tokenizer.json)")
-    r.add_argument("--layer", type=int, help="the pretrained model's layer to show")
-    r.add_argument("--projections", action=argparse.BooleanOptionalAction, default=None,
-                   help="--no-projections: Q = K = V = X (plain similarity)")
+    add_setting_flags(r)
+    r.add_argument("--page", choices=PAGE_NAMES, help="whose main figure to render (default: from --from-url, "
+                                                       "else the explorer)")
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
-    r.add_argument("--image-sample", dest="image_sample", help="shapes | checkerboard | stripes")
-    r.add_argument("--patch", type=int, help="image patches: patch size in pixels")
-    r.add_argument("--stride", type=int, help="image patches: stride in pixels")
-    r.add_argument("--patch-mask", dest="patch_mask", help="none | causal | window2d")
-    r.add_argument("--patch-k", dest="patch_k", type=int, help="window2d: rows and columns within reach")
-    r.add_argument("--patch-at", dest="patch_at", type=int, help="the followed patch (-1: the middle one)")
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
-    r.add_argument("--audio-sample", dest="audio_sample", help="tone-chirp-tone | two-tones | clicks")
-    r.add_argument("--frame", type=int, help="audio frames: samples per frame")
-    r.add_argument("--hop", type=int, help="audio frames: samples between frames")
-    r.add_argument("--frame-at", dest="frame_at", type=int, help="the followed frame")
-    r.add_argument("--edges", help='graph nodes: an edge list, e.g. "0-1,1-2" (or --graph PRESET)')
-    r.add_argument("--graph", help="path | star | grid | two-communities")
-    r.add_argument("--graph-mask", dest="graph_mask", help="adjacency | none")
-    r.add_argument("--node", type=int, help="the followed node")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
     r.add_argument("--height", type=int)
     r.add_argument("--scale", type=float, default=1.0)
     r.add_argument("--theme", default="light", help="light | dark")
-    r.add_argument("--lang", help="the figures' language: en | zh")
     r.add_argument("--spec", help="a TOML file with a [[figure]] table per figure")
     return p
+
+
+# Flags whose meaning in the CLI goes beyond the link's setting.
+_FLAG_NOTES = {
+    "model": "; or (the CLI and the API only) a BERT model folder: config.json, model.safetensors, tokenizer.json",
+    "projections": "; --no-projections also turns them off for image, audio and graph inputs",
+    "view": f" (default grid; the figure views: {' | '.join(FIGURE_VIEWS)})",
+}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting of the view state, from its declaration (``attnviz.views.state``):
+    the same names, bounds and choices as the app's links."""
+    for url, entry in SETTINGS.items():
+        spec = entry.spec
+        help_text = _plain(spec.help or spec.label)
+        options = spec.options() if not callable(spec.choices) else ()
+        if options:
+            help_text += f" (one of: {' | '.join(map(str, options))})"
+        lo, hi = spec.bounds()
+        if lo is not None:
+            help_text += f" ({lo}–{hi})"
+        help_text += _FLAG_NOTES.get(url, "")
+        if spec.kind is bool:
+            parser.add_argument(spec.flag, dest=url, action=argparse.BooleanOptionalAction, default=None,
+                                help=help_text)
+        else:
+            parser.add_argument(spec.flag, dest=url, type=spec.kind if spec.kind in (int, float) else str,
+                                help=help_text.replace("%", "%%"))
+
+
+def _plain(text: str) -> str:
+    """A declaration's help as the CLI prints it (English, limits filled in)."""
+    from attnviz import limits
+
+    try:
+        return text.format(lines=limits.MAX_LINES, tokens=limits.MAX_TOKENS)
+    except (KeyError, IndexError, ValueError):
+        return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             return run_spec(Path(args.spec))
         if not args.out:
             raise UsageError("Give --out FILE (its extension picks the format) or --spec FILE.")
-        args.input_projections = args.projections  # one flag for text and other inputs alike
-        settings = {k: getattr(args, k) for k in FLAG_PARAMS}
+        if args.input_projections is None:  # one flag for text and other inputs alike
+            args.input_projections = args.projections
+        settings = {k: getattr(args, k) for k in SETTINGS}
         page, data = _input_page(args)
         page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")
         job = Job(state_from(settings, args.from_url), Path(args.out), args.width, args.height,
@@ -393,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _input_page(args) -> tuple[str | None, bytes | None]:
     """--image/--audio (a file) or their samples, --edges/--graph: which modality page."""
-    from .limits import MAX_UPLOAD_BYTES
+    from attnviz.limits import MAX_UPLOAD_BYTES
 
     for flag, page in (("image", "image-patches"), ("audio", "audio-frames")):
         path = getattr(args, flag)

@@ -26,12 +26,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .i18n import _
+from attnviz.i18n import _
 
 MAX_TOKENS = 2048  # tokens per line (queries or keys)
 MAX_LINES = 16  # lines of a padded batch
 MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
 MAX_HEADS = 64
+MAX_LAYERS = 64  # a pretrained model's layers a link may name (the model itself bounds it further)
 D_MODELS = (8, 16, 32, 64, 128, 256, 512)  # the widths offered everywhere
 MAX_D_MODEL = D_MODELS[-1]
 MAX_SEED = 2**31 - 1
@@ -43,8 +44,11 @@ MAX_UPLOAD_BYTES = 5 * 2**20  # an uploaded image or WAV (also Streamlit's serve
 MAX_IMAGE_PIXELS = 40_000_000  # what an image's header may claim, checked before decoding
 IMAGE_SIDE = 256  # images are shrunk to at most this many pixels a side
 MAX_PATCHES = 1024
+MAX_PATCH = 128  # an image patch's side and stride, in pixels
+MAX_PATCH_REACH = 32  # window2d: rows and columns a patch reaches
 MAX_AUDIO_SECONDS = 10.0  # longer recordings: the first seconds only, and the page says so
 MAX_FRAMES = 1024
+FRAME_SAMPLES = (16, 8192)  # an audio frame's length, in samples
 MAX_GRAPH_NODES = 64
 
 # An attention run keeps, per (sequence, head, query, key): the scores, the scaled

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from attnviz import MultiHeadAttention, resolve_device
-from attnviz.masks import causal_mask, to_torch_mha_mask
+from attnviz.core.masks import causal_mask, to_torch_mha_mask
 
 
 def timed(fn, repeats: int, sync=lambda: None) -> list[float]:

@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attnviz import AttentionConfig, compute  # noqa: E402
-from attnviz import models as M  # noqa: E402
+from attnviz.models import bert as M  # noqa: E402
 
 TEXT = ("attention lets every token look at every other token and mix what it finds; the weights say how "
         "much each key matters to each query, and every head learns its own way to look at the sentence")

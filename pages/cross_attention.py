@@ -2,24 +2,24 @@
 
 import streamlit as st
 
-from attnviz import figures as F
+from attnviz import plots as F
 from attnviz.i18n import _
-from attnviz.params import CROSS_MASK
-from attnviz.views import cross_grid_figure, file_stem, style_for
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.views.pages import cross_grid_figure
+from attnviz.views.selection import file_stem, style_for
+from attnviz.views.state import CROSS_MASK
+from ui import compute, session, widgets
+from ui.controls import control
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Cross-attention"))
 st.caption(_("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
              "(the encoder side). Weights have shape L_target × S_source per head."))
-st.text_area(_("Source — keys and values (one line, or one per target line)"), key="source", height=80,
-             help=_("Several lines form a padded batch; padded source keys are always blocked."))
-s = ui_state.current()
+control("source", kind="text_area", height=80)
+s = session.current()
 if s.model != "random":
     st.info(_("Cross-attention runs on the random model: the pretrained encoder attends within one text."),
             icon=":material/info:")
-result = compute.run(s.config(cross=True))
+result = compute.run(s.cross_config())
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
           "one sentence, and target position i has no relation to source position i. So here only padded source keys "
@@ -30,16 +30,16 @@ st.caption(_("weights {shape} = (N, H, L_target, S_source) · target {target} to
 for note in result.notes:
     st.info(note, icon=":material/info:")
 head, query = widgets.head_and_query(result, seq, query_label=_("Target token"))
-s = ui_state.current().with_(seq=seq)
+s = session.current().with_(seq=seq)
 style = style_for(s)
-key = (s.config(cross=True), seq, compute.style_key(style))
+key = (s.cross_config(), seq, compute.style_key(style))
 compute.chart(compute.figure(("cross-grid", *key), lambda: cross_grid_figure(result, s, style)),
-              key="cross_grid", filename=file_stem(s, "cross-grid"))
+              key="cross_grid", filename=file_stem(s, "cross-grid", result))
 c1, c2 = st.columns(2)
 with c1:
     compute.chart(compute.figure(("cross-head", *key, head),
                                  lambda: F.heatmap_figure(F.head_data(result, seq, head), style)),
-                  key="cross_head", filename=file_stem(s, "cross-head"))
+                  key="cross_head", filename=file_stem(s, "cross-head", result))
 with c2:
     compute.chart(compute.figure(("cross-query", *key, query), lambda: F.query_figure(result, seq, query, style)),
-                  key="cross_query", filename=file_stem(s, "cross-query"))
+                  key="cross_query", filename=file_stem(s, "cross-query", result))

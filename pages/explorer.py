@@ -3,31 +3,30 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.figures import REGION
 from attnviz.i18n import _, fixed
-from attnviz.params import VIEWS
-from attnviz.views import (
-    VIEW_TITLES,
-    clamp_selection,
-    file_stem,
+from attnviz.plots import REGION
+from attnviz.views.explorer import (
     head_table,
     is_long,
+    output_table,
     pooled_note,
     region_figure,
-    run_json,
     view_description,
     view_figure,
     view_key,
-    weights_csv,
+    weights_table,
 )
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.views.files import run_json, weights_csv
+from attnviz.views.registry import VIEW_TITLES
+from attnviz.views.selection import clamp_selection, file_stem
+from ui import compute, picks, session, widgets
+from ui.controls import control
 
-s = ui_state.current()
+s = session.current()
 if not s.present:
     st.title(_("Attention explorer"))
     st.caption(_("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight."))
-result = compute.run(s.config())
+result = compute.run(s.config)
 clamped, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
     if getattr(clamped, k) != getattr(s, k):
@@ -44,17 +43,16 @@ if not s.present:
     st.caption(_("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
         shapes=shapes, device=result.device, ms=f"{ms:.1f}"))
 
-st.segmented_control(_("View"), VIEWS, key="view", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]), required=True,
-                     help=_("Which picture of the result to show."))
+control("view", kind="segmented", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
 widgets.head_and_query(result, s.seq)
-s = ui_state.current()
+s = session.current()
 view = s.view or "grid"
 
 
 def show(v: str) -> None:
     fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v),
                          alt=lambda f: view_description(result, s, v, f))
-    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v))
+    compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v, result))
 
 
 long = is_long(result)
@@ -70,11 +68,11 @@ def close_up() -> None:
     st.caption(_("The picture above has one pixel per weight. Pick the top-left corner of a {n} × {n} window to read "
                  "its exact values (hover a cell).").format(n=REGION))
     c1, c2, _spacer = st.columns([1, 1, 2])
-    c1.number_input(_("From query position"), 0, L - 1, step=16, key="q0", help=_("First row of the close-up."))
-    c2.number_input(_("From key position"), 0, S - 1, step=16, key="k0", help=_("First column of the close-up."))
-    now = ui_state.current()
+    control("q0", c1, bounds=(0, L - 1), step=16)
+    control("k0", c2, bounds=(0, S - 1), step=16)
+    now = session.current()
     compute.chart(compute.figure(view_key(now, "region"), lambda: region_figure(result, now)), key="chart_region",
-                  filename=file_stem(now, "region"))
+                  filename=file_stem(now, "region", result))
 
 
 if view == "grid" or not s.present:
@@ -84,34 +82,28 @@ if view == "grid" or not s.present:
         st.caption(note + " " + _("The 'One head' view shows every cell."))
 
 if view not in ("model", "analysis"):
-    ui_state.forget_pick()
+    picks.forget_pick()
 if view == "mask":
     left, right = st.columns(2)
     with left:
         show("mask")
     with right:
         show("head")
-    if result.mask is not None and (~result.mask_matrix(s.seq)).all(-1).any():
+    if result.fully_masked_rows(s.seq):
         st.info(_("Some query rows are fully masked: their weights and output are all zero, by definition."),
                 icon=":material/info:")
 elif view == "output":
     show("output")
-    st.dataframe(pd.DataFrame(result.output[s.seq].numpy(), index=[f"{i}: {t}" for i, t in enumerate(tokens)]),
-                 height=260)
+    st.dataframe(pd.DataFrame(**output_table(result, s.seq)), height=260)
 elif view == "table":
-    keys = result.source_tokens[s.seq]
-    q0, k0 = (s.q0, s.k0) if long else (0, 0)
-    q1, k1 = (q0 + REGION, k0 + REGION) if long else (L, S)
+    table = weights_table(result, s, long)
     st.subheader(_("Weights of head {h}").format(h=s.head) + (
-        _(", queries {q0}–{q1} × keys {k0}–{k1}").format(q0=q0, q1=min(q1, L) - 1, k0=k0, k1=min(k1, S) - 1)
-        if long else ""))
+        _(", queries {q0}–{q1} × keys {k0}–{k1}").format(**table["window"]) if long else ""))
     if long:
         c1, c2, _spacer = st.columns([1, 1, 2])
-        c1.number_input(_("From query position"), 0, L - 1, step=16, key="q0")
-        c2.number_input(_("From key position"), 0, S - 1, step=16, key="k0")
-    st.dataframe(pd.DataFrame(result.weights[s.seq, s.head, q0:q1, k0:k1].numpy(),
-                              index=[f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],
-                              columns=[f"{j}: {t}" for j, t in enumerate(keys[k0:k1], k0)]),
+        control("q0", c1, bounds=(0, L - 1), step=16)
+        control("k0", c2, bounds=(0, S - 1), step=16)
+    st.dataframe(pd.DataFrame(table["data"], index=table["index"], columns=table["columns"]),
                  height=min(600, 40 + 35 * min(L, REGION)))
 elif view == "model":
     fig = compute.figure(view_key(s, "model"), lambda: view_figure(result, s, "model"))
@@ -122,8 +114,8 @@ elif view == "model":
     if points:
         block = points[0].get("customdata")
         if isinstance(block, (int, float)) and block >= 0:
-            H = result.weights.shape[1]
-            ui_state.open_head(int(block) // H, int(block) % H, ("model", int(block)))
+            H = result.heads
+            picks.open_head(int(block) // H, int(block) % H, ("model", int(block)), layered=result.pretrained)
 elif view == "analysis":
     st.caption(_("Every layer × head of this sentence, from its weights alone: row entropy (nats; low = focused), "
                  "mean attention distance (tokens), and how much weight goes to the previous token, the next, "
@@ -136,7 +128,7 @@ elif view == "analysis":
     rows = picked.selection.rows if picked is not None else []
     if rows:
         row = table.iloc[rows[0]]
-        ui_state.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]))
+        picks.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]), layered=result.pretrained)
     show("analysis")
 elif view != "grid":
     show(view)
@@ -146,9 +138,10 @@ elif view != "grid":
 if not s.present:
     st.divider()
     d1, d2, d3 = st.columns([1, 1, 3])
-    d1.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result), file_name=file_stem(s, "weights") + ".csv",
-                       mime="text/csv", on_click="ignore", key="dl_csv", icon=":material/download:")
-    d2.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=file_stem(s, "run") + ".json",
+    d1.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result),
+                       file_name=file_stem(s, "weights", result) + ".csv", mime="text/csv", on_click="ignore",
+                       key="dl_csv", icon=":material/download:")
+    d2.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=file_stem(s, "run", result) + ".json",
                        mime="application/json", on_click="ignore", key="dl_json", icon=":material/download:")
     d3.caption(_("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
                  "copy it to share this exact view."))

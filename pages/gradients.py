@@ -2,34 +2,33 @@
 
 import streamlit as st
 
-from attnviz.gradients import SCALAR_LABELS, SCALARS, token_gradients
+from attnviz.analysis.gradients import SCALAR_LABELS, token_gradients
 from attnviz.i18n import _, fixed
-from attnviz.views import gradient_figures, style_for
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.views.pages import gradient_figures
+from attnviz.views.selection import style_for
+from ui import compute, session, widgets
+from ui.controls import control
 from ui.safe import md, quoted
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Gradients"))
-result = compute.run(s.config())
+result = compute.run(s.config)
 seq = min(s.seq, len(result.tokens) - 1)
 tokens = result.tokens[seq]
 _head, query = widgets.head_and_query(result, seq, with_head=False)
-st.selectbox(_("Differentiate"), SCALARS, key="grad_of", format_func=lambda k, t=fixed(): t(SCALAR_LABELS[k]),
-             help=_("Which scalar of the query's output vector autograd differentiates."))
-s = ui_state.current()
-g = compute.guard(lambda: compute.cached(("gradients", s.config(), seq, query, s.grad_of),
-                                         lambda: token_gradients(s.config(), seq, query, s.grad_of)))
+control("grad_of", format_func=lambda k, t=fixed(): t(SCALAR_LABELS[k]))
+s = session.current()
+g = compute.guard(lambda: compute.cached(("gradients", s.config, seq, query, s.grad_of),
+                                         lambda: token_gradients(s.config, seq, query, s.grad_of)))
 tok = g.tokens[query]
 style = style_for(s)
-visible = int((result.mask_matrix(seq)[query]).sum())
 st.markdown(_(
     "Autograd differentiates the **{scalar}** of the output of {token} (value {value}) with respect to every input, "
     "on **{device}**. {token} may attend to {visible} of {keys} keys. Hooks registered on Q, K and V saw gradients "
     "of total norm Q {q}, K {k}, V {v}.").format(
     scalar=_(SCALAR_LABELS[s.grad_of]), token=quoted(tok), value=f"{g.value:.4f}", device=md(result.device),
-    visible=visible, keys=len(g.keys), q=f"{g.hooked.get('Q', 0):.3f}", k=f"{g.hooked.get('K', 0):.3f}",
-    v=f"{g.hooked.get('V', 0):.3f}"))
+    visible=result.visible_keys(seq, query), keys=len(g.keys), q=f"{g.hooked.get('Q', 0):.3f}",
+    k=f"{g.hooked.get('K', 0):.3f}", v=f"{g.hooked.get('V', 0):.3f}"))
 kv, qx = gradient_figures(g, tok, style)
 compute.chart(kv, key="grad_kv", filename="attnviz-gradients-kv")
 compute.chart(qx, key="grad_qx", filename="attnviz-gradients-qx")

@@ -4,12 +4,13 @@ import streamlit as st
 
 from attnviz import inputs as I
 from attnviz.i18n import _
-from attnviz.views import followed, image_run, input_figure, style_for
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.views.modality import followed, image_run, input_figure
+from attnviz.views.selection import style_for
+from ui import compute, picks, session, widgets
+from ui.controls import control
 from ui.safe import md
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Image patches"))
 st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch is "
              "projected to d_model and given a 2-D position. The same multi-head attention then runs over them. "
@@ -17,18 +18,14 @@ st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into
              "each other."))
 source, read = widgets.upload_or_sample(
     _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
-    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), _("Built-in picture"), I.IMAGE_SAMPLES,
-    "image_sample", _("Drawn in code: no download."), I.read_image)
+    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", I.read_image)
 widgets.projections_toggle()
 c1, c2, c3, c4 = st.columns(4)
-c1.number_input(_("Patch size (px)"), 2, 128, key="patch", help=_("Each patch is p × p pixels."))
-c2.number_input(_("Stride (px)"), 1, 128, key="stride",
-                help=_("Distance between patches; stride < patch overlaps them."))
-c3.selectbox(_("Mask"), I.PATCH_MASKS, key="patch_mask",
-             help=_("none; causal in raster order (left to right, top to bottom); window2d: patches within k rows "
-                    "and k columns."))
-c4.number_input("k (window2d)", 0, 32, key="patch_k", disabled=st.session_state.get("patch_mask") != "window2d")
-s = ui_state.current()
+control("patch", c1)
+control("stride", c2)
+control("patch_mask", c3)
+control("patch_k", c4, disabled=st.session_state.get("patch_mask") != "window2d")
+s = session.current()
 
 if read is not None:
     image, notes = read
@@ -36,16 +33,15 @@ if read is not None:
         st.info(note, icon=":material/info:")
 else:
     image = I.sample_image(s.image_sample)
-key = ("image-run", source, s.config(), s.patch, s.stride, s.patch_mask, s.patch_k)
+key = ("image-run", source, s.config, s.patch, s.stride, s.patch_mask, s.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))
 nH, nW = inp.meta["grid"]
 labels = inp.labels
 if not -1 <= st.session_state.get("patch_at", -1) < len(labels):
     st.session_state["patch_at"] = -1
-st.selectbox(_("Follow patch"), [-1, *range(len(labels))], key="patch_at",
-             format_func=lambda i, middle=_("the middle one"): middle if i < 0 else f"{i}: {labels[i]}",
-             help=_("Or click a patch in the picture below."))
-s = ui_state.current()
+control("patch_at", options=[-1, *range(len(labels))], help=_("Or click a patch in the picture below."),
+        format_func=lambda i, middle=_("the middle one"): middle if i < 0 else f"{i}: {labels[i]}")
+s = session.current()
 at = followed(s, inp)
 st.caption(_("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · weights {shape} · following "
              "**{patch}**").format(nH=nH, nW=nW, n=len(labels), p=s.patch, stride=s.stride,
@@ -57,5 +53,5 @@ event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", o
                         selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
 points = getattr(getattr(event, "selection", None), "points", None) or []
 if points and isinstance(points[0].get("customdata"), (int, float)):
-    ui_state.pick({"patch_at": int(points[0]["customdata"])}, ("patch", int(points[0]["customdata"])))
+    picks.pick({"patch_at": int(points[0]["customdata"])}, ("patch", int(points[0]["customdata"])))
 widgets.input_results(key, inp, result, s, style, "image-patches", views=("grid", "mean"))

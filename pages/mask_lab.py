@@ -3,24 +3,22 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.figures import mask_figure, matrix_figure
+from attnviz.analysis.walkthrough import blocked_row_demo
+from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import _, fixed
-from attnviz.masks import MASK_KINDS
-from attnviz.views import style_for
-from attnviz.walkthrough import blocked_row_demo
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.views.pages import mask_kinds, mask_lab_figure
+from attnviz.views.selection import style_for
+from ui import compute, session, widgets
+from ui.controls import MASK_NAMES, control
 from ui.safe import md
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Mask lab"))
 st.caption(_("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
              "Every mask but 'none' also blocks [PAD] keys."))
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
-    st.session_state["masks"] = [k for k in st.session_state["masks"].split(",") if k in MASK_KINDS]
-kinds = st.multiselect(_("Masks to compare"), MASK_KINDS, key="masks",
-                       format_func=lambda k, t=fixed(): t(ui_state.MASK_NAMES[k]),
-                       help=_("Each with the same text, heads and seed."))
+    st.session_state["masks"] = mask_kinds(session.current())
+kinds = control("masks", kind="multiselect", options=MASK_KINDS, format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))
 if not kinds:
     st.info(_("Choose at least one mask to compare."), icon=":material/info:")
     st.stop()
@@ -28,45 +26,33 @@ if s.model != "random":
     st.info(_("The mask lab runs on the random model: a pretrained encoder was trained without these masks, so "
               "swapping them in would not show what it learned."), icon=":material/info:")
     s = s.with_(model="random", layer=0)
-base = compute.run(s.config())
+base = compute.run(s.config)
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
 head, _query = widgets.head_and_query(base, seq)
-s = ui_state.current().with_(model="random", layer=0)
+s = session.current().with_(model="random", layer=0)
 style = style_for(s)
 
 
 def chart(name: str, kind: str, build) -> None:
-    key = ("mask-lab", name, s.config().with_(mask=kind), seq, head, compute.style_key(style))
+    key = ("mask-lab", name, s.config.with_(mask=kind), seq, head, compute.style_key(style))
     compute.chart(compute.figure(key, build), key=f"{name}_{kind}", filename=f"attnviz-masklab-{kind}-{name}")
 
 
 def draw(kind: str) -> None:
-    r = compute.run(s.config().with_(mask=kind))
+    r = compute.run(s.config.with_(mask=kind))
     compute.guard(r.require_complete)
-    a = r.steps.attention
-    st.subheader(_("mask = {kind}").format(kind=_(ui_state.MASK_NAMES[kind])))
+    st.subheader(_("mask = {kind}").format(kind=_(MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]
     # Two figures per row: wide enough for a label on every token of the default sentence.
-    top = st.columns(2)
-    with top[0]:
-        chart("mask", kind, lambda: mask_figure(r, seq, style, key_axis_top=False))
-    with top[1]:
-        chart("before", kind, lambda: matrix_figure(a.scaled[seq, head].numpy(), toks, keys,
-                                                    _("scores before masking — head {h}").format(h=head), style))
-    bottom = st.columns(2)
-    with bottom[0]:
-        chart("after", kind, lambda: matrix_figure(a.masked[seq, head].numpy(), toks, keys,
-                                                   _("after masking (blank = −∞)"), style))
-    with bottom[1]:
-        chart("weights", kind, lambda: matrix_figure(a.weights[seq, head].numpy(), toks, keys,
-                                                     _("weights after softmax"), style, zero_one=True))
-    m = r.mask_matrix(seq)
-    blocked = int((~m).sum())
-    full = [f"{i}: {toks[i]}" for i in range(m.shape[0]) if not m[i].any()]
+    for row in (("mask", "before"), ("after", "weights")):
+        for column, part in zip(st.columns(2), row, strict=True):
+            with column:
+                chart(part, kind, lambda part=part: mask_lab_figure(r, part, seq, head, style))
+    full = [f"{i}: {toks[i]}" for i in r.fully_masked_rows(seq)]
     st.caption(_("{blocked} of {total} query–key pairs blocked: they are the dark cells of the mask and the blank "
                  "cells after masking (changed to −∞), and their weights are exactly 0.").format(
-        blocked=blocked, total=m.numel()))
+        blocked=r.blocked(seq), total=len(toks) * len(keys)))
     if full:
         st.warning(_("Fully masked rows — these queries may see no key at all: {rows}. softmax of a row of −∞ is "
                      "0/0 = NaN; attnviz defines such a row as all-zero weights and a zero output.").format(

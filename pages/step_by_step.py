@@ -3,19 +3,18 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.figures import matrix_figure
+from attnviz.analysis.walkthrough import walkthrough, weighted_sum_terms
 from attnviz.i18n import _
-from attnviz.views import style_for
-from attnviz.walkthrough import walkthrough, weighted_sum_terms
-from ui import compute, widgets
-from ui import state as ui_state
+from attnviz.plots import matrix_figure
+from attnviz.views.selection import style_for
+from ui import compute, session, widgets
 from ui.safe import md, quoted
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Step by step"))
 st.latex(r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O^\top,\quad"
          r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h")
-result = compute.run(s.config())
+result = compute.run(s.config)
 compute.guard(result.require_complete)
 seq = min(s.seq, len(result.tokens) - 1)
 head, query = widgets.head_and_query(result, seq, query_label=_("Follow this token"))

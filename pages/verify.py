@@ -3,23 +3,24 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz.analysis.verify import verify
 from attnviz.i18n import _
-from attnviz.verify import verify
-from attnviz.views import style_for, verify_figure
-from ui import compute
-from ui import state as ui_state
+from attnviz.views.pages import verify_figure
+from attnviz.views.selection import style_for
+from ui import compute, session
+from ui.controls import control
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Verify against PyTorch"))
 st.caption(_("The current settings run through torch.nn.MultiheadAttention (with this run's weights copied in) "
              "and torch.nn.functional.scaled_dot_product_attention (with this run's per-head Q, K, V). "
              "Pass: every max |difference| ≤ 1e-5 in float32."))
-st.toggle(_("Also check in float64"), key="float64", help=_("Runs both implementations in double precision too."))
-s = ui_state.current()
+control("float64")
+s = session.current()
 style = style_for(s)
 for f64 in [False, True] if s.float64 else [False]:
-    v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config(), f64),
-                                                     lambda: verify(s.config(), float64=f64)))
+    v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config, f64),
+                                                     lambda: verify(s.config, float64=f64)))
     label = _("{dtype} on {device}").format(dtype=v.dtype, device=v.device)
     if v.passed:
         st.success(_("PASS — {label}: attnviz matches PyTorch.").format(label=label), icon=":material/check_circle:")

@@ -2,22 +2,22 @@
 
 import streamlit as st
 
-from attnviz.figures import lines_figure
+from attnviz.analysis.scaling import sweep
 from attnviz.i18n import _
-from attnviz.scaling import sweep
-from attnviz.views import scaling_figure, style_for
-from ui import compute
-from ui import state as ui_state
+from attnviz.plots import lines_figure
+from attnviz.views.pages import scaling_figure
+from attnviz.views.selection import style_for
+from ui import compute, session
+from ui.controls import control
 
-s = ui_state.current()
+s = session.current()
 st.title(_("Why scale by √d_k"))
 st.markdown(_(
     "For random q, k with unit-variance components, q·k is a sum of d_k products, so its variance is d_k: "
     "raw scores spread like √d_k. Fed to softmax, a wide spread makes one weight ≈ 1 and the rest ≈ 0 "
     "(saturation), where gradients vanish. Dividing by √d_k keeps the spread at 1 for every d_k."))
-st.toggle(_("Compare with additive attention"), key="additive",
-          help=_("vᵀ tanh(W_q q + W_k k): tanh bounds the scores, so it does not saturate as d_k grows."))
-s = ui_state.current()
+control("additive")
+s = session.current()
 res = sweep(seed=s.seed, additive=s.additive)
 style = style_for(s)
 compute.chart(scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")

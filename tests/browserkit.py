@@ -10,7 +10,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from attnviz.export import find_chromium
+from attnviz.plots.export import find_chromium
 
 from .stclient import free_port_block, wait_healthy
 

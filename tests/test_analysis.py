@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnviz.analysis import diagonal_score, head_stats, mean_distance, rollout, row_entropy
+from attnviz.analysis.heads import diagonal_score, head_stats, mean_distance, rollout, row_entropy
 
 
 def shifted(n: int, offset: int) -> torch.Tensor:

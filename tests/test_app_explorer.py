@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attnviz import AttentionConfig, compute
-from attnviz.figures import plain_label
+from attnviz.plots import plain_label
 
 from .apphelp import app, figures, grid_heads, heatmaps, no_errors, warnings_shown, z
 
@@ -201,7 +201,7 @@ def test_downloaded_run_and_weights_match_the_computation():
     import io
     import json
 
-    from attnviz.views import run_json, weights_csv
+    from attnviz.views.files import run_json, weights_csv
 
     r = compute(AttentionConfig(text="I love AI\nhi", num_heads=2, mask="padding"))
     data = json.loads(run_json(r))

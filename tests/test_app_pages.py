@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from attnviz import AttentionConfig, compute
-from attnviz.gradients import token_gradients
-from attnviz.masks import MASK_KINDS
-from attnviz.scaling import sweep
-from attnviz.verify import verify
-from attnviz.walkthrough import blocked_row_demo, walkthrough
+from attnviz.analysis.gradients import token_gradients
+from attnviz.analysis.scaling import sweep
+from attnviz.analysis.verify import verify
+from attnviz.analysis.walkthrough import blocked_row_demo, walkthrough
+from attnviz.core.masks import MASK_KINDS
 
 from .apphelp import app, figures, grid_heads, no_errors, shown
 
@@ -51,7 +51,7 @@ def test_verification_passes_for_every_mask(kind):
 
 
 def test_verification_badge_goes_red_when_the_implementation_is_perturbed(monkeypatch):
-    from attnviz.multihead import MultiHeadAttention
+    from attnviz.core.multihead import MultiHeadAttention
 
     real = MultiHeadAttention.steps
 
@@ -137,7 +137,7 @@ def test_mask_lab_shows_fully_masked_rows_and_restores_its_choice():
 
 
 def test_blocked_row_demo_column_comes_from_the_attention_code(monkeypatch):
-    from attnviz import attention
+    from attnviz.core import attention
 
     real = attention._masked_softmax
     monkeypatch.setattr(attention, "_masked_softmax", lambda m, f, inplace: real(m, f, inplace) + 0.5)

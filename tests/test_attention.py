@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from attnviz import scaled_dot_product_attention as sdpa
-from attnviz.attention import attention_steps
-from attnviz.masks import causal_mask, local_window_mask, padding_mask, to_additive
+from attnviz.core.attention import attention_steps
+from attnviz.core.masks import causal_mask, local_window_mask, padding_mask, to_additive
 
 from .reference import seed_attention
 

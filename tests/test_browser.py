@@ -142,7 +142,7 @@ def test_html_in_the_text_is_shown_literally(server, page):
 def test_downloads_hold_the_runs_numbers(server, page):
     """Click both download buttons; the files equal the export of the same run."""
     from attnviz import AttentionConfig, compute
-    from attnviz.views import run_json, weights_csv
+    from attnviz.views.files import run_json, weights_csv
 
     page.goto(server + "/?text=I+love+AI%0Ahi&heads=2&mask=padding&seed=3")
     wait_idle(page)
@@ -272,7 +272,7 @@ def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(serv
 
 
 def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
-    from attnviz.models import INSTALL, _package_dir
+    from attnviz.models.registry import INSTALL, _package_dir
 
     if _package_dir() is None:
         pytest.skip(f"the model's files are not installed: {INSTALL}")

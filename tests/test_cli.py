@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from attnviz import cli, export
-from attnviz.params import ViewState
-from attnviz.views import FIGURE_VIEWS
+from attnviz import cli
+from attnviz.plots import export
+from attnviz.views.registry import FIGURE_VIEWS
+from attnviz.views.state import ViewState
 
 from .apphelp import app, figures
 
@@ -93,7 +94,7 @@ def test_theme_and_colours_reach_the_figure():
 
 def test_flags_override_the_url():
     state = cli.state_from({"heads": 8}, from_url="?heads=2&mask=none")
-    assert state == ViewState(heads=8, mask="none")
+    assert state == ViewState.of(heads=8, mask="none")
 
 
 @pytest.mark.parametrize(

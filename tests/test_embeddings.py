@@ -4,7 +4,7 @@ import sys
 import torch
 
 from attnviz import embed
-from attnviz.embeddings import char_ngrams, sinusoidal_positions
+from attnviz.inputs.embeddings import char_ngrams, sinusoidal_positions
 
 
 def cos(a, b):

@@ -5,7 +5,7 @@ import plotly.io as pio
 import pytest
 
 from attnviz import AttentionConfig, compute
-from attnviz import figures as F
+from attnviz import plots as F
 
 
 @pytest.fixture(scope="module")
@@ -108,20 +108,22 @@ def test_every_page_figure_is_valid_plotly(page):
     """Figures skip Plotly's validation when built (for speed); validate them here."""
     import plotly.graph_objects as go
 
-    from attnviz.params import DEFAULTS
-    from attnviz.views import FIGURE_VIEWS, page_figure, view_figure
+    from attnviz.views.explorer import view_figure
+    from attnviz.views.pages import page_figure
+    from attnviz.views.registry import FIGURE_VIEWS
+    from attnviz.views.state import DEFAULTS
 
     fig = page_figure(page, DEFAULTS.with_(text="I love AI", heads=2, d_model=16), F.FigureStyle())
     go.Figure(fig.to_dict())  # raises on any invalid property
     if page == "explorer":
-        r = compute(DEFAULTS.with_(text="I love AI", heads=2, d_model=16).config())
+        r = compute(DEFAULTS.with_(text="I love AI", heads=2, d_model=16).config)
         for view in FIGURE_VIEWS:
             go.Figure(view_figure(r, DEFAULTS.with_(query=1), view).to_dict())
 
 
 def test_verify_figure_shows_where_differences_sit():
-    from attnviz.verify import Verification
-    from attnviz.views import verify_figure
+    from attnviz.analysis.verify import Verification
+    from attnviz.views.pages import verify_figure
 
     v = Verification([], "float32", "cpu", 0, [], 1e-5, [0.0, 3e-4], [1e-8, 0.0, 2e-3], ["a", "b", "c"])
     fig = verify_figure(v, F.FigureStyle())

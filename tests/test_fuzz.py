@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnviz import cli
-from attnviz.figures import COLOR_SCALES
-from attnviz.masks import MASK_KINDS
-from attnviz.params import NAMES, VIEWS, parse
+from attnviz.core.masks import MASK_KINDS
+from attnviz.plots import COLOR_SCALES
+from attnviz.views.registry import VIEWS
+from attnviz.views.state import NAMES, parse
 
 from .apphelp import app
 

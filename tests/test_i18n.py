@@ -128,12 +128,12 @@ def hand_made(weights: list[list[float]], mask: str = "none", tokens=("the", "ca
     m = None if mask == "none" else torch.ones(len(tokens), len(tokens), dtype=torch.bool).tril()
     return SimpleNamespace(
         weights=w, tokens=[list(tokens)], source_tokens=[list(tokens)], lengths=[len(tokens)],
-        source_lengths=[len(tokens)], mask=m, config=SimpleNamespace(mask=mask),
+        source_lengths=[len(tokens)], mask=m, mask_name=mask,
         mask_matrix=lambda n: m if m is not None else torch.ones(len(tokens), len(tokens), dtype=torch.bool))
 
 
 def test_a_head_is_described_by_its_strongest_real_link_and_its_mask():
-    from attnviz.describe import describe_head
+    from attnviz.analysis.describe import describe_head
 
     r = hand_made([[1, 0, 0], [0.61, 0.39, 0], [0.2, 0.5, 0.3]], mask="causal")
     # row 0 sees one key (1.0 by definition): the strongest *open* link is “cat” → “the”
@@ -144,7 +144,7 @@ def test_a_head_is_described_by_its_strongest_real_link_and_its_mask():
 
 
 def test_the_grid_and_a_query_are_described():
-    from attnviz.describe import describe_grid, describe_query
+    from attnviz.analysis.describe import describe_grid, describe_query
 
     r = hand_made([[0.1, 0.8, 0.1], [0.3, 0.3, 0.4], [0.05, 0.9, 0.05]])
     assert describe_grid(r, 0) == ("1 heads over 3 tokens; the strongest link is in head 0: “sat” attends to “cat” "
@@ -153,8 +153,8 @@ def test_the_grid_and_a_query_are_described():
 
 
 def test_any_figure_gets_a_generated_description():
-    from attnviz import figures as F
-    from attnviz.describe import describe_figure
+    from attnviz import plots as F
+    from attnviz.analysis.describe import describe_figure
 
     fig = F.token_bars(["a", "b", "c"], {"‖∂/∂V‖": np.array([0.1, 2.5, 0.3])}, "gradient per key")
     assert describe_figure(fig) == "gradient per key. 1 series; the highest value is 2.5, for ‖∂/∂V‖ at “b”."
@@ -166,7 +166,7 @@ def test_descriptions_reach_screen_readers_presenter_mode_and_the_json_export():
     import json
 
     from attnviz import AttentionConfig, compute
-    from attnviz.views import run_json
+    from attnviz.views.files import run_json
 
     at = app("heads=2&mask=causal")
     charts = at.get("plotly_chart")
@@ -185,10 +185,10 @@ def test_switching_presenter_mode_on_mid_session_says_how_to_hide_the_sidebar():
     assert any("Presenter mode is on" in shown(i.value) for i in at.info)
 
 
-@pytest.mark.parametrize("name", __import__("attnviz.figures", fromlist=["COLOR_SCALES"]).COLOR_SCALES)
+@pytest.mark.parametrize("name", __import__("attnviz.plots.style", fromlist=["COLOR_SCALES"]).COLOR_SCALES)
 def test_every_offered_colour_scale_keeps_its_order_in_greyscale(name):
     """A viewer without colour (or printing in grey) still reads low → high."""
-    from attnviz.figures import _rgb, colorscale
+    from attnviz.plots import colorscale, rgb_table as _rgb
 
     rgb = _rgb(colorscale(name), 64).astype(float) / 255
     lum = 0.2126 * rgb[:, 0] + 0.7152 * rgb[:, 1] + 0.0722 * rgb[:, 2]  # relative luminance (sRGB weights)
@@ -198,14 +198,14 @@ def test_every_offered_colour_scale_keeps_its_order_in_greyscale(name):
 
 
 def test_the_default_scale_is_colour_blind_safe():
-    from attnviz.params import DEFAULTS
+    from attnviz.views.state import DEFAULTS
 
     assert DEFAULTS.colors in ("Viridis", "Cividis")
 
 
 def test_no_colour_is_one_of_streamlits_theme_placeholders():
     """Streamlit's frontend swaps "#000001"… for theme colours: Magma's "#000004" turned purple."""
-    from attnviz.figures import COLOR_SCALES, DIVERGING, MASK_COLORS, colorscale
+    from attnviz.plots import COLOR_SCALES, DIVERGING, MASK_COLORS, colorscale
 
     for name in (*COLOR_SCALES, DIVERGING, "Magma"):
         for _pos, color in colorscale(name):

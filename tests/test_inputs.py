@@ -14,8 +14,10 @@ from torch import nn
 
 from attnviz import inputs as I
 from attnviz import limits
-from attnviz.masks import to_torch_mha_mask
-from attnviz.verify import verify_result
+from attnviz.analysis.verify import verify_result
+from attnviz.models.random import RandomLayer
+from attnviz.run.run import run
+from attnviz.core.masks import to_torch_mha_mask
 
 from .apphelp import app, figures, no_errors, shown
 
@@ -43,22 +45,21 @@ def test_the_graph_mask_is_the_adjacency_plus_the_identity():
         expected[a, b] = expected[b, a] = True
     assert torch.equal(g.mask, expected)
     assert I.graph_input(n, edges, 16, 0, "none").mask is None
-    r = I.compute_vectors(g, num_heads=2, d_model=16)
+    r = run(g, RandomLayer(16, 2), keep_steps=True)
+    assert r.mask_name == "adjacency"
     assert (r.weights[0][:, ~expected] == 0).all()  # non-neighbours get exactly nothing
 
 
 @pytest.mark.parametrize("kind", ["image", "audio", "graph"])
 def test_attention_over_other_inputs_matches_pytorch(kind):
     if kind == "image":
-        inp = I.image_input(I.sample_image("shapes"), 8, 8, 32, 1)
-        mask = I.patch_mask("window2d", *inp.meta["grid"], 1)
+        inp = I.image_input(I.sample_image("shapes"), 8, 8, 32, 1, "window2d", 1)
+        assert torch.equal(inp.mask, I.patch_mask("window2d", *inp.meta["grid"], 1))
     elif kind == "audio":
         inp = I.audio_input(*I.sample_audio("two-tones"), 256, 128, 32, 1)
-        mask = None
     else:
         inp = I.graph_input(*I.parse_edges(I.preset_edges("star"))[:2], 32, 1, "adjacency")
-        mask = None
-    r = I.compute_vectors(inp, num_heads=4, d_model=32, seed=1, mask=mask)
+    r = run(inp, RandomLayer(32, 4, seed=1), keep_steps=True)
     mha = nn.MultiheadAttention(32, 4, batch_first=True)
     with torch.no_grad():
         mha.in_proj_weight.copy_(r.model.in_proj_weight)
@@ -74,8 +75,8 @@ def test_attention_over_other_inputs_matches_pytorch(kind):
 
 def test_without_projections_attention_is_plain_similarity():
     inp = I.graph_input(*I.parse_edges("0-1")[:2], 8, 0, "none")
-    r = I.compute_vectors(inp, num_heads=1, d_model=8, projections=False)
-    x = inp.x
+    r = run(inp, RandomLayer(8, 1, projections=False), keep_steps=True)
+    x = inp.x[0]  # (L, E)
     expected = torch.softmax(x @ x.T / 8**0.5, -1)
     torch.testing.assert_close(r.weights[0, 0], expected, rtol=0, atol=1e-6)
 

@@ -7,7 +7,7 @@ import torch
 
 from attnviz import AttentionConfig, compute, limits
 from attnviz.cache import ByteBudgetCache, nbytes
-from attnviz.params import parse
+from attnviz.views.state import parse
 
 
 def test_a_run_over_the_budget_is_refused_before_anything_is_allocated(monkeypatch):

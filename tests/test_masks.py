@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from attnviz.masks import (
+from attnviz.core.masks import (
     build_mask,
     causal_mask,
     from_torch_mha_mask,

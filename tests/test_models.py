@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from attnviz import AttentionConfig, compute
-from attnviz import models as M
-from attnviz.params import parse
+from attnviz.models import registry as M
+from attnviz.views.state import parse
 
 from .apphelp import app, figures, no_errors, shown
 
@@ -59,8 +59,8 @@ def test_every_layer_and_the_last_hidden_state_match_transformers(reference):
 
 @needs_model
 def test_the_chosen_layer_keeps_every_step_and_verifies_against_pytorch():
-    from attnviz.verify import verify
-    from attnviz.walkthrough import walkthrough
+    from attnviz.analysis.verify import verify
+    from attnviz.analysis.walkthrough import walkthrough
 
     cfg = AttentionConfig(text=TEXTS[0], model=M.MINILM, layer=2)
     r = compute(cfg)

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from attnviz import MultiHeadAttention
-from attnviz.masks import causal_mask, local_window_mask, padding_mask, to_key_padding_mask, to_torch_mha_mask
+from attnviz.core.masks import causal_mask, local_window_mask, padding_mask, to_key_padding_mask, to_torch_mha_mask
 
 TOL = 1e-5
 CASES = [(1, 1, 3, 3, 4), (2, 8, 5, 5, 64), (3, 4, 7, 7, 32), (2, 2, 6, 9, 16), (2, 4, 10, 3, 8)]

@@ -1,8 +1,9 @@
 import pytest
 import torch
+from attnviz.inputs.record import PAD
+from attnviz.limits import head_choices
 
 from attnviz import AttentionConfig, available_devices, compute, resolve_device
-from attnviz.pipeline import PAD, head_choices
 
 
 def test_default_config_runs():
@@ -54,12 +55,12 @@ def test_window_covering_everything_is_noted():
     [
         ({"text": "  \n "}, "empty"),
         ({"num_heads": 3}, "3 heads do not divide d_model=64"),
-        ({"mask": "diag"}, "Unknown mask"),
+        ({"mask": "diag"}, "mask must be one of"),
         ({"window": -1}, "window"),
-        ({"dropout": 1.5}, "Dropout"),
+        ({"dropout": 1.5}, "dropout must be between"),
         ({"device": "cuda:7"}, "not available on this machine; available: cpu"),
         ({"text": "w " * 2100}, "limit is 2048"),
-        ({"tokenize_mode": "bpe"}, "tokenization mode"),
+        ({"tokenize_mode": "bpe"}, "tokenize must be one of"),
         ({"pad_to": 9999}, "pad_to"),
     ],
 )

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnviz import scaled_dot_product_attention as sdpa
-from attnviz.masks import build_mask
+from attnviz.core.masks import build_mask
 
 KINDS = ["none", "causal", "padding", "window", "causal+window"]
 

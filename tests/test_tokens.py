@@ -1,7 +1,7 @@
 import pytest
 
 from attnviz import tokenize
-from attnviz.tokens import graphemes
+from attnviz.inputs.tokens import graphemes
 
 
 @pytest.mark.parametrize(

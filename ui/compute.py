@@ -20,8 +20,8 @@ from dataclasses import astuple
 import streamlit as st
 
 from attnviz import AttentionConfig, AttentionResult, compute
+from attnviz.analysis.describe import describe_figure
 from attnviz.cache import ByteBudgetCache, nbytes
-from attnviz.describe import describe_figure
 from attnviz.i18n import _
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 

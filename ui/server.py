@@ -25,8 +25,9 @@ def preload() -> None:
 
     import attnviz.cli  # noqa: F401 - the CLI pulls in every view
     from attnviz import AttentionConfig, compute
-    from attnviz.params import DEFAULTS
-    from attnviz.views import FIGURE_VIEWS, view_figure
+    from attnviz.views.explorer import view_figure
+    from attnviz.views.registry import FIGURE_VIEWS
+    from attnviz.views.state import DEFAULTS
     from ui import compute as ui_compute  # noqa: F401
     from ui import state, widgets  # noqa: F401
 

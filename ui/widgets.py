@@ -5,26 +5,24 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.pipeline import AttentionResult
+from attnviz.run.result import AttentionResult
+from ui.controls import control
 
 
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
                    with_head: bool = True) -> tuple[int, int]:
-    """Selectboxes for the head and the query token (URL keys ``head`` and ``query``);
-    ``with_head=False`` for a page that shows every head at once."""
-    H, L = result.weights.shape[1], result.weights.shape[2]
+    """Selectboxes for the head and the query token (URL keys ``head`` and ``query``), their
+    options from the run; ``with_head=False`` for a page that shows every head at once."""
+    H, L = result.heads, result.weights.shape[2]
     ss = st.session_state
     if not 0 <= ss.get("head", 0) < H:
         ss["head"] = 0
     if not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
         ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
-    query_label = query_label or _("Query token")
     c1, c2, _spacer = st.columns([1, 2, 3])
-    h = (c1.selectbox(_("Head"), list(range(H)), key="head", help=_("Which head to follow.")) if with_head
-         else ss["head"])
-    q = c2.selectbox(query_label, list(range(L)), key="query", format_func=lambda i: f"{i}: {tokens[i]}",
-                     help=_("Which query token to follow (the last one sees the most keys under a causal mask)."))
+    h = control("head", c1, options=range(H)) if with_head else ss.get("head", 0)
+    q = control("query", c2, options=range(L), label=query_label, format_func=lambda i: f"{i}: {tokens[i]}")
     return int(h), int(q)
 
 
@@ -37,7 +35,7 @@ def uploaded_bytes(label: str, types: list[str], *, key: str, help: str) -> tupl
 
 def verify_line(result) -> None:
     """One line: this run checked against nn.MultiheadAttention, as on the Verify page."""
-    from attnviz.verify import verify_result
+    from attnviz.analysis.verify import verify_result
 
     try:
         v = verify_result(result)
@@ -51,10 +49,11 @@ def verify_line(result) -> None:
     (st.success if v.passed else st.error)(text, icon=":material/verified:" if v.passed else ":material/cancel:")
 
 
-def upload_or_sample(upload_label: str, types: list[str], upload_key: str, upload_help: str, sample_label: str,
-                     samples: tuple[str, ...], sample_key: str, sample_help: str, read) -> tuple[tuple, object]:
+def upload_or_sample(upload_label: str, types: list[str], upload_key: str, upload_help: str, sample: str,
+                     read) -> tuple[tuple, object]:
     """An uploaded file (read once per content by ``read``, errors shown on the page) or
-    a built-in sample: (source key, what ``read`` returned, or None for the sample)."""
+    the built-in sample that setting ``sample`` names: (source key, what ``read``
+    returned, or None for the sample)."""
     import hashlib
 
     from ui import compute
@@ -62,9 +61,9 @@ def upload_or_sample(upload_label: str, types: list[str], upload_key: str, uploa
     c1, c2 = st.columns(2)
     with c1:
         upload = uploaded_bytes(upload_label, types, key=upload_key, help=upload_help)
-    c2.selectbox(sample_label, samples, key=sample_key, disabled=upload is not None, help=sample_help)
+    choice = control(sample, c2, disabled=upload is not None)
     if upload is None:
-        return ("sample", st.session_state[sample_key]), None
+        return ("sample", choice), None
     data, _name = upload
     source = ("upload", hashlib.sha256(data).hexdigest())
     return source, compute.guard(lambda: compute.cached((upload_key, source), lambda: read(data), limited=False))
@@ -72,15 +71,14 @@ def upload_or_sample(upload_label: str, types: list[str], upload_key: str, uploa
 
 def projections_toggle() -> None:
     """The modality pages' own Q/K/V switch: off (plain similarity) by default there."""
-    st.toggle(_("Q/K/V projections"), key="input_projections",
-              help=_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: "
-                     "seeded projections, as in a Transformer layer."))
+    control("input_projections")
 
 
 def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:
     """What every image/audio/graph page ends with: its views of the weights (the head
     grid, the mean), the one-line verification and the run's JSON download."""
-    from attnviz.views import input_view_figure, run_json
+    from attnviz.views.files import run_json
+    from attnviz.views.modality import input_view_figure
     from ui import compute
 
     for view in views:

@@ -14,10 +14,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .devices import resolve_device
-from .i18n import N_, _
-from .masks import to_torch_mha_mask
-from .pipeline import AttentionConfig, compute
+from attnviz.core.devices import resolve_device
+from attnviz.core.masks import to_torch_mha_mask
+from attnviz.i18n import N_, _
+from attnviz.run.config import AttentionConfig
+from attnviz.run.run import compute
 
 THRESHOLD = {torch.float32: 1e-5, torch.float64: 1e-12}
 
@@ -64,7 +65,7 @@ def verify_result(result, *, float64: bool = False, notes: list[str] | None = No
     frames, graph nodes) that went through ``MultiHeadAttention`` without dropout."""
     notes = list(notes or [])
     dtype = torch.float64 if float64 else torch.float32
-    device = resolve_device(result.config.device)
+    device = resolve_device(result.device)
     result.require_complete()  # PyTorch's reference holds as much again
     ours = copy.deepcopy(result.model).to(device=device, dtype=dtype)  # the result's module is shared
     x = result.embeddings.to(device=device, dtype=dtype)  # (N, L, E)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .attention import AttentionSteps, attention_fast, attention_steps
+from attnviz.core.attention import AttentionSteps, attention_fast, attention_steps
 
 
 @dataclass
@@ -69,17 +69,10 @@ class MultiHeadAttention(nn.Module):
     ``(L, E)`` input is treated as a batch of one and returned 2-D/3-D likewise.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        *,
-        bias: bool = True,
-        generator: torch.Generator | None = None,
-        device=None,
-        dtype=None,
-    ):
-        super().__init__()
+    @staticmethod
+    def check_heads(d_model: int, num_heads: int) -> None:
+        """``ValueError`` unless ``num_heads`` heads split ``d_model`` features evenly (the one
+        place this is checked: every door that builds a layer comes here)."""
         if int(d_model) != d_model or d_model < 1:
             raise ValueError(f"d_model must be a positive integer, got {d_model!r}.")
         if int(num_heads) != num_heads or num_heads < 1:
@@ -91,6 +84,19 @@ class MultiHeadAttention(nn.Module):
                 f"(each head gets d_model / heads features). Choose one of: "
                 f"{', '.join(map(str, divisors))}."
             )
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        bias: bool = True,
+        generator: torch.Generator | None = None,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        self.check_heads(d_model, num_heads)
         self.d_model, self.num_heads = int(d_model), int(num_heads)
         self.head_dim = self.d_model // self.num_heads
         factory = {"device": device, "dtype": dtype}

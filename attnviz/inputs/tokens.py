@@ -18,8 +18,8 @@ import unicodedata
 
 import regex
 
-from .i18n import _
-from .limits import MAX_TOKENS
+from attnviz.i18n import _
+from attnviz.limits import MAX_TOKENS
 
 MODES = ("auto", "word", "char")
 

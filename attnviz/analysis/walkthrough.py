@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .i18n import N_, _
-from .pipeline import AttentionResult
+from attnviz.i18n import N_, _
+from attnviz.run.result import AttentionResult
 
 
 @dataclass
@@ -48,7 +48,7 @@ def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int
     dims_d = [str(i) for i in range(D)]
     x_kv_note = _(" (keys and values come from the source)") if result.is_cross else ""
     x_explain = (_("Each token's vector: the hidden state entering layer {layer} of {model}.").format(
-        layer=result.config.layer, model=result.config.model) if result.pretrained else
+        layer=result.layer, model=result.model_name) if result.pretrained else
         _("Each token's vector: hashed character n-grams plus the sinusoidal position."))
     raw = [
         ("Embeddings X", r"X \in \mathbb{R}^{L \times d_{model}}", result.embeddings, toks, dims_e, x_explain),
@@ -67,7 +67,7 @@ def walkthrough(result: AttentionResult, seq: int = 0, head: int = 0, query: int
         ("Weights", r"A = \mathrm{softmax}(S / \sqrt{d_k} + M)", a.weights, toks, keys,
          _("Each row now sums to 1 (or is all zero if every key was blocked).")),
         ("After dropout", r"\tilde A = \mathrm{dropout}_p(A)", a.dropped, toks, keys,
-         _("p = {p}: kept weights are divided by 1 − p; off by default.").format(p=result.config.dropout)),
+         _("p = {p}: kept weights are divided by 1 − p; off by default.").format(p=result.dropout)),
         ("Head output", r"O_h = \tilde A V_h", a.output, toks, dims_d,
          _("Each query's weighted sum of the value rows.")),
     ]
@@ -109,7 +109,7 @@ def blocked_row_demo(scores: list[float] | None = None) -> dict[str, list[float]
     −1e9 it gives a uniform row (every blocked key gets weight 1/S: wrong, silently),
     and attnviz defines the row as zeros.
     """
-    from .attention import attention_steps
+    from attnviz.core.attention import attention_steps
 
     s = torch.tensor(scores or [1.2, -0.3, 2.5, 0.4])
     blocked = torch.zeros(1, len(s), dtype=torch.bool)  # (L=1, S): every key blocked

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .i18n import _
+from attnviz.i18n import _
 
 
 def _tok(t: str) -> str:
@@ -41,7 +41,7 @@ def mask_sentence(result, n: int) -> str:
     if not blocked_rows:
         return ""
     return _("{k} of {n} rows have keys blocked by the {mask} mask.").format(
-        k=blocked_rows, n=m.shape[0], mask=_(result.config.mask))
+        k=blocked_rows, n=m.shape[0], mask=_(result.mask_name))
 
 
 def describe_head(result, n: int, h: int) -> str:

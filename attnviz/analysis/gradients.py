@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .devices import resolve_device
-from .i18n import N_
-from .pipeline import AttentionConfig, compute
+from attnviz.core.devices import resolve_device
+from attnviz.i18n import N_
+from attnviz.run.config import AttentionConfig
+from attnviz.run.run import compute
 
 SCALARS = ("sum", "norm", "dim0")
 SCALAR_LABELS = {"sum": N_("sum of the output vector"), "norm": N_("length ‖o‖ of the output vector"),

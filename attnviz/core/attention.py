@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .masks import causal_mask
+from attnviz.core.masks import causal_mask
 
 NEG_INF = float("-inf")
 

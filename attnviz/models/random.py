@@ -1,0 +1,67 @@
+"""The random model: one layer of seeded random projections over tokenizer-free embeddings.
+
+All randomness (the projection weights, dropout) comes from one CPU ``torch.Generator``
+seeded by ``seed``, so the same settings give bit-identical results on the same device
+and the same weights on every device. The generator is used in a fixed order: the
+projections when the layer is built, then dropout when it runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from attnviz import limits
+from attnviz.core.multihead import MultiHeadAttention
+from attnviz.inputs.record import Input
+from attnviz.inputs.text import text_input, tokenize_lines
+from attnviz.models.base import ModelRun
+
+RANDOM = "random"
+
+
+class RandomLayer:
+    name = RANDOM
+    layers = 1
+    honours_masks = True
+
+    def __init__(self, d_model: int, heads: int, seed: int = 0, projections: bool = True) -> None:
+        MultiHeadAttention.check_heads(d_model, heads)  # said before anything is drawn
+        self.width, self.heads, self.projections = d_model, heads, projections
+        self.generator = torch.Generator().manual_seed(int(seed))  # CPU: same draws on every device
+        self._module: MultiHeadAttention | None = None
+
+    @property
+    def module(self) -> MultiHeadAttention:
+        """The layer, drawn from the generator when first needed: after the run's memory plan."""
+        if self._module is None:
+            self._module = MultiHeadAttention(self.width, self.heads, generator=self.generator)
+            if not self.projections:
+                self._module.identity_()
+        return self._module
+
+    def read_text(self, lines: list[str], *, pad_to: int, tokenize_mode: str, positional: bool,
+                  max_tokens: int, kind: str = "text") -> Input:
+        t0 = time.perf_counter()
+        seqs = tokenize_lines(lines, tokenize_mode, max_tokens)
+        inp = text_input(seqs, d_model=self.width, positional=positional, pad_to=pad_to, kind=kind)
+        inp.timings_ms["tokenize"] = (time.perf_counter() - t0) * 1e3
+        return inp
+
+    def plan(self, N: int, L: int, S: int) -> str:
+        return limits.plan(limits.RunSize(N, self.heads, L, S, self.width))
+
+    def forward(self, inp: Input, source: Input | None, mask: torch.Tensor | None, *, device: torch.device,
+                lean: bool, dropout: float, layer: int = 0) -> ModelRun:
+        x = inp.vectors()  # (N, L, E)
+        if x.shape[-1] != self.width:
+            raise ValueError(f"The input vectors have width {x.shape[-1]}, the model {self.width}.")
+        with torch.no_grad():
+            module = self.module.to(device)
+            run = module.lean_steps if lean else module.steps
+            steps = run(x.to(device), None if source is None else source.vectors().to(device), None,
+                        None if mask is None else mask.to(device), dropout_p=dropout, generator=self.generator)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+        return ModelRun(steps, self.module.cpu(), x)

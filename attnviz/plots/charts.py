@@ -1,0 +1,74 @@
+"""Bar and line charts: gradients per token, curves over a swept value, and the
+per-head / per-query differences of a verification.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots.style import FigureStyle, axis_labels, figure, layout_for
+
+
+def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
+               style: FigureStyle = FigureStyle(), *, y_title: str = "") -> go.Figure:
+    """Grouped bars, one group per token position, one bar per series."""
+    x = axis_labels(tokens)
+    traces = [{"type": "bar", "x": x, "y": np.asarray(v, dtype=np.float64), "name": name}
+              for name, v in series.items()]
+    layout = {"barmode": "group", "xaxis": {"type": "category"}, "yaxis": {"title": {"text": y_title or _("value")}}}
+    return figure(traces, layout_for(layout, style, title))
+
+
+def lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(), *,
+                 x_title: str = "", y_title: str = "", log_x: bool = True) -> go.Figure:
+    traces = [{"type": "scatter", "x": x, "y": y, "name": name, "mode": "lines+markers"}
+              for name, y in series.items()]
+    layout = {"xaxis": {"type": "log" if log_x else "linear", "title": {"text": x_title}},
+              "yaxis": {"title": {"text": y_title}}}
+    return figure(traces, layout_for(layout, style, title))
+
+
+def difference_figure(head_diffs: list[float], row_diffs: list[float], row_tokens: list[str], threshold: float,
+                      title: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Two bar charts on a log axis, per head and per query position, with the pass
+    threshold as a line: a failing check shows where it fails. Exact zeros are drawn
+    at a floor far below the threshold (the hover says 0)."""
+    floor = threshold * 1e-6
+    bars = lambda v: [max(x, floor) for x in v]  # noqa: E731 - log axes cannot draw 0
+    heads = [_("head {h}").format(h=h) for h in range(len(head_diffs))]
+    rows = axis_labels(row_tokens[: len(row_diffs)])
+    color = lambda v: ["#d62728" if x > threshold else "#2a9d8f" for x in v]  # noqa: E731
+    traces = [
+        {"type": "bar", "x": heads, "y": bars(head_diffs), "customdata": head_diffs, "name": "per head",
+         "marker": {"color": color(head_diffs)}, "xaxis": "x", "yaxis": "y",
+         "hovertemplate": "%{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+        {"type": "bar", "x": rows, "y": bars(row_diffs), "customdata": row_diffs, "name": "per query",
+         "marker": {"color": color(row_diffs)}, "xaxis": "x2", "yaxis": "y2",
+         "hovertemplate": "query %{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+    ]
+    # One range for both, from below the smallest bar to above the threshold, so the
+    # threshold line is always in view.
+    values = [max(x, floor) for x in (*head_diffs, *row_diffs)] or [floor]
+    lo = math.log10(min(min(values), threshold * 1e-3)) - 0.5
+    hi = math.log10(max(max(values), threshold)) + 0.7
+    axis = {"type": "log", "exponentformat": "power", "title": {"text": _("max |difference|")}, "range": [lo, hi]}
+    # On a log axis, shapes and annotations take log10 of the value.
+    line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
+                        "y0": math.log10(threshold), "y1": math.log10(threshold),
+                        "line": {"color": "#d62728", "dash": "dash", "width": 2}}
+    layout = {
+        "showlegend": False, "height": 360,
+        "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": _("head")}},
+        "xaxis2": {"domain": [0.4, 1], "type": "category", "title": {"text": _("query token")}, "anchor": "y2"},
+        "yaxis": {**axis, "anchor": "x"}, "yaxis2": {**axis, "anchor": "x2", "title": {"text": ""}},
+        "shapes": [line("x"), line("x2")],
+        "annotations": [{"text": _("threshold {t}").format(t=f"{threshold:.0e}"), "xref": "x2 domain", "x": 1,
+                         "yref": "y2",
+                         "y": math.log10(threshold), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
+                         "font": {"color": "#d62728"}}],
+    }
+    return figure(traces, layout_for(layout, style, title))

@@ -1,0 +1,225 @@
+"""Heatmaps of weights: one head, every head as one grid trace, a query's focus, the
+output vectors, the mask, and any labelled matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots.data import HeatmapData, mask_data, output_data, query_data
+from attnviz.plots.style import (
+    DIVERGING,
+    FigureStyle,
+    axis_labels,
+    colorscale,
+    figure,
+    invisible_suffix,
+    layout_for,
+    plain_label,
+)
+from attnviz.run.result import AttentionResult
+
+
+def heatmap_trace(d: HeatmapData, style: FigureStyle, *, shared: bool, diverging: bool = False) -> dict:
+    value = d.value_name or _("weight")
+    hover = (f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{value}: %{{z:.4f}}<extra></extra>"
+             if not diverging else
+             f"{_('token')}: %{{y}}<br>{_('dimension')}: %{{x}}<br>{value}: %{{z:.4f}}<extra></extra>")
+    trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "hovertemplate": hover}
+    if shared:
+        trace["coloraxis"] = "coloraxis"
+    else:
+        trace.update(colorscale=colorscale(DIVERGING if diverging else style.colors), zmin=d.zmin, zmax=d.zmax)
+        if diverging:
+            trace["zmid"] = 0
+    return trace
+
+
+def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
+                   diverging: bool = False) -> go.Figure:
+    layout = {
+        "yaxis": {"autorange": "reversed", "type": "category",
+                  "title": {"text": _("query") if not diverging else _("token")}},
+        "xaxis": {"type": "category" if not diverging else "linear",
+                  "title": {"text": _("key") if not diverging else _("dimension")},
+                  "side": "top" if not diverging else "bottom"},
+    }
+    return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
+                  layout_for(layout, style, d.title, top_axis=not diverging))
+
+
+def grid_layout(H: int, font_size: int) -> tuple[int, int]:
+    """(rows, cols) of head blocks: four per row, two in presenter mode."""
+    cols = min(H, 4) if font_size <= 14 else min(H, 2)
+    return math.ceil(H / cols), cols
+
+
+def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
+                title: str | None = None, cols: int | None = None,
+                ticks: bool = True, clickable: bool = False) -> go.Figure:
+    """Every head in ONE heatmap trace: head blocks laid out in rows of four (two in
+    presenter mode), separated by blank gaps (NaN), on one shared 0–1 colour scale,
+    each titled "head h" above it.
+
+    One trace and one pair of axes instead of one subplot per head: Plotly draws it in
+    a fraction of the time. The axes are categorical, one unique label per row and
+    column (the token, made unique with invisible suffixes), so the hover names the
+    query and the key; an int8 ``customdata`` names the head.
+    """
+    H = len(data)
+    title = _("attention weights per head") if title is None else title
+    rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
+    L, S = data[0].z.shape
+    gap_x = max(1, round(0.06 * S))  # blank columns between blocks
+    gap_y = max(2, round(0.12 * L))  # blank rows: room for the next row's titles
+    R, C = rows * L + (rows - 1) * gap_y, cols * S + (cols - 1) * gap_x
+    z = np.full((R, C), np.nan, dtype=np.float32)  # (R, C): NaN = the gaps, not drawn
+    head = np.full((R, C), -1, dtype=np.int8 if H < 128 else np.int16)  # which block each cell shows
+    x_raw, y_raw = ["\u2007"] * C, ["\u2007"] * R  # gaps: a figure space, blank but not empty
+    annotations = []
+    for i, d in enumerate(data):
+        r, c = divmod(i, cols)
+        y0, x0 = r * (L + gap_y), c * (S + gap_x)
+        z[y0:y0 + L, x0:x0 + S] = d.z
+        head[y0:y0 + L, x0:x0 + S] = i
+        x_raw[x0:x0 + S] = [plain_label(t) for t in d.x]
+        y_raw[y0:y0 + L] = [plain_label(t) for t in d.y]
+        annotations.append({"text": d.title, "x": x0 + (S - 1) / 2, "y": y0 - 0.5, "xref": "x", "yref": "y",
+                            "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+                            "font": {"size": style.font_size + 1}})
+    # Labels are already escaped (HeatmapData); only made unique across blocks here.
+    x_lab, y_lab = _unique(x_raw), _unique(y_raw)
+    trace = {"type": "heatmap", "z": z, "x": x_lab, "y": y_lab, "customdata": head, "coloraxis": "coloraxis",
+             "hoverongaps": False, "xgap": 0, "ygap": 0,
+             "hovertemplate": f"{_('head')} %{{customdata}}<br>{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>"
+                              f"{_('weight')}: %{{z:.4f}}<extra></extra>"}
+    traces = [trace]
+    if clickable:
+        # Heatmaps cannot be selected in Plotly; a near-invisible marker at each block's
+        # centre can, so a click on a block reports that block (customdata = its index).
+        centres = [divmod(i, cols) for i in range(H)]
+        traces.append({"type": "scatter", "mode": "markers", "showlegend": False,
+                       "x": [x_lab[c * (S + gap_x) + S // 2] for _row, c in centres],
+                       "y": [y_lab[r * (L + gap_y) + L // 2] for r, _col in centres],
+                       "customdata": list(range(H)), "text": [d.title for d in data],
+                       "marker": {"size": 28, "opacity": 0.01, "color": "#000000"},
+                       "hovertemplate": "%{text}: " + _("click to open") + "<extra></extra>"})
+    layout: dict = {
+        "clickmode": "event+select",
+        "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
+                      "colorbar": {"title": {"text": _("weight")}}},
+        "annotations": annotations,
+        "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
+        "yaxis": {"type": "category", "showgrid": False, "autorange": "reversed", "showticklabels": ticks},
+        "plot_bgcolor": "rgba(0,0,0,0)",
+    }
+    if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
+        layout["height"] = max(300, min(1400, 110 * rows + 120))
+    elif style.height is None:
+        # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
+        per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
+        layout["height"] = per_row * rows + 80
+    return figure(traces, layout_for(layout, style, title))
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Labels made unique by invisible suffixes (repeats across blocks and gaps)."""
+    seen: dict[str, int] = {}
+    out = []
+    for lab in labels:
+        k = seen.get(lab, 0)
+        seen[lab] = k + 1
+        out.append(lab + invisible_suffix(k))
+    return out
+
+
+def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
+                 style: FigureStyle = FigureStyle()) -> go.Figure:
+    """Query ``q``'s weights over all keys, one bar group per head (a line per head past
+    ``BARS_UP_TO`` keys, where grouped bars would be thinner than a pixel)."""
+    w, keys, qlab = query_data(result, n, q)
+    kind = {"type": "bar"} if len(keys) <= BARS_UP_TO else {"type": "scatter", "mode": "lines"}
+    traces = [{**kind, "x": keys, "y": w[h], "name": _("head {h}").format(h=h),
+               "hovertemplate": f"{_('key')}: %{{x}}<br>{_('weight')}: %{{y:.4f}}<extra>"
+                                + _("head {h}").format(h=h) + "</extra>"}
+              for h in range(w.shape[0])]
+    layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": _("weight")}},
+              "xaxis": {"type": "category", "title": {"text": _("key")}}}
+    return figure(traces, layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(
+        token=qlab, q=q)))
+
+
+BARS_UP_TO = 128
+
+
+def output_figure(result: AttentionResult, n: int = 0, style: FigureStyle = FigureStyle()) -> go.Figure:
+    return heatmap_figure(output_data(result, n), style, diverging=True)
+
+
+MASK_COLORS = [[0.0, "#3b3b3b"], [0.5, "#3b3b3b"], [0.5, "#f2e8b6"], [1.0, "#f2e8b6"]]
+
+
+def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = FigureStyle(), *,
+                max_cells: int | None = None, key_axis_top: bool = True) -> go.Figure:
+    """The mask as a two-colour matrix; pad positions are labelled [PAD].
+
+    ``key_axis_top=False`` draws it like ``matrix_figure`` (key axis below, same
+    height), so it lines up with the matrices beside it in the mask lab.
+    """
+    d = mask_data(result, n, max_cells=max_cells)
+    trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "zmin": 0, "zmax": 1, "showscale": False,
+             "colorscale": MASK_COLORS,
+             "hovertemplate": f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{_('may attend')}: %{{z}}<extra></extra>"}
+    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
+              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": _("key")},
+                        **_every_tick(d.x)}}
+    if not key_axis_top:
+        layout["height"] = matrix_height(len(d.y))
+    return figure([trace], layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top))
+
+
+# Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
+EVERY_TICK_UP_TO = 48
+
+
+def _every_tick(labels: list[str]) -> dict:
+    return {"tickmode": "array", "tickvals": labels, "ticktext": labels} if len(labels) <= EVERY_TICK_UP_TO else {}
+
+
+def matrix_height(rows: int) -> int:
+    """Tall enough for a readable label per row."""
+    return max(300, 22 * rows + 150)
+
+
+def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
+                  style: FigureStyle = FigureStyle(), *, value_name: str = "",
+                  zero_one: bool = False, highlight_row: int | None = None) -> go.Figure:
+    """Any intermediate as a heatmap. −∞ cells (blocked scores) are left blank with
+    "−∞ (masked)" on hover, never drawn as a number. ``highlight_row`` outlines one row
+    (the token a lesson follows)."""
+    value_name = value_name or _("value")
+    m = np.asarray(matrix, dtype=np.float64)
+    blocked = np.isneginf(m)
+    finite = m[np.isfinite(m)]
+    z = np.where(blocked, np.nan, m).tolist()
+    z = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in z]
+    text = [[_("−∞ (masked)") if b else "" for b in row] for row in blocked]
+    lim = float(np.abs(finite).max()) if finite.size else 1.0
+    trace = {"type": "heatmap", "z": z, "x": axis_labels(cols), "y": axis_labels(rows), "text": text,
+             "hoverongaps": True,
+             "hovertemplate": f"{_('row')}: %{{y}}<br>{_('column')}: %{{x}}<br>{value_name}: %{{z:.4f}} %{{text}}"
+                              "<extra></extra>"}
+    trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
+                 {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
+    x, y = trace["x"], trace["y"]
+    layout: dict = {"yaxis": {"autorange": "reversed", "type": "category", **_every_tick(y)},
+                    "xaxis": {"type": "category", **_every_tick(x)}, "height": matrix_height(len(rows))}
+    if highlight_row is not None:  # categories sit at 0, 1, ...: the row spans r ± 0.5
+        layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
+                             "y0": highlight_row - 0.5, "y1": highlight_row + 0.5,
+                             "line": {"color": "#111111", "width": 3}}]
+    return figure([trace], layout_for(layout, style, title))

@@ -1,0 +1,129 @@
+"""Attention drawn on its own data: an image with a map per head, a spectrogram with a
+line per head, a graph with its nodes sized by weight.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots.images import image_uri
+from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for
+
+
+def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid: tuple[int, int], patch: int,
+                   stride: int, chosen: int, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
+    """The image once per panel, each panel's (nH, nW) weights over it as a translucent
+    heatmap (cell = the patch's stride square at its place), the chosen patch outlined.
+    A near-invisible marker at each patch centre makes a click pick that patch."""
+    nH, nW = grid
+    H, W = image.shape[:2]
+    cols = min(len(panels), 4)
+    rows = math.ceil(len(panels) / cols)
+    gap_x, gap_y = 0.04, 0.1 / max(1, rows - 1) if rows > 1 else 0.0
+    w = (1 - gap_x * (cols - 1)) / cols
+    h = (1 - gap_y * (rows - 1)) / rows
+    uri = image_uri(image)
+    # Spread over many patches, weights are small: the scale runs to the largest one shown.
+    top = max(float(np.max(z)) for _name, z in panels) or 1.0
+    layout: dict = {"images": [], "annotations": [], "shapes": [], "showlegend": False,
+                    "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": top,
+                                  "colorbar": {"title": {"text": f"{_('weight')}<br>(0–{top:.3f})"}}},
+                    "clickmode": "event+select", "height": 300 * rows + 100}
+    traces = []
+    cx = [c * stride + patch / 2 for c in range(nW)]
+    cy = [r * stride + patch / 2 for r in range(nH)]
+    for i, (name, z) in enumerate(panels):
+        r, c = divmod(i, cols)
+        x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
+        ax = "" if i == 0 else str(i + 1)
+        layout[f"xaxis{ax}"] = {"domain": [round(x0, 6), round(min(1, x0 + w), 6)], "range": [0, W],
+                                "showticklabels": False, "showgrid": False, "zeroline": False, "anchor": f"y{ax}"}
+        layout[f"yaxis{ax}"] = {"domain": [round(max(0, y1 - h), 6), round(y1, 6)], "range": [H, 0],
+                                "showticklabels": False, "showgrid": False, "zeroline": False, "anchor": f"x{ax}",
+                                "scaleanchor": f"x{ax}"}
+        layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
+                                 "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below",
+                                 "sizing": "stretch"})
+        layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+        traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": cx, "y": cy, "opacity": 0.6,
+                       "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
+                       "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra></extra>"})
+        pr, pc = divmod(chosen, nW)
+        layout["shapes"].append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": pc * stride,
+                                 "x1": pc * stride + patch, "y0": pr * stride, "y1": pr * stride + patch,
+                                 "line": {"color": "#ff2d55", "width": 2}})
+        traces.append({"type": "scatter", "mode": "markers", "x": [x for _y in cy for x in cx],
+                       "y": [y for y in cy for _x in cx], "customdata": list(range(nH * nW)),
+                       "marker": {"size": 10, "opacity": 0.01, "color": "#000000"}, "xaxis": f"x{ax}",
+                       "yaxis": f"y{ax}",
+                       "hovertemplate": _("patch {n}: click to follow it").format(n="%{customdata}")
+                                        + "<extra></extra>"})
+    return figure(traces, layout_for(layout, style, title))
+
+
+def spectrogram_figure(spec: np.ndarray, times: list[str], weights: np.ndarray, chosen: int, rate: int, frame: int,
+                       style: FigureStyle = FigureStyle()) -> go.Figure:
+    """The spectrogram (frames × frequency) above, the chosen frame's weights over every
+    frame below (a line per head), on one time axis."""
+    freqs = np.fft.rfftfreq(frame, 1 / rate)
+    traces = [{"type": "heatmap", "z": np.asarray(spec, dtype=np.float32).T, "x": list(range(len(times))),
+               "y": freqs.astype(np.float32), "colorscale": colorscale("Magma"), "showscale": False,
+               "xaxis": "x", "yaxis": "y2",
+               "hovertemplate": f"{_('frame')} %{{x}}<br>%{{y:.0f}} Hz<br>log|X|: %{{z:.2f}}<extra></extra>"}]
+    for h in range(weights.shape[0]):
+        traces.append({"type": "scatter", "mode": "lines", "x": list(range(len(times))), "y": weights[h],
+                       "name": f"head {h}", "xaxis": "x", "yaxis": "y",
+                       "hovertemplate": "frame %{x}<br>weight: %{y:.4f}<extra>head " + str(h) + "</extra>"})
+    layout = {"height": 560, "xaxis": {"title": {"text": _("frame")}, "anchor": "y"},
+              "yaxis": {"domain": [0, 0.38], "title": {"text": _("weight from frame {n}").format(n=chosen)},
+                        "rangemode": "tozero"},
+              "yaxis2": {"domain": [0.45, 1], "title": {"text": _("frequency (Hz)")}, "anchor": "x"},
+              "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,
+                          "line": {"color": "#2a9d8f", "width": 2, "dash": "dot"}}]}
+    return figure(traces, layout_for(layout, style, _("spectrogram, and what frame {n} ({time}) attends to").format(
+        n=chosen, time=times[chosen])))
+
+
+def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chosen: int, seed: int,
+                 style: FigureStyle = FigureStyle()) -> go.Figure:
+    """A node-link drawing (networkx spring layout, seeded): the graph's edges in grey, and
+    a line from the chosen node to every node it attends to, as wide as the weight."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from(edges)
+    pos = nx.spring_layout(g, seed=seed)
+    xs, ys = [], []
+    for a, b in edges:
+        xs += [pos[a][0], pos[b][0], None]
+        ys += [pos[a][1], pos[b][1], None]
+    traces = [{"type": "scatter", "mode": "lines", "x": xs, "y": ys, "line": {"color": "#bbbbbb", "width": 1},
+               "hoverinfo": "skip", "showlegend": False}]
+    for j in range(n):
+        wj = float(weights[j])
+        if wj <= 1e-4 or j == chosen:
+            continue
+        traces.append({"type": "scatter", "mode": "lines", "x": [pos[chosen][0], pos[j][0]],
+                       "y": [pos[chosen][1], pos[j][1]], "showlegend": False, "hoverinfo": "skip",
+                       "line": {"color": "#e63946", "width": 1 + 14 * wj}, "opacity": 0.75})
+    traces.append({"type": "scatter", "mode": "markers+text", "x": [pos[i][0] for i in range(n)],
+                   "y": [pos[i][1] for i in range(n)], "text": [str(i) for i in range(n)],
+                   "customdata": np.asarray(weights, dtype=np.float64), "textposition": "middle center",
+                   "marker": {"size": [34 if i == chosen else 22 for i in range(n)],
+                              "color": np.asarray(weights, dtype=np.float64), "coloraxis": "coloraxis",
+                              "line": {"color": ["#e63946" if i == chosen else "#333333" for i in range(n)],
+                                       "width": 2}},
+                   "hovertemplate": _("node {n}").format(n="%{text}") + "<br>"
+                                    + _("weight from node {n}").format(n=chosen)
+                                    + ": %{customdata:.4f}"
+                                    "<extra></extra>", "showlegend": False})
+    layout = {"height": 520, "xaxis": {"visible": False}, "yaxis": {"visible": False, "scaleanchor": "x"},
+              "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": 1,
+                            "colorbar": {"title": {"text": _("weight")}}}}
+    return figure(traces, layout_for(layout, style, _("what node {n} attends to (mean over heads)").format(n=chosen)))

@@ -1,0 +1,150 @@
+"""One way into a run: an ``Input`` and a model -> ``AttentionResult``.
+
+    input (tokens, X or ids, key padding, structural mask) ─┐
+    model (per layer: weights; the followed layer's steps) ─┴─ run() -> AttentionResult
+
+``run`` decides the memory plan before anything of size L·S is allocated, builds the
+mask (the chosen kind & the input's structure & key padding), runs the model on the
+chosen device and brings every tensor back to the CPU. ``compute(AttentionConfig)`` is
+the text run the app, the CLI and the tests use; the image, audio and graph pages call
+``run`` with their own inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import torch
+
+from attnviz import limits
+from attnviz.core.devices import resolve_device
+from attnviz.core.masks import build_mask, padding_mask
+from attnviz.core.multihead import MultiHeadSteps
+from attnviz.i18n import _
+from attnviz.inputs.record import Input
+from attnviz.inputs.text import lines_of
+from attnviz.models.base import Model
+from attnviz.models.random import RANDOM, RandomLayer
+from attnviz.run.config import AttentionConfig
+from attnviz.run.result import AttentionResult
+
+
+def model_for(config: AttentionConfig) -> Model:
+    """The random layer these settings describe, or a pretrained model (loaded once per process)."""
+    if config.model == RANDOM:
+        return RandomLayer(config.d_model, config.num_heads, config.seed, config.projections)
+    from attnviz.models.registry import load
+
+    return load(config.model)
+
+
+def compute(config: AttentionConfig) -> AttentionResult:
+    """Run multi-head attention for ``config`` and keep every intermediate (or, for a
+    text too long for that within ``attnviz.limits``' memory budget, the weights only:
+    ``result.complete`` is then False).
+
+    Raises ``ValueError`` with a user-facing message for bad settings or text, or a run
+    whose weights alone are over the budget.
+    """
+    config.validate()
+    t0 = time.perf_counter()
+    lines = lines_of(config.text, "text")
+    model = model_for(config)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    read = dict(pad_to=config.pad_to, tokenize_mode=config.tokenize_mode, positional=config.positional,
+                max_tokens=config.max_tokens)
+    inp = model.read_text(lines, **read)
+    source = None
+    if config.source.strip():
+        if not model.honours_masks:
+            raise ValueError("Cross-attention runs on the random model: a BERT encoder attends within one text.")
+        src = lines_of(config.source, "source text")
+        if len(src) != len(lines):
+            if len(src) != 1:
+                raise ValueError(f"The source has {len(src)} lines but the text has "
+                                 f"{len(lines)}: give one source line, or one per text line.")
+            src = src * len(lines)  # one source line serves every text line
+        source = model.read_text(src, kind="source text", **read)
+    timings = {"tokenize": (time.perf_counter() - t0) * 1e3}
+    if model.name != RANDOM:
+        timings = {"load": load_ms, **timings}
+    return run(inp, model, source=source, mask=config.mask, window=config.window, device=config.device,
+               dropout=config.dropout, layer=config.layer, config=config, timings=timings)
+
+
+def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "none", window: int = 0,
+        device: str = "cpu", dropout: float = 0.0, layer: int = 0, keep_steps: bool = False,
+        config: AttentionConfig | None = None, settings: dict | None = None,
+        timings: dict[str, float] | None = None) -> AttentionResult:
+    """Attention of ``model`` over ``inp`` (keys and values from ``source`` when given).
+
+    ``mask``: one of ``attnviz.core.masks.MASK_KINDS``, combined with ``inp.mask`` (the
+    data's own structure) and key padding. ``keep_steps``: refuse a run whose every step
+    does not fit the budget, rather than keep the weights only.
+    """
+    timings = dict(timings or {})
+    notes = list(inp.notes)
+    kv = inp if source is None else source
+    N, L, S = len(inp.tokens), inp.L, kv.L
+    # Decide before allocating anything of size L·S: every step kept, the weights only, or refuse.
+    if keep_steps:
+        limits.check_budget(limits.RunSize(N, model.heads, L, S, model.width))
+        plan = "full"
+    else:
+        plan = model.plan(N, L, S)
+    if plan == "lean":
+        notes.append(_("This text is long: only the weights are kept (not the scores before softmax), to stay "
+                       "within the server's memory budget."))
+    attn_mask, mask_name = _mask(inp, kv, model, mask, window, notes)
+    if dropout and not model.honours_masks:
+        notes.append(_("Dropout is off for a pretrained model (it runs as in inference)."))
+    t0 = time.perf_counter()
+    dev = resolve_device(device)
+    out = model.forward(inp, source, attn_mask, device=dev, lean=plan == "lean", dropout=dropout, layer=layer)
+    timings["attention"] = (time.perf_counter() - t0) * 1e3
+    x = out.layer_input
+    x_kv = x if source is None else source.vectors()
+    timings = {**timings, **{k: v for k, v in inp.timings_ms.items() if k not in timings}}
+    if settings is None:
+        settings = asdict(config) if config is not None else {}
+    return AttentionResult(
+        config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths, source_lengths=kv.lengths,
+        embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=to_cpu(out.steps), model=out.module,
+        device=str(dev), timings_ms=timings, notes=notes, layer_weights=out.layer_weights,
+        last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
+        layer=layer, mask_name=mask_name, dropout=dropout, settings=settings,
+    )  # fmt: skip
+
+
+def _mask(inp: Input, kv: Input, model: Model, kind: str, window: int,
+          notes: list[str]) -> tuple[torch.Tensor | None, str]:
+    """The run's bool mask, broadcastable to (N, H, L, S), and what it is called."""
+    L, S = inp.L, kv.L
+    if not model.honours_masks:  # a pretrained encoder: padded keys blocked, as in training
+        if kind not in ("none", "padding"):
+            notes.append(_("{model} is a bidirectional encoder: every token sees every real token. Only padding is "
+                           "masked; the sidebar's mask applies to the random model.").format(model=model.name))
+        return padding_mask(kv.lengths, S), "padding"  # (N, 1, 1, S)
+    mask = build_mask(kind, L, S, window=window, lengths=kv.lengths if kv.padded else None)
+    if kind in ("window", "causal+window") and window >= max(L, S) - 1:
+        notes.append(_("The window ({w}) covers the whole text ({n} tokens), so it blocks nothing.").format(
+            w=window, n=max(L, S)))
+    if kv.padded and kind == "none":
+        notes.append(_("Some keys are [PAD] tokens and the mask is 'none', so queries attend to padding. Choose "
+                       "any other mask to block it."))
+    if inp.mask is not None:  # the data's own structure: a graph's adjacency, an image's window
+        mask = inp.mask if mask is None else mask & inp.mask
+        kind = inp.mask_name if kind == "none" else f"{kind}+{inp.mask_name}"
+    return mask, kind
+
+
+def to_cpu(steps: MultiHeadSteps) -> MultiHeadSteps:
+    """Every tensor of ``steps`` on the CPU (a no-op there)."""
+    a = steps.attention
+    mv = lambda t: None if t is None else t.detach().cpu()  # noqa: E731
+    att = type(a)(mv(a.scores), mv(a.scaled), mv(a.masked), mv(a.weights), mv(a.dropped),
+                  mv(a.output), a.scale, mv(a.fully_masked_rows))
+    return MultiHeadSteps(mv(steps.q), mv(steps.k), mv(steps.v), att, mv(steps.joined),
+                          mv(steps.output))

@@ -1,0 +1,150 @@
+"""The explorer's views of one run: every head, one head, a query's focus, the mean,
+the mask, the output, the model view and the head analysis; long texts as images with a
+close-up; each view's cache key and text alternative.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from attnviz import plots as F
+from attnviz.i18n import _
+from attnviz.run.result import AttentionResult
+from attnviz.views.registry import FIGURE_VIEWS
+from attnviz.views.selection import style_for
+from attnviz.views.state import ViewState
+
+
+def view_figure(result: AttentionResult, state: ViewState, view: str | None = None, *,
+                style: F.FigureStyle | None = None, max_cells: int | None = F.DEFAULT_MAX_CELLS) -> go.Figure:
+    """The figure of ``view`` (default: ``state.view``) for the selected sentence/head/query."""
+    view = view or state.view
+    style = style or style_for(state)
+    n, h, q = state.seq, state.head, state.query
+    if view == "grid":
+        return F.grid_figure(F.grid_data(result, n, max_cells=max_cells), style)
+    if view in ("head", "table", "mean", "mask") and is_long(result):
+        return long_figure(result, state, view, style)
+    if view in ("head", "table"):
+        return F.heatmap_figure(F.head_data(result, n, h), style)
+    if view == "mean":
+        return F.heatmap_figure(F.mean_data(result, n), style)
+    if view == "mask":
+        return F.mask_figure(result, n, style)
+    if view == "output":
+        return F.output_figure(result, n, style)
+    if view == "query":
+        return F.query_figure(result, n, q, style)
+    if view == "model":
+        return model_figure(result, n, style)
+    if view == "analysis":
+        return rollout_figure(result, n, style)
+    raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
+
+
+def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Every layer × head as small multiples (a row per layer), pooled like the grid."""
+    lw = result.layer_weights  # (layers, N, H, L, S)
+    layers, _N, H = lw.shape[:3]
+    data = []
+    for layer in range(layers):
+        for h in range(H):
+            d = F.matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
+                               f"L{layer} H{h}", F.DEFAULT_MAX_CELLS // 2)
+            data.append(d)
+    name = result.model_name
+    return F.grid_figure(data, style, title=_("model view: {layers} layer(s) × {H} heads of {name}").format(
+        layers=layers, H=H, name=name), cols=H,
+                         ticks=False, clickable=True)
+
+
+def head_table(result: AttentionResult, n: int) -> list[dict]:
+    """The head analysis of sequence ``n``: a row per layer × head."""
+    from attnviz.analysis.heads import head_stats
+
+    return [s.row() for s in head_stats(result.layer_weights, n, result.lengths[n], result.tokens[n])]
+
+
+def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Attention rollout across every layer (Abnar & Zuidema 2020), over the real tokens."""
+    from attnviz.analysis.heads import rollout
+
+    k = result.lengths[n]
+    r = rollout(result.layer_weights[:, n, :, :k, :k]).numpy()  # (k, k)
+    toks = result.tokens[n][:k]
+    return F.matrix_figure(r, toks, toks, _("attention rollout over {layers} layer(s): how much each token draws on "
+                                            "each input token").format(layers=result.layers), style,
+                           value_name=_("share"), zero_one=True)
+
+
+def is_long(result: AttentionResult) -> bool:
+    """Too many cells for a hoverable heatmap of one head: drawn as an image instead."""
+    L, S = result.weights.shape[-2:]
+    return L * S > F.IMAGE_ABOVE_CELLS
+
+
+def long_figure(result: AttentionResult, state: ViewState, view: str, style: F.FigureStyle) -> go.Figure:
+    """A full-detail view of a long text: every cell as one pixel of an image."""
+    n = state.seq
+    if view == "mask":
+        return F.image_figure(F.mask_data(result, n), style, scale=F.MASK_COLORS)
+    d = F.mean_data(result, n) if view == "mean" else F.head_data(result, n, state.head)
+    return F.image_figure(d, style)
+
+
+def region_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle | None = None) -> go.Figure:
+    """The exact numbers of a long view: a REGION × REGION close-up from (q0, k0)."""
+    h = None if state.view == "mean" else state.head
+    return F.region_figure(F.region_data(result, state.seq, h, state.q0, state.k0), style or style_for(state))
+
+
+def view_key(state: ViewState, view: str | None = None) -> tuple:
+    """The plain values that ``view_figure`` reads for ``view``: a cache key for its figure.
+
+    Only the selection a view shows is included, so changing the head leaves the
+    cached grid, mean and mask figures valid.
+    """
+    view = view or state.view
+    selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,),
+                 "region": (state.view, state.head, state.q0, state.k0)}.get(view, ())
+    return (state.config, view, state.seq, *selection, style_for(state))
+
+
+def view_description(result: AttentionResult, state: ViewState, view: str, fig: go.Figure | None = None) -> str:
+    """The text alternative of ``view``: what the weights do, or (other views) what the figure plots."""
+    from attnviz.analysis.describe import describe_figure, describe_grid, describe_head, describe_query
+
+    n = state.seq
+    if view == "grid":
+        return describe_grid(result, n)
+    if view in ("head", "table"):
+        return describe_head(result, n, state.head)
+    if view == "query":
+        return describe_query(result, n, state.query)
+    return describe_figure(fig if fig is not None else view_figure(result, state, view))
+
+
+def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:
+    """What the grid overview says when it max-pools a long text (None when it doesn't)."""
+    L, S = result.weights.shape[-2:]
+    block = F.pool_block(L, S, max_cells)
+    return F.pooling_note(L, S, block) if block > 1 else None
+
+
+def output_table(result: AttentionResult, n: int) -> dict:
+    """The output vectors of sequence ``n`` as a table: a row per token (data, index)."""
+    return {"data": result.output[n].numpy(), "index": [f"{i}: {t}" for i, t in enumerate(result.tokens[n])]}
+
+
+def weights_table(result: AttentionResult, state: ViewState, long: bool) -> dict:
+    """One head's weights as a table: every cell, or (a long text) the close-up's window."""
+    from attnviz.plots import REGION
+
+    n, L, S = state.seq, *result.weights.shape[2:]
+    q0, k0 = (state.q0, state.k0) if long else (0, 0)
+    q1, k1 = (min(q0 + REGION, L), min(k0 + REGION, S)) if long else (L, S)
+    tokens, keys = result.tokens[n], result.source_tokens[n]
+    return {"data": result.weights[n, state.head, q0:q1, k0:k1].numpy(),  # (rows, cols)
+            "index": [f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],
+            "columns": [f"{j}: {t}" for j, t in enumerate(keys[k0:k1], k0)],
+            "window": {"q0": q0, "q1": q1 - 1, "k0": k0, "k1": k1 - 1}}

@@ -1,0 +1,131 @@
+"""The teaching pages' main figures, and ``page_figure``: what a link to any page shows
+first. The pages draw these same figures, and ``python -m attnviz render`` renders a
+link to any page with it.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from attnviz import plots as F
+from attnviz.core.masks import MASK_KINDS
+from attnviz.i18n import _
+from attnviz.run.result import AttentionResult
+from attnviz.run.run import compute
+from attnviz.views.explorer import view_figure
+from attnviz.views.modality import input_run, input_view_figure
+from attnviz.views.registry import INPUT_PAGES, PAGE_NAMES
+from attnviz.views.selection import check_selection
+from attnviz.views.state import ViewState
+
+
+def mask_kinds(state: ViewState) -> list[str]:
+    """The mask lab's comparison, in order, without repeats."""
+    return [k for k in dict.fromkeys(state.masks.split(",")) if k in MASK_KINDS]
+
+
+def cross_grid_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    return F.grid_figure(F.grid_data(result, state.seq), style, title=_("cross-attention weights per head"))
+
+
+def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState,
+                           style: F.FigureStyle) -> go.Figure:
+    """Head ``state.head``'s weights under each mask, side by side on one 0–1 scale."""
+    data = []
+    for kind, r in results.items():
+        d = F.head_data(r, state.seq, state.head)
+        d.title = _("mask: {kind}").format(kind=kind)
+        data.append(d)
+    return F.grid_figure(data, style, title=_("weights of head {h} under each mask").format(h=state.head))
+
+
+def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    """(per key: ‖∂/∂V‖, ‖∂/∂K‖; per query-side token: ‖∂/∂Q‖, ‖∂/∂X‖)."""
+    label = F.escape_label(tok)
+    kv = F.token_bars(grads.keys, {"‖∂/∂V‖": grads.norms["V"], "‖∂/∂K‖": grads.norms["K"]},
+                      _("gradient per key token, for the output of “{token}”").format(token=label), style,
+                      y_title=_("gradient norm"))
+    qx = F.token_bars(grads.tokens, {"‖∂/∂Q‖": grads.norms["Q"], "‖∂/∂X‖": grads.norms["X"]},
+                      _("gradient per query-side token"), style, y_title=_("gradient norm"))
+    return kv, qx
+
+
+def verify_figure(v, style: F.FigureStyle) -> go.Figure:
+    """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| per head and per query."""
+    return F.difference_figure(v.head_diffs, v.row_diffs, v.row_tokens, v.threshold,
+                               _("max |difference| of the weights, {dtype} on {device}").format(
+                                   dtype=v.dtype, device=v.device), style)
+
+
+def scaling_figure(res, style: F.FigureStyle) -> go.Figure:
+    return F.lines_figure(res.d_k, {_("q·k (raw)"): res.std_raw, "q·k / √d_k": res.std_scaled},
+                          _("spread (std) of the scores"), style, x_title="d_k", y_title=_("std"))
+
+
+def step_weights_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    """The step-by-step page's weights step for the followed head, its token outlined."""
+    from attnviz.analysis.walkthrough import walkthrough
+
+    step = next(s for s in walkthrough(result, state.seq, state.head, state.query) if s.key == "Weights")
+    return F.matrix_figure(step.matrix, step.rows, step.cols, _("{step} — head {h}").format(
+        step=step.title, h=state.head), style,
+                           zero_one=True, highlight_row=state.query)
+
+
+def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The main figure of ``page`` for ``state``: what a link to that page shows first
+    (``data``: an image or WAV file's bytes for the modality pages).
+
+    Raises ``ValueError`` with a user-facing message for settings that cannot run.
+    """
+    if page in INPUT_PAGES:
+        inp, result, image = input_run(page, state, data)
+        return input_view_figure(inp, result, state, style, image=image)
+    if page == "explorer":
+        view = "head" if state.view == "table" else state.view
+        result = compute(state.config)
+        state = check_selection(result, state)
+        return view_figure(result, state, view, style=style)
+    if page == "cross-attention":
+        result = compute(state.cross_config())
+        state = check_selection(result, state)
+        return cross_grid_figure(result, state, style)
+    if page == "mask-lab":
+        kinds = mask_kinds(state)
+        results = {k: compute(state.config.with_(mask=k)) for k in kinds}
+        state = check_selection(next(iter(results.values())), state)
+        return mask_comparison_figure(results, state, style)
+    if page == "step-by-step":
+        result = compute(state.config)
+        state = check_selection(result, state)
+        return step_weights_figure(result, state, style)
+    if page == "verify":
+        from attnviz.analysis.verify import verify
+
+        return verify_figure(verify(state.config, float64=state.float64), style)
+    if page == "gradients":
+        from attnviz.analysis.gradients import token_gradients
+
+        state = check_selection(compute(state.config), state)
+        grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
+        return gradient_figures(grads, grads.tokens[state.query], style)[0]
+    if page == "why-scale":
+        from attnviz.analysis.scaling import sweep
+
+        return scaling_figure(sweep(seed=state.seed, additive=state.additive), style)
+    raise ValueError(f"Unknown page {page!r}; choose one of {', '.join(PAGE_NAMES)}.")
+
+
+def mask_lab_figure(result: AttentionResult, part: str, n: int, h: int, style: F.FigureStyle) -> go.Figure:
+    """One of the mask lab's four pictures of a mask at work on head ``h``: the mask, the
+    scores before masking, after masking (−∞ blank), and the weights after softmax."""
+    if part == "mask":
+        return F.mask_figure(result, n, style, key_axis_top=False)
+    a = result.steps.attention
+    toks, keys = result.tokens[n], result.source_tokens[n]
+    if part == "before":
+        return F.matrix_figure(a.scaled[n, h].numpy(), toks, keys,
+                               _("scores before masking — head {h}").format(h=h), style)
+    if part == "after":
+        return F.matrix_figure(a.masked[n, h].numpy(), toks, keys, _("after masking (blank = −∞)"), style)
+    return F.matrix_figure(a.weights[n, h].numpy(), toks, keys, _("weights after softmax"), style, zero_one=True)

@@ -1,0 +1,70 @@
+"""The selection a view shows (sentence, head, query) checked against the run, the style a
+state asks for, and download names. Bounds that depend on the run come from the run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from attnviz import plots as F
+from attnviz.i18n import _
+from attnviz.run.result import AttentionResult
+from attnviz.views.state import ViewState
+
+PRESENTER_FONT = 24
+
+
+def style_for(state: ViewState, *, theme: str = "light", width=None, height=None) -> F.FigureStyle:
+    """Presenter mode: fonts and ticks large enough for the back of a room."""
+    return F.FigureStyle(colors=state.colors, theme=theme, width=width, height=height,
+                         font_size=PRESENTER_FONT if state.present else 12, lang=state.lang)
+
+
+def selection_problems(result: AttentionResult, state: ViewState) -> dict[str, str]:
+    """Which of seq/head/query do not exist in this result, and why (empty when all do)."""
+    N, H, L, _S = result.weights.shape
+    problems = {}
+    if state.seq >= N:
+        problems["seq"] = _("Sentence {n} does not exist (the text has {count})").format(n=state.seq + 1, count=N)
+    if state.head >= H:
+        problems["head"] = _("Head {h} does not exist ({count} heads)").format(h=state.head, count=H)
+    if state.query >= L:
+        problems["query"] = _("Query position {q} is past the last token ({last})").format(q=state.query, last=L - 1)
+    return problems
+
+
+def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewState, list[str]]:
+    """Keep seq/head/query inside this result, saying what was changed (the app's way);
+    query -1 becomes the last real token of the sentence."""
+    problems = selection_problems(result, state)
+    shown = {"seq": _("showing sentence 1"), "head": _("showing head 0"), "query": _("showing the last token")}
+    notes = [f"{text}; {shown[k]}." for k, text in problems.items()]
+    fixed = state.with_(**{k: (-1 if k == "query" else 0) for k in problems})
+    return resolve_query(result, fixed), notes
+
+
+def resolve_query(result: AttentionResult, state: ViewState) -> ViewState:
+    """``query = -1`` (the default) is the last real token: under a causal mask it sees
+    every key, where token 0 sees only itself."""
+    if state.query >= 0:
+        return state
+    seq = min(state.seq, len(result.lengths) - 1)
+    return state.with_(query=result.lengths[seq] - 1)
+
+
+def file_stem(state: ViewState, view: str, result: AttentionResult) -> str:
+    """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0 (the
+    heads and width are the run's: a pretrained model's own, not the random model's)."""
+    query = f"-query{state.query}" if state.query >= 0 else "-last"
+    extra = {"head": f"-head{state.head}", "query": query}.get(view, "")
+    stem = f"attnviz-{view}{extra}-{state.mask}-{result.heads}h-{result.width}d-seed{state.seed}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)
+
+
+def check_selection(result: AttentionResult, state: ViewState) -> ViewState:
+    """A build stops on a selection that does not exist (the app shows another instead);
+    returns ``state`` with its query resolved."""
+    problems = selection_problems(result, state)
+    if problems:
+        raise ValueError(next(iter(problems.values())) + ".")
+    return resolve_query(result, state)

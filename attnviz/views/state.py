@@ -1,0 +1,195 @@
+"""``ViewState``: everything a link restores, each setting declared once on its field.
+
+It holds the run's ``AttentionConfig`` (``state.config``) plus what is only about
+viewing (the head, the query, the view, colours, presenter mode, language) and the
+teaching pages' own settings. Every setting is read and written by its link name
+(``state.heads`` is ``state.config.num_heads``, ``state.with_(heads=8)`` changes it);
+the URL parser and writer, the CLI's flags, the sidebar and validation all come from
+the declarations (``attnviz.settings``).
+
+Bounds that depend on the run (the heads of the chosen model, the tokens of the text)
+are not checked here but against the run, by the views (``attnviz.views.selection``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from attnviz import limits
+from attnviz.analysis.gradients import SCALARS
+from attnviz.core.masks import MASK_KINDS
+from attnviz.i18n import LANGUAGES, N_, _
+from attnviz.inputs.audio import AUDIO_SAMPLES
+from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS, parse_edges
+from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
+from attnviz.inputs.text import check_text
+from attnviz.plots.style import COLOR_SCALES
+from attnviz.run.config import AttentionConfig
+from attnviz.settings import url as U
+from attnviz.settings.spec import Reason, setting
+from attnviz.views.registry import VIEWS
+
+CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
+IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
+INPUTS = IMAGE + AUDIO + GRAPH
+# A value this machine does not offer gets its own words, not "must be one of".
+FALLBACKS = {
+    "device": N_("URL parameter device={value} is not available on this machine (available: {choices}); "
+                 "running on cpu."),
+    "model": N_("URL parameter model={value} is not a model here (available: {choices}); using the random "
+                "model."),
+    "lang": N_("URL parameter lang={value} is not a language here (available: {choices}); using English."),
+}
+
+
+def _masks(raw: str, taken: dict) -> str:
+    kinds = [k.strip() for k in raw.split(",") if k.strip()]
+    if [k for k in kinds if k not in MASK_KINDS] or not kinds:
+        raise Reason(_("must be a comma-separated list of {kinds}").format(kinds=", ".join(MASK_KINDS)))
+    return ",".join(dict.fromkeys(kinds))
+
+
+def _source(raw: str, taken: dict) -> str:
+    return check_text(raw, taken.get("tokenize", AttentionConfig.tokenize_mode))
+
+
+def _edges(raw: str, taken: dict) -> str:
+    if raw.strip():
+        parse_edges(raw)  # raises a readable ValueError naming the bad item
+    return raw
+
+
+def _lang(raw: str, taken: dict) -> str:
+    if raw not in LANGUAGES:
+        raise Reason("unavailable")
+    return raw
+
+
+@dataclass(frozen=True)
+class ViewState:
+    """Everything a link restores."""
+
+    config: AttentionConfig = AttentionConfig()
+    lang: str = setting("en", convert=_lang, choices=tuple(LANGUAGES), label=N_("Language"),
+                        help=N_("The app's own text; Streamlit's widget chrome stays in English."))
+    colors: str = setting(COLOR_SCALES[0], choices=COLOR_SCALES, label=N_("Colour scale"),
+                          help=N_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
+    head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"), help=N_("Which head to follow."))
+    # The followed query token; -1 = the last real token (it sees the most keys).
+    query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, label=N_("Query token"),
+                         help=N_("Which query token to follow (the last one sees the most keys under a causal "
+                                 "mask)."))
+    seq: int = setting(0, lo=0, hi=limits.MAX_LINES - 1, label=N_("Sentence to show"),
+                       help=N_("Which line of the padded batch the views show."))
+    q0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From query position"),
+                      help=N_("First row of the close-up."))
+    k0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From key position"),
+                      help=N_("First column of the close-up."))
+    view: str = setting("grid", choices=VIEWS, label=N_("View"), help=N_("Which picture of the result to show."))
+    present: bool = setting(False, label=N_("Presenter mode"),
+                            help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
+    source: str = setting("我爱人工智能", convert=_source, pages=("cross-attention",),
+                          label=N_("Source — keys and values (one line, or one per target line)"),
+                          help=N_("Several lines form a padded batch; padded source keys are always blocked."))
+    masks: str = setting("causal,window,causal+window", convert=_masks, pages=("mask-lab",),
+                         label=N_("Masks to compare"), help=N_("Each with the same text, heads and seed."))
+    float64: bool = setting(False, pages=("verify",), label=N_("Also check in float64"),
+                            help=N_("Runs both implementations in double precision too."))
+    grad_of: str = setting("sum", choices=SCALARS, pages=("gradients",), label=N_("Differentiate"),
+                           help=N_("Which scalar of the query's output vector autograd differentiates."))
+    additive: bool = setting(
+        False, pages=("why-scale",), label=N_("Compare with additive attention"),
+        help=N_("vᵀ tanh(W_q q + W_k k): tanh bounds the scores, so it does not saturate as d_k grows."))
+    # The image/audio/graph pages start from plain similarity (Q = K = V = X): the first
+    # thing a class should see on pixels and sound.
+    input_projections: bool = setting(
+        False, pages=INPUTS, label=N_("Q/K/V projections"),
+        help=N_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: "
+                "seeded projections, as in a Transformer layer."))
+    image_sample: str = setting("shapes", choices=IMAGE_SAMPLES, pages=IMAGE, label=N_("Built-in picture"),
+                                help=N_("Drawn in code: no download."))
+    patch: int = setting(8, lo=2, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Patch size (px)"),
+                       help=N_("Each patch is p × p pixels."))
+    stride: int = setting(8, lo=1, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Stride (px)"),
+                        help=N_("Distance between patches; stride < patch overlaps them."))
+    patch_mask: str = setting(
+        "none", choices=PATCH_MASKS, pages=IMAGE, label=N_("Mask"),
+        help=N_("none; causal in raster order (left to right, top to bottom); window2d: patches within k rows and k "
+                "columns."))
+    patch_k: int = setting(1, lo=0, hi=limits.MAX_PATCH_REACH, pages=IMAGE, label="k (window2d)")
+    patch_at: int = setting(-1, lo=-1, hi=limits.MAX_PATCHES - 1, pages=IMAGE, label=N_("Follow patch"))
+    audio_sample: str = setting(
+        "tone-chirp-tone", choices=AUDIO_SAMPLES, pages=AUDIO, label=N_("Built-in sound"),
+        help=N_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
+    frame: int = setting(256, lo=limits.FRAME_SAMPLES[0], hi=limits.FRAME_SAMPLES[1], pages=AUDIO,
+                         label=N_("Frame (samples)"), help=N_("Samples per frame (the STFT's n_fft)."))
+    hop: int = setting(128, lo=1, hi=limits.FRAME_SAMPLES[1], pages=AUDIO, label=N_("Hop (samples)"),
+                       help=N_("Samples between the starts of two frames."))
+    frame_at: int = setting(5, lo=0, hi=limits.MAX_FRAMES - 1, pages=AUDIO, label=N_("Follow frame"))
+    graph: str = setting("two-communities", choices=GRAPH_PRESETS, pages=GRAPH, label=N_("Graph"),
+                         help=N_("path, star, 3 × 3 grid, or two communities joined by one edge."))
+    # A typed edge list wins over the preset when not empty.
+    edges: str = setting("", convert=_edges, pages=GRAPH, label=N_("…or type edges"),
+                         help=N_("Pairs of node numbers (0 to 63), separated by commas or new lines. Overrides the "
+                                 "preset."))
+    graph_mask: str = setting("adjacency", choices=GRAPH_MASKS, pages=GRAPH, label=N_("Mask"),
+                              help=N_("adjacency + self-loops (graph attention), or none."))
+    node: int = setting(0, lo=0, hi=limits.MAX_GRAPH_NODES - 1, pages=GRAPH, label=N_("Follow node"))
+
+    def __getattr__(self, name: str):
+        """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""
+        entry = U.table(ViewState).get(name) if not name.startswith("_") else None
+        if entry is None:
+            raise AttributeError(name)
+        return U.get(self, entry)
+
+    @classmethod
+    def of(cls, **values) -> ViewState:
+        """A state from settings by link name: ``ViewState.of(heads=8, mask="none")``."""
+        return U.set_values(cls(), values)
+
+    def with_(self, **changes) -> ViewState:
+        return U.set_values(self, changes)
+
+    def cross_config(self) -> AttentionConfig:
+        """Queries from ``text``, keys and values from ``source``. Causal and window masks
+        compare positions of one sequence, so between two sequences only the source's
+        padding is blocked (as in a Transformer's cross-attention); the random model."""
+        return self.config.with_(mask=CROSS_MASK, source=self.source, model="random", layer=0)
+
+    def values(self) -> dict[str, object]:
+        """Every setting by link name, as a value (not text)."""
+        return {url: U.get(self, e) for url, e in U.table(ViewState).items()}
+
+    def to_query(self) -> dict[str, str]:
+        return U.to_query(self)
+
+    def query_string(self) -> str:
+        return urlencode(self.to_query())
+
+
+SETTINGS = U.table(ViewState)  # {link name: Entry}: the one table every door reads
+NAMES = tuple(SETTINGS)
+DEFAULTS = ViewState()
+ParamWarning = U.ParamWarning
+query_dict = U.query_dict
+
+
+def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:
+    """Query parameters -> (ViewState, warnings). Never raises on bad input.
+
+    Missing parameters take their defaults silently; invalid ones take their defaults
+    with a warning naming the parameter and the reason.
+    """
+    state, warnings = U.parse(ViewState, params, FALLBACKS)
+    # A heads value that fit the default d_model but not the link's own d_model.
+    if "heads" not in U.flatten(params) or any(w.name == "heads" for w in warnings):
+        if state.d_model % state.heads:
+            state = state.with_(heads=max(h for h in limits.head_choices(state.d_model) if h <= DEFAULTS.heads))
+    return state, warnings
+
+
+def parse_url(url_or_query: str) -> tuple[ViewState, list[ParamWarning]]:
+    return parse(query_dict(url_or_query))

@@ -1,0 +1,35 @@
+"""Clicks on a chart or a table row that set widgets (a head, a patch, a layer)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+_PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
+_PENDING = "_attnviz_pending"  # widget values picked on a chart, applied at the next run's start
+
+
+def pick(values: dict, token: object) -> None:
+    """Set widgets from a click. Those widgets are drawn already in this run, so the values
+    are applied at the start of the next one (``apply_pending``); ``token`` names the pick,
+    so a selection that persists across reruns acts once."""
+    ss = st.session_state
+    if ss.get(_PICKED) == token:
+        return
+    ss[_PICKED] = token
+    ss.setdefault(_PENDING, {}).update(values)
+    st.rerun()
+
+
+def apply_pending() -> None:
+    ss = st.session_state
+    for key, value in ss.pop(_PENDING, {}).items():
+        ss[key] = value
+
+
+def open_head(layer: int, head: int, token: object, *, layered: bool) -> None:
+    """Show one layer's head enlarged (from the model view or the head table)."""
+    pick({**({"layer": layer} if layered else {}), "head": head, "view": "head"}, token)
+
+
+def forget_pick() -> None:
+    st.session_state.pop(_PICKED, None)

@@ -1,0 +1,103 @@
+"""One session's settings: URL <-> session state, and the URL's warnings.
+
+Session-state keys are the settings' link names (``attnviz.views.state.SETTINGS``). On a
+session's first run the URL is parsed into session state before any widget exists;
+after every run the current state is written back to the URL, so the address bar
+always reopens exactly this view. When the URL changes under a running session
+(back/forward, or a client that reruns with a new query string) it is parsed again, so
+the URL always wins over stale widget values; switching pages (which clears the query
+string) keeps the settings.
+
+Streamlit forgets the value of a widget that a run did not draw (a page's own controls
+while another page is open, or every widget when the first run of a session is
+replaced by another page's run). So the last known value of every setting is kept
+under a key no widget owns, and any setting missing from the session state is restored
+from it: a page never reads a key that this module has not set.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.i18n import _, set_language
+from attnviz.limits import head_choices
+from attnviz.views.state import DEFAULTS, NAMES, ViewState, parse
+from ui import picks
+from ui.safe import md
+
+_PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mode (sidebar collapsed)
+_URL = "_attnviz_url"  # the query string this session last parsed or wrote
+_WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
+_KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widget
+
+
+def load() -> None:
+    """Seed session state from the URL when it is new to this session; keep every
+    setting's key alive after."""
+    ss = st.session_state
+    url = st.query_params.to_dict()
+    # A new session, or a URL that changed under this one. Moving to another page of the
+    # app arrives with an empty query string: that keeps the session's settings.
+    if _URL not in ss or (url and ss[_URL] != url):
+        set_language(str(url.get("lang", DEFAULTS.lang)))  # the warnings below speak the link's language
+        state, warnings = parse(url)
+        values = state.values()
+        for k, v in values.items():
+            ss[k] = v
+        ss[_KNOWN] = values
+        ss[_WARNINGS] = [(w, values[w.name]) for w in warnings]
+        ss[_URL] = url
+        ss[_PRESENT_AT_LOAD] = state.present
+    else:
+        known = ss.get(_KNOWN) or DEFAULTS.values()
+        for k in NAMES:
+            # Re-assigning keeps a value Streamlit would forget; a forgotten one comes back.
+            ss[k] = ss[k] if k in ss else known[k]
+    set_language(str(ss.get("lang", DEFAULTS.lang)))
+    picks.apply_pending()
+    # d_model may have changed under a head count that no longer divides it.
+    d_model = int(ss["d_model"])
+    choices = head_choices(d_model)
+    if ss["heads"] not in choices:
+        old = ss["heads"]
+        ss["heads"] = max(h for h in choices if h <= max(1, int(old or 1)))
+        st.toast(_("{old} heads do not divide d_model={d}: using {new}.").format(old=old, d=d_model, new=ss["heads"]),
+                 icon=":material/tune:")
+
+
+def url_warnings() -> list[str]:
+    """The URL's warnings whose setting still holds the value the warning set."""
+    ss = st.session_state
+    return [w for w, fallback in ss.get(_WARNINGS, []) if ss.get(w.name) == fallback]
+
+
+def show_url_warnings() -> None:
+    for w in url_warnings():
+        st.warning(md(w), icon=":material/link:")
+
+
+def current() -> ViewState:
+    ss = st.session_state
+    known = ss.get(_KNOWN) or DEFAULTS.values()
+    values = {k: ss[k] if k in ss else known[k] for k in NAMES}
+    if isinstance(values["masks"], (list, tuple)):  # the mask lab's multiselect holds a list
+        values["masks"] = ",".join(values["masks"])
+    return ViewState.of(**values)
+
+
+def write_url(state: ViewState) -> None:
+    """Mirror every setting in the query string (only when it changed)."""
+    want = state.to_query()
+    if st.query_params.to_dict() != want:
+        st.query_params.from_dict(want)
+    st.session_state[_URL] = want
+    st.session_state[_KNOWN] = state.values()
+
+
+def presenter_hint() -> None:
+    """Presenter mode collapses the sidebar when a page opens with it; switched on later,
+    the sidebar stays where it is, so say how to close it."""
+    ss = st.session_state
+    if ss.get("present") and not ss.get(_PRESENT_AT_LOAD):
+        st.info(_("Presenter mode is on: close the sidebar with the « button at its top (or press Esc while it "
+                  "has focus). A link with present=1 opens with the sidebar closed."), icon=":material/slideshow:")

@@ -1,0 +1,72 @@
+"""The sidebar: every control of the computation, each made from its declaration
+(``ui.controls``), with the options that depend on this machine or on the run."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attnviz.core.devices import available_devices
+from attnviz.i18n import LANGUAGES, _, fixed
+from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
+from attnviz.models.base import ModelError
+from attnviz.models.registry import MODEL_LABELS, available_models, layer_count
+from attnviz.views.registry import Page
+from ui.controls import MASK_NAMES, control
+
+
+@st.cache_resource(show_spinner=False)
+def _layer_count(model: str) -> int:
+    try:
+        return layer_count(model)
+    except ModelError:
+        return 1
+
+
+def sidebar(page: Page) -> None:
+    """Every control of the computation. On the image, audio and graph pages what only
+    text uses is greyed out."""
+    sb, ss = st.sidebar, st.session_state
+    t = fixed()  # format_func runs outside this run's context in tests: bind the language now
+    control("lang", sb, format_func=LANGUAGES.get)
+    control("text", sb, kind="text_area", height=110, max_chars=MAX_TEXT_CHARS,
+            help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS})
+    lines = [ln for ln in str(ss.get("text", "")).splitlines() if ln.strip()]
+    if len(lines) > 1:
+        if ss.get("seq", 0) >= len(lines):
+            ss["seq"] = 0
+        control("seq", sb, options=range(len(lines)), format_func=lambda i: f"{i + 1}: {lines[i][:40]}")
+    models = available_models()
+    if ss.get("model") not in models:
+        ss["model"] = "random"
+    control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
+    pretrained = ss["model"] != "random"
+    if pretrained:  # the layers are the chosen model's
+        layers = _layer_count(ss["model"])
+        if not 0 <= int(ss.get("layer", 0)) < layers:
+            ss["layer"] = 0
+        control("layer", sb, options=range(layers))
+    suffix = _("(the random model only)") if pretrained else ""
+    if not page.text:
+        suffix = _("(text pages only)")
+    off = pretrained or not page.text
+    c1, c2 = sb.columns(2)
+    control("d_model", c1, disabled=pretrained, suffix=_("(the random model only)") if pretrained else "")
+    control("heads", c2, options=head_choices(int(ss["d_model"])), disabled=pretrained,
+            suffix=_("(the random model only)") if pretrained else "")
+    control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
+    c1, c2 = sb.columns(2)
+    control("window", c1, disabled=not page.text)
+    control("pad_to", c2, disabled=not page.text)
+    devices = available_devices()
+    labels = {d.name: d.label for d in devices}
+    if ss.get("device") not in labels:
+        ss["device"] = "cpu"
+    control("device", sb, options=list(labels), format_func=labels.get)
+    c1, c2 = sb.columns(2)
+    control("seed", c1, disabled=pretrained, suffix=_("(the random model only)") if pretrained else "")
+    control("tokenize", c2, disabled=off, suffix=suffix)
+    control("dropout", sb, step=0.05, disabled=off, suffix=suffix)
+    control("projections", sb, disabled=off, suffix=suffix)
+    control("positional", sb, disabled=off, suffix=suffix)
+    control("colors", sb)
+    control("present", sb)
