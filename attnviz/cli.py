@@ -5,12 +5,12 @@
     python -m attnviz render --from-url "http://localhost:8501/mask-lab?masks=causal,window" --out masks.png
     python -m attnviz render --spec docs/figures.toml
 
-Settings have the app's URL names and are validated by the same code
-(``attnviz.params``) and bounds (``attnviz.limits``), so a link and a build give the
-same figure; a link to a teaching page renders that page's main figure
-(``attnviz.views.page_figure``). Bad input: one line on stderr and exit code 2, no
-traceback, no partial file. In a spec batch a bad entry is reported and the others
-are still written; every ``out`` must stay inside the spec file's folder.
+Every flag is a setting of the app's links, made from its one declaration
+(``attnviz.views.state``), so a link and a build give the same figure; a link to a
+teaching page renders that page's main figure (``attnviz.views.pages.page_figure``).
+Bad input: one line on stderr and exit code 2, no traceback, no partial file. In a spec
+batch a bad entry is reported and the others are still written; every ``out`` must stay
+inside the spec file's folder.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from attnviz.i18n import use
+from attnviz.limits import MAX_LINES, MAX_TOKENS, MAX_UPLOAD_BYTES
 from attnviz.plots.export import (
     ExportError,
     ImageExporter,
@@ -334,12 +335,7 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
 
 def _plain(text: str) -> str:
     """A declaration's help as the CLI prints it (English, limits filled in)."""
-    from attnviz import limits
-
-    try:
-        return text.format(lines=limits.MAX_LINES, tokens=limits.MAX_TOKENS)
-    except (KeyError, IndexError, ValueError):
-        return text
+    return text.format(lines=MAX_LINES, tokens=MAX_TOKENS) if "{" in text else text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,8 +367,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _input_page(args) -> tuple[str | None, bytes | None]:
     """--image/--audio (a file) or their samples, --edges/--graph: which modality page."""
-    from attnviz.limits import MAX_UPLOAD_BYTES
-
     for flag, page in (("image", "image-patches"), ("audio", "audio-frames")):
         path = getattr(args, flag)
         if path:

@@ -188,7 +188,8 @@ def test_switching_presenter_mode_on_mid_session_says_how_to_hide_the_sidebar():
 @pytest.mark.parametrize("name", __import__("attnviz.plots.style", fromlist=["COLOR_SCALES"]).COLOR_SCALES)
 def test_every_offered_colour_scale_keeps_its_order_in_greyscale(name):
     """A viewer without colour (or printing in grey) still reads low → high."""
-    from attnviz.plots import colorscale, rgb_table as _rgb
+    from attnviz.plots import colorscale
+    from attnviz.plots import rgb_table as _rgb
 
     rgb = _rgb(colorscale(name), 64).astype(float) / 255
     lum = 0.2126 * rgb[:, 0] + 0.7152 * rgb[:, 1] + 0.0722 * rgb[:, 2]  # relative luminance (sRGB weights)

@@ -15,9 +15,9 @@ from torch import nn
 from attnviz import inputs as I
 from attnviz import limits
 from attnviz.analysis.verify import verify_result
+from attnviz.core.masks import to_torch_mha_mask
 from attnviz.models.random import RandomLayer
 from attnviz.run.run import run
-from attnviz.core.masks import to_torch_mha_mask
 
 from .apphelp import app, figures, no_errors, shown
 

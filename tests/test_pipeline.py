@@ -1,9 +1,9 @@
 import pytest
 import torch
-from attnviz.inputs.record import PAD
-from attnviz.limits import head_choices
 
 from attnviz import AttentionConfig, available_devices, compute, resolve_device
+from attnviz.inputs.record import PAD
+from attnviz.limits import head_choices
 
 
 def test_default_config_runs():

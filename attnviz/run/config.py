@@ -28,7 +28,7 @@ def heads_fit(d_model: int, heads: int) -> None:
         MultiHeadAttention.check_heads(d_model, heads)
     except ValueError:
         raise Reason(_("does not divide d_model={d} (choose one of {choices})").format(
-            d=d_model, choices=", ".join(map(str, limits.head_choices(d_model)))))
+            d=d_model, choices=", ".join(map(str, limits.head_choices(d_model))))) from None
 
 
 def _heads(raw: str, taken: dict) -> int:

@@ -110,7 +110,9 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     if settings is None:
         settings = asdict(config) if config is not None else {}
     return AttentionResult(
-        config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths, source_lengths=kv.lengths,
+        # source_tokens: its own lists, so a view can tell query rows from key rows
+        config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths,
+        source_lengths=kv.lengths,
         embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=to_cpu(out.steps), model=out.module,
         device=str(dev), timings_ms=timings, notes=notes, layer_weights=out.layer_weights,
         last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
