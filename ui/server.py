@@ -29,7 +29,7 @@ def preload() -> None:
     from attnviz.views.registry import FIGURE_VIEWS
     from attnviz.views.state import DEFAULTS
     from ui import compute as ui_compute  # noqa: F401
-    from ui import state, widgets  # noqa: F401
+    from ui import controls, picks, session, sidebar, widgets  # noqa: F401
 
     result = compute(AttentionConfig(text="warm up", num_heads=2, d_model=8))
     for view in FIGURE_VIEWS:
