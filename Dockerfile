@@ -13,7 +13,7 @@ RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorc
  && pip install --no-cache-dir -r requirements.txt
 COPY attnviz ./attnviz
 COPY ui ./ui
-COPY pages ./pages
+COPY app_pages ./app_pages
 COPY deploy ./deploy
 COPY app.py ./
 COPY .streamlit ./.streamlit

@@ -19,8 +19,12 @@ st.set_page_config(
 
 session.load()
 HERE = Path(__file__).resolve().parent
-# One st.Page per entry of the registry (attnviz.views.registry), the explorer first.
-pages = {p.name: st.Page(HERE / "pages" / p.script, title=_(p.title), icon=f":material/{p.icon}:",
+# One st.Page per entry of the registry (attnviz.views.registry), the explorer first. The
+# scripts live in app_pages/, not pages/: a folder named pages/ beside app.py makes
+# Streamlit route a process's first run through its legacy folder router, which shows
+# "Page not found" for /step-by-step and runs /gradients without app.py (a workaround of
+# streamlit/streamlit#8860, still so in 1.67.0; see PagesManager.uses_pages_directory).
+pages = {p.name: st.Page(HERE / "app_pages" / p.script, title=_(p.title), icon=f":material/{p.icon}:",
                          **({"default": True} if not p.path else {"url_path": p.path})) for p in PAGES}
 current = st.navigation(list(pages.values()))
 page = next(p for p in PAGES if pages[p.name] is current or pages[p.name].url_path == current.url_path)

@@ -5,23 +5,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import numpy as np
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
-
-# AppTest resets PagesManager.uses_pages_directory before every run, and a `pages/`
-# folder beside app.py then makes it treat the app as a legacy folder-based
-# multipage app on reruns, dropping the sidebar's widget state. The real server
-# decides this once per process and st.navigation turns it off for good; do the
-# same here so reruns behave as in the browser (the browser tests check that too).
-_pages_manager_init = PagesManager.__init__
-
-
-def _init_like_the_server(self, *args, **kwargs):
-    _pages_manager_init(self, *args, **kwargs)
-    PagesManager.uses_pages_directory = False
-
-
-PagesManager.__init__ = _init_like_the_server
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 

@@ -21,7 +21,7 @@ EDITED = ("text=I+love+AI%0A%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("query", ["", EDITED, "mask=window&window=0&pad_to=12&dropout=0.2"])
 def test_every_page_runs(page, query):
-    at = app(query, page=f"pages/{page}.py")
+    at = app(query, page=f"app_pages/{page}.py")
     no_errors(at)
     assert figures(at) or at.success
 
@@ -37,7 +37,7 @@ def test_step_by_step_numbers_are_the_core_intermediates():
         np.testing.assert_array_equal(step.matrix, t.numpy(), err_msg=step.title)
         np.testing.assert_array_equal(step.row, t[2].numpy(), err_msg=step.title)
     # the page draws those same numbers (first figure: the embeddings of "I love AI")
-    at = app("text=I+love+AI&heads=2&mask=causal&dropout=0.1&seed=2&head=1&query=2", page="pages/step_by_step.py")
+    at = app("text=I+love+AI&heads=2&mask=causal&dropout=0.1&seed=2&head=1&query=2", page="app_pages/step_by_step.py")
     z = np.array(figures(at)[0]["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(z, r.embeddings[0].numpy(), rtol=0, atol=1e-6)
 
@@ -60,13 +60,13 @@ def test_verification_badge_goes_red_when_the_implementation_is_perturbed(monkey
         s.attention.weights = s.attention.weights + 1e-3
         return s
 
-    at = app("mask=causal", page="pages/verify.py")
+    at = app("mask=causal", page="app_pages/verify.py")
     assert at.success and not at.error
     monkeypatch.setattr(MultiHeadAttention, "steps", perturbed)
     import ui.compute
 
     ui.compute.RESULTS.clear()  # the server caches verifications per config
-    at = app("mask=causal", page="pages/verify.py")
+    at = app("mask=causal", page="app_pages/verify.py")
     assert any("FAIL" in e.value for e in at.error)
     assert not at.success
 
@@ -108,7 +108,7 @@ def test_gradients_match_finite_differences_and_a_closed_form():
 
 
 def test_gradient_page_restores_its_scalar_from_the_url():
-    at = app("grad_of=dim0&query=1", page="pages/gradients.py")
+    at = app("grad_of=dim0&query=1", page="app_pages/gradients.py")
     no_errors(at)
     assert at.selectbox(key="grad_of").value == "dim0"
     assert "first component" in at.markdown[0].value or any("first component" in m.value for m in at.markdown)
@@ -120,13 +120,13 @@ def test_why_scale_numbers():
     assert abs(s.std_scaled[0] - 1) < 0.3 and abs(s.std_scaled[-1] - 1) < 0.2
     assert s.max_raw[-1] > 0.8 and s.max_scaled[-1] < 0.5  # saturation only without scaling
     assert len(s.entropy_additive) == len(s.d_k)
-    at = app("additive=1", page="pages/why_scale.py")
+    at = app("additive=1", page="app_pages/why_scale.py")
     names = [t["name"] for t in figures(at)[1]["data"]]
     assert "additive" in names
 
 
 def test_mask_lab_shows_fully_masked_rows_and_restores_its_choice():
-    at = app("masks=window,padding&window=0&text=a+b%0Ac&pad_to=3&seq=1", page="pages/mask_lab.py")
+    at = app("masks=window,padding&window=0&text=a+b%0Ac&pad_to=3&seq=1", page="app_pages/mask_lab.py")
     no_errors(at)
     assert at.multiselect(key="masks").value == ["window", "padding"]
     assert any("Fully masked rows" in w.value for w in at.warning)
@@ -146,7 +146,7 @@ def test_blocked_row_demo_column_comes_from_the_attention_code(monkeypatch):
 
 def test_cross_attention_page_shapes_and_source_padding():
     at = app("text=I+love+AI&heads=2&mask=padding&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD",
-             page="pages/cross_attention.py")
+             page="app_pages/cross_attention.py")
     no_errors(at)
     blocks = grid_heads(figures(at)[0])
     assert len(blocks) == 2 and len(blocks[0]["x"]) == 6 and len(blocks[0]["y"]) == 3
@@ -156,14 +156,14 @@ def test_cross_attention_page_shapes_and_source_padding():
 
 def test_shared_settings_follow_across_pages():
     at = app("heads=2&mask=none")
-    at.switch_page("pages/step_by_step.py").run()
+    at.switch_page("app_pages/step_by_step.py").run()
     no_errors(at)
     assert at.selectbox(key="heads").value == 2
     assert figures(at)[1]["layout"]["title"]["text"].startswith("Queries of this head")
 
 
 def test_step_by_step_outlines_the_followed_row():
-    at = app("text=I+love+AI&heads=2&query=2", page="pages/step_by_step.py")
+    at = app("text=I+love+AI&heads=2&query=2", page="app_pages/step_by_step.py")
     figs = figures(at)
     scores = next(f for f in figs if f["layout"]["title"]["text"].startswith("Scores"))
     (rect,) = scores["layout"]["shapes"]
@@ -175,7 +175,7 @@ def test_step_by_step_outlines_the_followed_row():
 
 
 def test_verify_page_float64_from_the_url():
-    at = app("float64=1&mask=causal", page="pages/verify.py")
+    at = app("float64=1&mask=causal", page="app_pages/verify.py")
     no_errors(at)
     assert at.toggle(key="float64").value is True
     badges = [s.value for s in at.success]
@@ -183,7 +183,7 @@ def test_verify_page_float64_from_the_url():
 
 
 def test_cross_attention_by_default_blocks_no_real_source_key():
-    at = app("", page="pages/cross_attention.py")  # default mask: causal
+    at = app("", page="app_pages/cross_attention.py")  # default mask: causal
     no_errors(at)
     for block in grid_heads(figures(at)[0]):
         w = block["z"]
@@ -195,7 +195,7 @@ def test_cross_attention_by_default_blocks_no_real_source_key():
 def test_cross_attention_with_a_padded_source_blocks_only_the_pads():
     r = compute(AttentionConfig(text="I love AI\nhello", source="我爱人工智能\n你好", mask="padding"))
     at = app("text=I+love+AI%0Ahello&source=%E6%88%91%E7%88%B1%E4%BA%BA%E5%B7%A5%E6%99%BA%E8%83%BD%0A%E4%BD%A0%E5%A5%BD"
-             "&mask=causal&seq=1", page="pages/cross_attention.py")
+             "&mask=causal&seq=1", page="app_pages/cross_attention.py")
     no_errors(at)
     w = grid_heads(figures(at)[0])[0]["z"]  # sequence 2 ("hello" × "你好" + 4 pads), head 0
     assert w.shape == (3, 6) and (w[:1, :2] > 0).all() and (w[:, 2:] == 0).all()
@@ -203,7 +203,7 @@ def test_cross_attention_with_a_padded_source_blocks_only_the_pads():
 
 
 def test_gradients_default_to_a_token_that_sees_several_keys():
-    at = app("", page="pages/gradients.py")
+    at = app("", page="app_pages/gradients.py")
     no_errors(at)
     q = at.selectbox(key="query").value
     tokens = compute(AttentionConfig(mask="causal")).tokens[0]
@@ -214,12 +214,12 @@ def test_gradients_default_to_a_token_that_sees_several_keys():
     assert (v_norms > 0).sum() == len(tokens)  # every key gets gradient, not just the token itself
     body = " ".join(shown(m.value) for m in at.markdown)
     assert "”'s" not in body  # no “The”'s quoting glitch
-    at = app("query=2&grad_of=norm", page="pages/gradients.py")
+    at = app("query=2&grad_of=norm", page="app_pages/gradients.py")
     assert at.selectbox(key="query").value == 2  # the choice stays in the URL
 
 
 def test_every_mask_lab_figure_labels_every_token_of_the_default_text():
-    at = app("", page="pages/mask_lab.py")
+    at = app("", page="app_pages/mask_lab.py")
     no_errors(at)
     n = len(compute(AttentionConfig()).tokens[0])
     figs = figures(at)
@@ -233,7 +233,7 @@ def test_every_mask_lab_figure_labels_every_token_of_the_default_text():
 
 
 def test_verify_page_draws_where_differences_sit():
-    at = app("mask=causal", page="pages/verify.py")
+    at = app("mask=causal", page="app_pages/verify.py")
     no_errors(at)
     (fig,) = figures(at)
     assert [t["name"] for t in fig["data"]] == ["per head", "per query"]
@@ -251,5 +251,5 @@ def test_url_warnings_are_escaped_and_go_away_once_fixed():
 
 
 def test_teaching_pages_show_url_warnings_too():
-    at = app("mask=sideways", page="pages/mask_lab.py")
+    at = app("mask=sideways", page="app_pages/mask_lab.py")
     assert any('mask="sideways"' in shown(w.value) for w in at.warning)

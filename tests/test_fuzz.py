@@ -89,7 +89,7 @@ PAGES = ["explorer", "step_by_step", "mask_lab", "cross_attention", "verify", "g
 @given(pairs=st.lists(st.tuples(st.sampled_from(NAMES), NASTY | GARBAGE), min_size=1, max_size=4))
 def test_every_page_survives_a_hostile_link(page, pairs):
     query = urlencode(pairs)
-    at = app(query, page=None if page == "explorer" else f"pages/{page}.py", timeout=120)
+    at = app(query, page=None if page == "explorer" else f"app_pages/{page}.py", timeout=120)
     assert not at.exception, [e.value for e in at.exception]
     for w in at.warning:
         assert not unescaped_punctuation(w.value), w.value

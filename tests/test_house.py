@@ -92,7 +92,7 @@ def test_no_module_of_the_package_is_over_400_lines():
 
 
 def test_pages_do_no_tensor_math():
-    for page in (ROOT / "pages").glob("*.py"):
+    for page in (ROOT / "app_pages").glob("*.py"):
         text = page.read_text(encoding="utf-8")
         assert not re.search(r"^\s*(import|from) torch", text, re.M), page
         assert not re.search(r"\.(numpy|sum|any|all)\(\)|mask_matrix|\.steps\.attention", text), page
@@ -153,3 +153,10 @@ def test_the_docs_state_the_token_cap_that_the_code_enforces():
         for m in re.finditer(r"(?:cap|limit)[^.]{0,40}?\((\d[\d,]*) by default", text):
             assert int(m.group(1).replace(",", "")) == limits.MAX_TOKENS, (path.name, m.group(0))
         assert "512 by default" not in text, path.name
+
+
+def test_no_pages_folder_beside_the_app():
+    """A folder named pages/ beside app.py, even an empty one, sends a fresh process's first
+    run through Streamlit's legacy folder router: "Page not found" (streamlit#8860)."""
+    assert not (ROOT / "pages").exists()
+    assert (ROOT / "app_pages" / "explorer.py").is_file()

@@ -88,7 +88,7 @@ PAGES = [None, "step_by_step", "mask_lab", "cross_attention", "verify", "gradien
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_in_chinese_has_no_untranslated_string(page):
-    at = app("lang=zh&mask=window&window=1", page=None if page is None else f"pages/{page}.py", timeout=120)
+    at = app("lang=zh&mask=window&window=1", page=None if page is None else f"app_pages/{page}.py", timeout=120)
     no_errors(at)
     found = texts(at)
     assert any(re.search("[\u4e00-\u9fff]", t) for t in found)  # Chinese is there

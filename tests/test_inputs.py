@@ -147,7 +147,7 @@ def test_self_loops_and_repeats_are_dropped_with_a_note():
 
 @pytest.mark.parametrize("page, n", [("image_patches", 3), ("audio_frames", 2), ("graph_nodes", 2)])
 def test_each_page_runs_with_its_defaults(page, n):
-    at = app("", page=f"pages/{page}.py", timeout=120)
+    at = app("", page=f"app_pages/{page}.py", timeout=120)
     no_errors(at)
     assert len(figures(at)) == n and any("Verified against" in s.value for s in at.success)
 
@@ -166,7 +166,7 @@ def upload(monkeypatch, data: bytes, name: str) -> None:
 ])
 def test_each_page_says_what_is_wrong_with_a_bad_upload(monkeypatch, page, data, words):
     upload(monkeypatch, data, "x")
-    at = app("", page=f"pages/{page}.py")
+    at = app("", page=f"app_pages/{page}.py")
     assert not at.exception
     assert any(words in e.value for e in at.error), [e.value for e in at.error]
 
@@ -177,11 +177,11 @@ def test_an_uploaded_image_and_an_hour_long_wav(monkeypatch):
     buf = io.BytesIO()
     Image.fromarray((np.random.default_rng(0).random((600, 400, 3)) * 255).astype(np.uint8)).save(buf, "PNG")
     upload(monkeypatch, buf.getvalue(), "photo.png")
-    at = app("patch=32&stride=32", page="pages/image_patches.py")
+    at = app("patch=32&stride=32", page="app_pages/image_patches.py")
     no_errors(at)
     assert any("shown at most 256 pixels" in i.value for i in at.info)
     upload(monkeypatch, wav_bytes(3600), "long.wav")
-    at = app("", page="pages/audio_frames.py")
+    at = app("", page="app_pages/audio_frames.py")
     no_errors(at)
     assert any("first 10 s" in i.value for i in at.info)
 
@@ -189,7 +189,7 @@ def test_an_uploaded_image_and_an_hour_long_wav(monkeypatch):
 @pytest.mark.parametrize("query, words", [("patch=100", "larger than the image"),
                                           ("edges=0-1,1-2000", "names node 2000"), ("edges=0-1,x", "not of the form")])
 def test_bad_settings_from_a_link(query, words):
-    page = "pages/graph_nodes.py" if "edges" in query else "pages/image_patches.py"
+    page = "app_pages/graph_nodes.py" if "edges" in query else "app_pages/image_patches.py"
     at = app(query, page=page)
     assert not at.exception
     msgs = [e.value for e in at.error] + [shown(w.value) for w in at.warning]

@@ -153,7 +153,7 @@ def test_the_explorer_with_the_pretrained_model():
 @needs_model
 def test_teaching_pages_with_the_pretrained_model():
     for page in ("step_by_step", "verify", "mask_lab", "gradients"):
-        at = app("model=minilm-l6&layer=0&text=I+love+AI", page=f"pages/{page}.py")
+        at = app("model=minilm-l6&layer=0&text=I+love+AI", page=f"app_pages/{page}.py")
         no_errors(at)
     at = app("model=minilm-l6&mask=causal")
     assert any("bidirectional" in shown(i.value) for i in at.info)

@@ -1,4 +1,4 @@
 """Streamlit glue shared by the pages: URL state, the sidebar, cached compute.
 
-The only place besides ``app.py`` and ``pages/`` that imports Streamlit.
+The only place besides ``app.py`` and ``app_pages/`` that imports Streamlit.
 """
