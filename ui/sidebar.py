@@ -11,7 +11,11 @@ from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
 from attnviz.models.registry import MODEL_LABELS, available_models, layer_count
 from attnviz.views.registry import Page
+from attnviz.views.state import SETTINGS
 from ui.controls import MASK_NAMES, control
+
+LAID_OUT = ("lang", "text", "seq", "model", "layer", "d_model", "heads", "mask", "window", "pad_to", "device", "seed",
+            "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
 @st.cache_resource(show_spinner=False)
@@ -70,3 +74,7 @@ def sidebar(page: Page) -> None:
     control("positional", sb, disabled=off, suffix=suffix)
     control("colors", sb)
     control("present", sb)
+    # A setting declared with sidebar=True that the layout above does not place yet.
+    for name, entry in SETTINGS.items():
+        if entry.spec.sidebar and name not in LAID_OUT:
+            control(name, sb)

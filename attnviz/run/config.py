@@ -84,39 +84,39 @@ class AttentionConfig:
     """
 
     tokenize_mode: str = setting(
-        "auto", url="tokenize", choices=MODES, pages=TEXT_PAGES, label=N_("Tokens"),
+        "auto", sidebar=True, url="tokenize", choices=MODES, pages=TEXT_PAGES, label=N_("Tokens"),
         help=N_("auto: words, and one token per CJK character; word; char."))
     text: str = setting(
-        DEFAULT_TEXT, convert=_text, pages=TEXT_PAGES, label=N_("Text — one sentence per line"),
+        DEFAULT_TEXT, sidebar=True, convert=_text, pages=TEXT_PAGES, label=N_("Text — one sentence per line"),
         help=N_("Several lines (up to {lines}) form a padded batch. Up to {tokens} tokens per line."))
     model: str = setting(
-        "random", convert=_model, choices=_models, label=N_("Model"),
+        "random", sidebar=True, convert=_model, choices=_models, label=N_("Model"),
         help=N_("random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
                 "WordPiece tokens through all its layers, offline."))
-    layer: int = setting(0, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"),
+    layer: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"),
                          help=N_("Which layer's attention the views show."))
-    d_model: int = setting(64, choices=limits.D_MODELS, label="d_model",
+    d_model: int = setting(64, sidebar=True, choices=limits.D_MODELS, label="d_model",
                            help=N_("Width E of the embeddings and of the output."))
-    num_heads: int = setting(4, url="heads", lo=1, hi=limits.MAX_HEADS, convert=_heads, label=N_("Heads"),
+    num_heads: int = setting(4, sidebar=True, url="heads", lo=1, hi=limits.MAX_HEADS, convert=_heads, label=N_("Heads"),
                              help=N_("Only counts that divide d_model: each head gets d_model / heads features."))
     mask: str = setting(
-        "causal", choices=MASK_KINDS, pages=TEXT_PAGES, label=N_("Mask"),
+        "causal", sidebar=True, choices=MASK_KINDS, pages=TEXT_PAGES, label=N_("Mask"),
         help=N_("causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. Every mask but 'none' "
                 "also blocks [PAD] keys."))
-    window: int = setting(2, lo=0, hi=limits.MAX_WINDOW, pages=TEXT_PAGES, label=N_("Window"),
+    window: int = setting(2, sidebar=True, lo=0, hi=limits.MAX_WINDOW, pages=TEXT_PAGES, label=N_("Window"),
                           help=N_("Local window: query i sees keys j with |i − j| ≤ window."))
-    pad_to: int = setting(0, lo=0, hi=limits.MAX_TOKENS, pages=TEXT_PAGES, label=N_("Pad to"),
+    pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=TEXT_PAGES, label=N_("Pad to"),
                           help=N_("Pad every sentence to at least this many tokens with [PAD]."))
-    device: str = setting("cpu", convert=_device, choices=_devices, label=N_("Device"),
+    device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, label=N_("Device"),
                           help=N_("Where the computation runs. Only devices found on this machine."))
-    seed: int = setting(0, lo=0, hi=limits.MAX_SEED, label=N_("Seed"),
+    seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, label=N_("Seed"),
                         help=N_("Seeds the projection weights and dropout: same seed, same numbers."))
-    dropout: float = setting(0.0, lo=0.0, hi=limits.MAX_DROPOUT, pages=TEXT_PAGES, label=N_("Dropout p"),
+    dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=TEXT_PAGES, label=N_("Dropout p"),
                              help=N_("Dropout on the weights (off by default); seeded, so reproducible."))
-    positional: bool = setting(True, pages=TEXT_PAGES, label=N_("Positional encoding"),
+    positional: bool = setting(True, sidebar=True, pages=TEXT_PAGES, label=N_("Positional encoding"),
                                help=N_("Add sinusoidal position vectors to the token embeddings."))
     projections: bool = setting(
-        True, pages=TEXT_PAGES, label=N_("Q/K/V projections"),
+        True, sidebar=True, pages=TEXT_PAGES, label=N_("Q/K/V projections"),
         help=N_("Off: Q = K = V = X, no learned projections, so attention is plain similarity of the inputs."))
     source: str = ""  # cross-attention's keys/values (the page's own setting fills it)
     max_tokens: int = limits.MAX_TOKENS

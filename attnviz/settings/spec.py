@@ -42,7 +42,7 @@ class Spec:
     pages: tuple[str, ...] = ALL_PAGES
     convert: Callable[[str, dict], object] | None = None  # text -> value, given the values taken so far
     check_value: Callable[[object], None] | None = None  # extra check of an API value (raises Reason)
-    cli: bool = True  # offered as a CLI flag
+    sidebar: bool = False  # drawn in the app's sidebar (ui.sidebar lays out the ones it knows)
 
     @property
     def flag(self) -> str:

@@ -72,23 +72,23 @@ class ViewState:
     """Everything a link restores."""
 
     config: AttentionConfig = AttentionConfig()
-    lang: str = setting("en", convert=_lang, choices=tuple(LANGUAGES), label=N_("Language"),
+    lang: str = setting("en", sidebar=True, convert=_lang, choices=tuple(LANGUAGES), label=N_("Language"),
                         help=N_("The app's own text; Streamlit's widget chrome stays in English."))
-    colors: str = setting(COLOR_SCALES[0], choices=COLOR_SCALES, label=N_("Colour scale"),
+    colors: str = setting(COLOR_SCALES[0], sidebar=True, choices=COLOR_SCALES, label=N_("Colour scale"),
                           help=N_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
     head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"), help=N_("Which head to follow."))
     # The followed query token; -1 = the last real token (it sees the most keys).
     query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, label=N_("Query token"),
                          help=N_("Which query token to follow (the last one sees the most keys under a causal "
                                  "mask)."))
-    seq: int = setting(0, lo=0, hi=limits.MAX_LINES - 1, label=N_("Sentence to show"),
+    seq: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LINES - 1, label=N_("Sentence to show"),
                        help=N_("Which line of the padded batch the views show."))
     q0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From query position"),
                       help=N_("First row of the close-up."))
     k0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From key position"),
                       help=N_("First column of the close-up."))
     view: str = setting("grid", choices=VIEWS, label=N_("View"), help=N_("Which picture of the result to show."))
-    present: bool = setting(False, label=N_("Presenter mode"),
+    present: bool = setting(False, sidebar=True, label=N_("Presenter mode"),
                             help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
     source: str = setting("我爱人工智能", convert=_source, pages=("cross-attention",),
                           label=N_("Source — keys and values (one line, or one per target line)"),
