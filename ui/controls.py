@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attnviz.i18n import N_, _, fixed
+from attnviz.i18n import N_, _
 from attnviz.views.state import SETTINGS
 
 MASK_NAMES = {"none": N_("none"), "causal": N_("causal"), "padding": N_("padding"), "window": N_("window"),
@@ -58,6 +58,3 @@ def control(name: str, where=None, *, kind: str | None = None, options=None, bou
         return where.text_area(label, **common)
     return where.text_input(label, **common)
 
-
-def mask_label(kind: str, t=None) -> str:
-    return (t or fixed())(MASK_NAMES[kind])

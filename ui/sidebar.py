@@ -49,14 +49,12 @@ def sidebar(page: Page) -> None:
         if not 0 <= int(ss.get("layer", 0)) < layers:
             ss["layer"] = 0
         control("layer", sb, options=range(layers))
-    suffix = _("(the random model only)") if pretrained else ""
-    if not page.text:
-        suffix = _("(text pages only)")
+    random_only = _("(the random model only)") if pretrained else ""
+    suffix = random_only if page.text else _("(text pages only)")
     off = pretrained or not page.text
     c1, c2 = sb.columns(2)
-    control("d_model", c1, disabled=pretrained, suffix=_("(the random model only)") if pretrained else "")
-    control("heads", c2, options=head_choices(int(ss["d_model"])), disabled=pretrained,
-            suffix=_("(the random model only)") if pretrained else "")
+    control("d_model", c1, disabled=pretrained, suffix=random_only)
+    control("heads", c2, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
     c1, c2 = sb.columns(2)
     control("window", c1, disabled=not page.text)
@@ -67,7 +65,7 @@ def sidebar(page: Page) -> None:
         ss["device"] = "cpu"
     control("device", sb, options=list(labels), format_func=labels.get)
     c1, c2 = sb.columns(2)
-    control("seed", c1, disabled=pretrained, suffix=_("(the random model only)") if pretrained else "")
+    control("seed", c1, disabled=pretrained, suffix=random_only)
     control("tokenize", c2, disabled=off, suffix=suffix)
     control("dropout", sb, step=0.05, disabled=off, suffix=suffix)
     control("projections", sb, disabled=off, suffix=suffix)

@@ -80,11 +80,11 @@ def text_input(seqs: list[list[str]], *, d_model: int, positional: bool, pad_to:
     L = max(max(lengths), pad_to)
     inp = Input(kind, pad_tokens(seqs, L), lengths, None)
 
-    def embed() -> torch.Tensor:  # after the run's memory plan: nothing of size L is made before it
+    def make_x() -> torch.Tensor:  # after the run's memory plan: nothing of size L is made before it
         t0 = time.perf_counter()
         x = embed_batch(seqs, L, d_model, positional)  # (N, L, E)
         inp.timings_ms["embed"] = (time.perf_counter() - t0) * 1e3
         return x
 
-    inp.embed = embed
+    inp.embed = make_x
     return inp

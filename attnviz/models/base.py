@@ -40,7 +40,7 @@ class Model(Protocol):
     honours_masks: bool  # False: only padding is masked (a pretrained encoder)
 
     def read_text(self, lines: list[str], *, pad_to: int, tokenize_mode: str, positional: bool,
-                  max_tokens: int) -> Input: ...
+                  max_tokens: int, kind: str = "text") -> Input: ...
 
     def plan(self, N: int, L: int, S: int) -> str: ...  # "full" or "lean", or ValueError over the budget
 

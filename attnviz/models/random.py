@@ -8,8 +8,6 @@ projections when the layer is built, then dropout when it runs.
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from attnviz import limits
@@ -43,11 +41,8 @@ class RandomLayer:
 
     def read_text(self, lines: list[str], *, pad_to: int, tokenize_mode: str, positional: bool,
                   max_tokens: int, kind: str = "text") -> Input:
-        t0 = time.perf_counter()
         seqs = tokenize_lines(lines, tokenize_mode, max_tokens)
-        inp = text_input(seqs, d_model=self.width, positional=positional, pad_to=pad_to, kind=kind)
-        inp.timings_ms["tokenize"] = (time.perf_counter() - t0) * 1e3
-        return inp
+        return text_input(seqs, d_model=self.width, positional=positional, pad_to=pad_to, kind=kind)
 
     def plan(self, N: int, L: int, S: int) -> str:
         return limits.plan(limits.RunSize(N, self.heads, L, S, self.width))

@@ -15,7 +15,7 @@ from attnviz.core.multihead import MultiHeadAttention
 from attnviz.i18n import N_, _
 from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
-from attnviz.settings.spec import Reason, setting, validate
+from attnviz.settings.spec import Reason, Unavailable, setting, validate
 
 TEXT_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients")
 RANDOM_ONLY = N_("(the random model only)")
@@ -48,7 +48,7 @@ def _device(raw: str, taken: dict) -> str:
     dev = raw.strip().lower()
     dev = "cuda:0" if dev == "cuda" else dev
     if dev not in device_names():
-        raise Reason("unavailable")
+        raise Unavailable()
     return dev
 
 
@@ -58,7 +58,7 @@ def _model(raw: str, taken: dict) -> str:
     if raw not in available_models():
         if raw == MINILM:
             raise Reason(_("is not installed on this server ({install})").format(install=INSTALL))
-        raise Reason("unavailable")
+        raise Unavailable()
     return raw
 
 

@@ -106,7 +106,7 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     timings["attention"] = (time.perf_counter() - t0) * 1e3
     x = out.layer_input
     x_kv = x if source is None else source.vectors()
-    timings = {**timings, **{k: v for k, v in inp.timings_ms.items() if k not in timings}}
+    timings.update(inp.timings_ms)  # what reading the input measured (a text's embedding)
     if settings is None:
         settings = asdict(config) if config is not None else {}
     return AttentionResult(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
 
 from attnviz.i18n import _
 
@@ -26,6 +27,11 @@ ALL_PAGES = ("*",)
 
 class Reason(ValueError):
     """Why a value was not taken, already worded to follow the setting's name."""
+
+
+class Unavailable(Reason):
+    """A value this machine does not offer (a device, a model, a language): the link's
+    warning then uses the setting's own words and lists what is offered."""
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,6 @@ class Spec:
 
     def options(self) -> tuple:
         return tuple(self.choices() if callable(self.choices) else self.choices or ())
-
-    def used_on(self, page: str) -> bool:
-        return self.pages == ALL_PAGES or page in self.pages
 
     def parse(self, raw: str, taken: dict | None = None):
         """Text (a link's value, a flag) -> a checked value; ``Reason`` when it is not one."""
@@ -92,6 +95,7 @@ def setting(default, url: str | None = None, **spec):
     return field(default=default, metadata={"spec": spec, "url": url})
 
 
+@cache
 def specs(cls) -> dict[str, tuple[str, Spec, object]]:
     """{link name: (field name, Spec, default)} of a settings dataclass, in field order."""
     out = {}

@@ -18,7 +18,7 @@ from functools import cache
 from urllib.parse import parse_qsl, urlsplit
 
 from attnviz.i18n import _
-from attnviz.settings.spec import Reason, Spec, as_text, specs
+from attnviz.settings.spec import Reason, Spec, Unavailable, as_text, specs
 
 
 class ParamWarning(str):
@@ -131,7 +131,7 @@ def parse(cls, params: Mapping, fallbacks: Mapping[str, str] | None = None) -> t
         try:
             values[url] = entry.spec.parse(p[url], values)
         except (ValueError, TypeError, OverflowError) as e:
-            if fallbacks and url in fallbacks and str(e) == "unavailable":
+            if fallbacks and url in fallbacks and isinstance(e, Unavailable):
                 choices = ", ".join(map(str, entry.spec.options()))
                 text = _(fallbacks[url]).format(value=shown(p[url][:20]), choices=choices)
             else:

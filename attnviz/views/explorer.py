@@ -138,11 +138,9 @@ def output_table(result: AttentionResult, n: int) -> dict:
 
 def weights_table(result: AttentionResult, state: ViewState, long: bool) -> dict:
     """One head's weights as a table: every cell, or (a long text) the close-up's window."""
-    from attnviz.plots import REGION
-
     n, L, S = state.seq, *result.weights.shape[2:]
     q0, k0 = (state.q0, state.k0) if long else (0, 0)
-    q1, k1 = (min(q0 + REGION, L), min(k0 + REGION, S)) if long else (L, S)
+    q1, k1 = (min(q0 + F.REGION, L), min(k0 + F.REGION, S)) if long else (L, S)
     tokens, keys = result.tokens[n], result.source_tokens[n]
     return {"data": result.weights[n, state.head, q0:q1, k0:k1].numpy(),  # (rows, cols)
             "index": [f"{i}: {t}" for i, t in enumerate(tokens[q0:q1], q0)],

@@ -28,7 +28,7 @@ from attnviz.inputs.text import check_text
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
-from attnviz.settings.spec import Reason, setting
+from attnviz.settings.spec import Reason, Unavailable, setting
 from attnviz.views.registry import VIEWS
 
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
@@ -63,7 +63,7 @@ def _edges(raw: str, taken: dict) -> str:
 
 def _lang(raw: str, taken: dict) -> str:
     if raw not in LANGUAGES:
-        raise Reason("unavailable")
+        raise Unavailable()
     return raw
 
 
