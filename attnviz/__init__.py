@@ -9,6 +9,7 @@ Pure PyTorch/NumPy/Plotly; no web framework here. Main entry points::
 
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.devices import available_devices, resolve_device
+from attnviz.core.efficient import low_rank_attention, tiled_attention
 from attnviz.core.multihead import MultiHeadAttention
 from attnviz.inputs.embeddings import embed
 from attnviz.inputs.tokens import tokenize
@@ -23,8 +24,10 @@ __all__ = [
     "available_devices",
     "compute",
     "embed",
+    "low_rank_attention",
     "resolve_device",
     "scaled_dot_product_attention",
+    "tiled_attention",
     "tokenize",
 ]
 __version__ = "0.1.0"

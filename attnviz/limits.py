@@ -50,6 +50,21 @@ MAX_AUDIO_SECONDS = 10.0  # longer recordings: the first seconds only, and the p
 MAX_FRAMES = 1024
 FRAME_SAMPLES = (16, 8192)  # an audio frame's length, in samples
 MAX_GRAPH_NODES = 64
+# The long-sequence page: the text repeated up to this many tokens, on the tiled path past
+# what the memory budget lets the naive path hold; the cost sweep runs at these lengths.
+MAX_LONG_TOKENS = 8192
+LONG_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
+MAX_BLOCK = 1024  # a tile's rows or columns
+MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its weights held)
+MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
+# Watch it learn: the tiny model trained on the page, in a worker process.
+MAX_LEARN_LAYERS = 3
+MAX_LEARN_HEADS = 8
+LEARN_WIDTHS = (16, 32, 64)
+MAX_LEARN_STEPS = 5000
+LEARN_EVERY = 50  # steps between checkpoints
+MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps
+MAX_TRAININGS = max(1, (os.cpu_count() or 1))  # at once per process: one per core
 
 # An attention run keeps, per (sequence, head, query, key): the scores, the scaled
 # scores, the masked scores, the weights and the weights after dropout (float32), and

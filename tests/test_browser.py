@@ -166,7 +166,8 @@ def test_full_page_screenshot_for_the_readme(server, page):
 
 TOUR = [("step-by-step", "Step by step"), ("mask-lab", "Mask lab"), ("cross-attention", "Cross-attention"),
         ("verify", "Verify against PyTorch"), ("gradients", "Gradients"), ("why-scale", "Why scale by √d_k"),
-        ("image-patches", "Image patches"), ("audio-frames", "Audio frames"), ("graph-nodes", "Graph nodes")]
+        ("image-patches", "Image patches"), ("audio-frames", "Audio frames"), ("graph-nodes", "Graph nodes"),
+        ("long-sequences", "Long sequences")]
 
 
 @pytest.mark.parametrize("path, title", TOUR)

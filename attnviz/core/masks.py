@@ -50,6 +50,24 @@ def local_window_mask(L: int, window: int, S: int | None = None, *, device=None)
     return (i - j).abs() <= window  # (L, S)
 
 
+def dilated_window_mask(L: int, window: int, dilation: int, *, device=None) -> torch.Tensor:
+    """Strided (dilated) local attention: query i sees keys j with |i − j| ≤ window·dilation
+    and i − j a multiple of ``dilation`` (Longformer's dilated window): (L, L) bool."""
+    _check_len("L", L)
+    if window < 0 or dilation < 1:
+        raise ValueError(f"The window must be 0 or more and the dilation at least 1, got {window}, {dilation}.")
+    d = torch.arange(L, device=device)[:, None] - torch.arange(L, device=device)[None, :]  # (L, L)
+    return (d.abs() <= window * dilation) & (d % dilation == 0)
+
+
+def global_tokens_mask(L: int, globals_: int, *, device=None) -> torch.Tensor:
+    """The first ``globals_`` tokens see every key and are seen by every query (Longformer /
+    BigBird's global tokens); combine with ``|`` and a window: (L, L) bool."""
+    _check_len("L", L)
+    g = torch.arange(L, device=device) < globals_  # (L,)
+    return g[:, None] | g[None, :]  # (L, L)
+
+
 def padding_mask(lengths: Sequence[int] | torch.Tensor, S: int, *, device=None) -> torch.Tensor:
     """Block padded keys: bool (N, 1, 1, S), True for the first ``lengths[n]`` keys.
 

@@ -215,6 +215,12 @@ class MultiHeadAttention(nn.Module):
             heads = heads.contiguous()
         return heads.unbind(0)  # 3 x (N, H, L, D)
 
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's Q, K and V of ``x`` (N, L, E), split into heads: 3 × (N, H, L, D).
+        For a page that runs its own attention on them (the long-sequence paths)."""
+        x, _k, _v, _m, _unbatched = self._inputs(x, None, None, None)
+        return self._project(x, x, x)
+
     def _join_project(self, heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         N, H, L, D = heads.shape
         joined = heads.transpose(1, 2).reshape(N, L, H * D)  # (N, L, E)
@@ -279,10 +285,13 @@ class MultiHeadAttention(nn.Module):
         *,
         dropout_p: float = 0.0,
         generator: torch.Generator | None = None,
+        head_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (N, L, E), weights (N, H, L, S))``; weights are after dropout.
 
         Same numbers as ``steps`` without keeping the intermediates (the fast path).
+        ``head_mask`` (H,): each head's output is multiplied by it before the heads are
+        joined (0 knocks a head out).
         """
         if not 0.0 <= dropout_p < 1.0:
             raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
@@ -290,5 +299,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._project(query, key, value)  # (N, H, L|S, D)
         heads, weights = attention_fast(q, k, v, attn_mask, 1.0 / math.sqrt(self.head_dim),
                                         dropout_p, generator)  # (N, H, L, D), (N, H, L, S)
+        if head_mask is not None:
+            heads = heads * head_mask.view(1, -1, 1, 1)  # (N, H, L, D)
         _, out = self._join_project(heads)  # (N, L, E)
         return (out.squeeze(0), weights.squeeze(0)) if unbatched else (out, weights)

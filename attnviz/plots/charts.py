@@ -24,11 +24,12 @@ def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
 
 
 def lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(), *,
-                 x_title: str = "", y_title: str = "", log_x: bool = True) -> go.Figure:
+                 x_title: str = "", y_title: str = "", log_x: bool = True, log_y: bool = False) -> go.Figure:
+    """A line per series; a ``None`` value is a gap (a size that was not run)."""
     traces = [{"type": "scatter", "x": x, "y": y, "name": name, "mode": "lines+markers"}
               for name, y in series.items()]
     layout = {"xaxis": {"type": "log" if log_x else "linear", "title": {"text": x_title}},
-              "yaxis": {"title": {"text": y_title}}}
+              "yaxis": {"type": "log" if log_y else "linear", "title": {"text": y_title}}}
     return figure(traces, layout_for(layout, style, title))
 
 

@@ -109,6 +109,10 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         state = check_selection(compute(state.config), state)
         grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
         return gradient_figures(grads, grads.tokens[state.query], style)[0]
+    if page == "long-sequences":
+        from attnviz.views.longseq import long_figure
+
+        return long_figure(state.part, state, style)
     if page == "why-scale":
         from attnviz.analysis.scaling import sweep
 

@@ -30,6 +30,7 @@ PAGES = (
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False),
+    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed"),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if not p.text)  # image, audio and graph pages

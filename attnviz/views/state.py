@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from attnviz import limits
 from attnviz.analysis.gradients import SCALARS
+from attnviz.analysis.longseq import PARTS, PATTERNS
 from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import LANGUAGES, N_, _
 from attnviz.inputs.audio import AUDIO_SAMPLES
@@ -33,6 +34,7 @@ from attnviz.views.registry import VIEWS
 
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
+LONG = ("long-sequences",)
 INPUTS = IMAGE + AUDIO + GRAPH
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
@@ -137,6 +139,21 @@ class ViewState:
     graph_mask: str = setting("adjacency", choices=GRAPH_MASKS, pages=GRAPH, label=N_("Mask"),
                               help=N_("adjacency + self-loops (graph attention), or none."))
     node: int = setting(0, lo=0, hi=limits.MAX_GRAPH_NODES - 1, pages=GRAPH, label=N_("Follow node"))
+    length: int = setting(1024, lo=16, hi=limits.MAX_LONG_TOKENS, pages=LONG, label=N_("Length L (tokens)"),
+                          help=N_("The text's first line, repeated to this many tokens."))
+    block_q: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=LONG, label=N_("Query block"),
+                           help=N_("Rows of one tile: the queries computed together."))
+    block_k: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=LONG, label=N_("Key block"),
+                           help=N_("Columns of one tile: the keys one step of the online softmax reads."))
+    tile: int = setting(0, lo=0, hi=limits.MAX_LONG_TOKENS - 1, pages=LONG, label=N_("Step (key block)"),
+                        help=N_("Which key block of the last query block the walkthrough shows."))
+    pattern: str = setting("window", choices=PATTERNS, pages=LONG, label=N_("Sparse pattern"),
+                           help=N_("local window; dilated window (every 2nd key, twice as far); the first token "
+                                   "global plus a window. The sidebar's window sets the width."))
+    rank: int = setting(16, lo=1, hi=limits.MAX_LONG_TOKENS, pages=LONG, label=N_("Rank k"),
+                        help=N_("The Linformer projection's rows, and the truncation's rank."))
+    part: str = setting("cost", choices=PARTS, pages=LONG, label=N_("Part"),
+                        help=N_("Which part's figure a link renders from the command line."))
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

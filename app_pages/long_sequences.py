@@ -1,0 +1,157 @@
+"""Long sequences: what the L × L matrix costs, flash attention tile by tile, sparse
+patterns, low rank, and the baddbmm trick, all on the sidebar's text repeated to L tokens."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz import limits
+from attnviz.analysis import longseq as LS
+from attnviz.core.efficient import attention_memory
+from attnviz.i18n import _, fixed
+from attnviz.views import longseq as V
+from attnviz.views.selection import style_for
+from ui import compute, session
+from ui.controls import control
+
+s = session.current()
+st.title(_("Long sequences"))
+st.caption(_("Attention holds an L × L matrix of weights per head: memory and time grow with L². Three ideas get "
+             "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
+             "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens."))
+c1, c2, c3 = st.columns(3)
+control("length", c1, step=128)
+control("block_q", c2, step=16)
+control("block_k", c3, step=16)
+s = session.current()
+style = style_for(s)
+key = (s.config, s.length)
+inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input(s)))
+H, L, D = inp.heads, inp.L, s.d_model // s.heads
+mem = attention_memory(L, L, H, D=D, block_q=s.block_q, block_k=s.block_k)
+fits = mem["naive"] <= limits.memory_budget_bytes()
+st.caption(_("{L} tokens: the first line ({n} tokens) repeated {r} times · {H} heads of d_k = {D} · on {device} · "
+             "{mask}").format(L=L, n=round(L / inp.repeats), r=f"{inp.repeats:.1f}", H=H, D=D, device=inp.device,
+                              mask=_("causal") if V.causal(s) else _("no mask")))
+if not fits:
+    st.info(_("Keeping the weights at this length would take {mb} MB, over this server's budget of {budget} MB: the "
+              "output is computed with the tiled path only, and the parts that need the whole matrix use a shorter "
+              "length.").format(mb=f"{mem['naive'] / 2**20:,.0f}",
+                                budget=f"{limits.memory_budget_bytes() / 2**20:,.0f}"), icon=":material/memory:")
+
+st.header(_("1. The cost of the L × L matrix"))
+per_head = L * L * 4
+st.dataframe(pd.DataFrame({
+    _("what"): [_("scores, one head"), _("weights, one head"), _("scores + weights, all heads"),
+                _("tiled: one step's tile, all heads"), _("tiled: everything it holds")],
+    _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"], H * min(L, s.block_q) * min(L, s.block_k) * 4,
+                                    mem["tiled"])],
+}), hide_index=True)
+sweep = compute.guard(lambda: compute.cached(
+    ("long-cost", H, D, s.device, s.block_q, s.block_k, V.causal(s)),
+    lambda: LS.cost_sweep(H, D, s.device, s.block_q, s.block_k, V.causal(s))))
+time_fig, mem_fig = V.cost_figures(sweep, style)
+c1, c2 = st.columns(2)
+with c1:
+    compute.chart(time_fig, key="long_cost_time", filename="attnviz-long-time")
+with c2:
+    compute.chart(mem_fig, key="long_cost_memory", filename="attnviz-long-memory")
+st.caption(_("Measured in this process on {device}, at L = 128 … 8192 with random Q, K, V of these sizes. Memory "
+             "is the peak of live tensors each path created (on a GPU: the allocator's peak); SDPA's fused CPU kernel "
+             "keeps its buffers out of sight, so only its output shows.").format(device=sweep.device))
+for line in sweep.skipped:
+    st.caption(_("Not run: {why}.").format(why=line))
+
+st.header(_("2. Flash attention, tile by tile"))
+walk = compute.guard(lambda: compute.cached(("long-walk", *key, s.block_q, s.block_k, V.causal(s)),
+                                            lambda: LS.flash_walk(inp, s.block_q, s.block_k, V.causal(s))))
+n_steps = len(walk.steps)
+st.session_state["tile"] = min(int(st.session_state.get("tile", 0)), n_steps - 1)
+control("tile", kind="slider", bounds=(0, max(1, n_steps - 1)), disabled=n_steps == 1)
+step = walk.steps[min(session.current().tile, n_steps - 1)]
+st.latex(r"m_{new} = \max(m_{old}, \max_j s_{ij}),\quad \ell \leftarrow \ell\, e^{m_{old} - m_{new}} + \sum_j "
+         r"e^{s_{ij} - m_{new}},\quad O \leftarrow O\, e^{m_{old} - m_{new}} + e^{S - m_{new}} V")
+c1, c2 = st.columns([3, 2])
+with c1:
+    compute.chart(V.tile_figure(inp, walk, step.key_block, style), key="long_tile", filename="attnviz-long-tile")
+with c2:
+    compute.chart(V.walk_figure(walk, style), key="long_walk", filename="attnviz-long-walk")
+    first = step.key_block == 0
+    st.markdown(_("Queries {q0}–{q1}, **step {i} of {n}**, keys {a}–{z}: the correction exp(m_old − m_new) is {c} "
+                  "(row mean){note}; ℓ is now {ell} (row mean).").format(
+        q0=walk.first_row, q1=inp.L - 1, i=step.key_block + 1, n=n_steps, a=step.keys[0], z=step.keys[1] - 1,
+        c=f"{V.step_numbers(step)['correction']:.4f}",
+        note=_(" — 0 at the first block: nothing came before it") if first else "",
+        ell=f"{V.step_numbers(step)['ell']:.3f}"))
+    if step.key_block == n_steps - 1:
+        st.success(_("Last step: this block's output differs from the naive rows by {d1}, and the whole output "
+                     "from F.scaled_dot_product_attention by {d2}. The full weight matrix never existed: the pass held "
+                     "{peak} of tensors, where the weights alone would take {naive}.").format(
+            d1=f"{walk.block_diff:.1e}", d2=f"{walk.max_diff:.1e}", peak=f"{walk.peak_bytes / 2**20:.1f} MB",
+            naive=f"{walk.naive_bytes / 2**20:.1f} MB"), icon=":material/check_circle:")
+    else:
+        st.caption(_("Move to the last step to compare with the naive output."))
+st.info(_("What the real FlashAttention adds: the backward pass, which recomputes the tiles from Q, K, V and the saved "
+          "m and ℓ instead of storing the weights; and the tiles held in a GPU's on-chip SRAM, read from memory once, "
+          "in one fused kernel. Here the tiles are ordinary tensors, for seeing, not for speed."),
+        icon=":material/lightbulb:")
+
+st.header(_("3. Sparse patterns"))
+Ls = min(L, limits.MAX_SPARSE_TOKENS)
+sub = inp if Ls == L else compute.guard(lambda: compute.cached(("long-input", s.config, Ls),
+                                                                lambda: LS.long_input(s.config, Ls)))
+if Ls < L:
+    st.caption(_("Compared with full attention on the first {n} tokens (full attention's weights must fit).").format(
+        n=Ls))
+control("pattern", format_func=lambda p, t=fixed(): t(LS.PATTERN_LABELS[p]))
+sparse = compute.guard(lambda: compute.cached(("long-sparse", s.config, Ls, s.window),
+                                              lambda: LS.sparse_patterns(sub, s.window)))
+pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().pattern, sub, style)
+c1, c2 = st.columns(2)
+with c1:
+    compute.chart(pattern_fig, key="long_pattern", filename="attnviz-long-pattern")
+with c2:
+    compute.chart(moved_fig, key="long_moved", filename="attnviz-long-sparse")
+st.dataframe(pd.DataFrame({
+    _("pattern"): [_(LS.PATTERN_LABELS[p.pattern]) for p in sparse],
+    _("entries computed"): [f"{p.fraction:.2%}" for p in sparse],
+    _("mean output change"): [f"{sum(p.distance) / len(p.distance):.3f}" for p in sparse],
+    _("largest output change"): [f"{max(p.distance):.3f}" for p in sparse],
+}), hide_index=True)
+
+st.header(_("4. Low rank"))
+Lr = min(L, limits.MAX_LOW_RANK_TOKENS)
+small = inp if Lr == L else compute.guard(lambda: compute.cached(("long-input", s.config, Lr),
+                                                                  lambda: LS.long_input(s.config, Lr)))
+if Lr < L:
+    st.caption(_("On the first {n} tokens: the spectrum needs an SVD of every head's weights.").format(n=Lr))
+if int(st.session_state.get("rank", 1)) > Lr:
+    st.info(_("Rank {k} is over the {n} tokens shown here: using rank {n}.").format(k=st.session_state["rank"], n=Lr),
+            icon=":material/info:")
+    st.session_state["rank"] = Lr
+control("rank", bounds=(1, Lr))
+lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda: LS.low_rank(small, s.seed)))
+spectrum_fig, error_fig = V.low_rank_figures(lr, style)
+c1, c2 = st.columns(2)
+with c1:
+    compute.chart(spectrum_fig, key="long_spectrum", filename="attnviz-long-spectrum")
+with c2:
+    compute.chart(error_fig, key="long_rank_error", filename="attnviz-long-rank-error")
+k = min(session.current().rank, Lr)
+i = max(j for j, r in enumerate(lr.ranks) if r <= k)
+st.markdown(_("At rank {k}: the truncated weights change the output by {t}, the Linformer projection by {p}. "
+              "Linformer keeps {kept} of K and V per head-set instead of {full} of weights, and never forms the L × L "
+              "matrix; what it loses is exactness (the error above, measured on this text) and the per-token mask: "
+              "after K and V are projected to k rows, no single key can be blocked.").format(
+    k=lr.ranks[i], t=f"{lr.truncated[i]:.3f}", p=f"{lr.linformer[i]:.3f}",
+    kept=f"{lr.kept_bytes['linformer'][i] / 2**10:,.0f} KiB", full=f"{lr.kept_bytes['weights'][i] / 2**10:,.0f} KiB"))
+
+st.header(_("5. matmul, baddbmm and SDPA"))
+Lk = L if fits else max(n for n in limits.LONG_LENGTHS
+                        if attention_memory(n, n, H, D=D)["naive"] <= limits.memory_budget_bytes())
+mid = inp if Lk == L else compute.guard(lambda: compute.cached(("long-input", s.config, Lk),
+                                                                lambda: LS.long_input(s.config, Lk)))
+times = compute.guard(lambda: compute.cached(("long-kernels", s.config, Lk), lambda: LS.kernel_times(mid)))
+compute.chart(V.kernels_figure(times, style, Lk), key="long_kernels", filename="attnviz-long-kernels")
+st.caption(_("The tutorials' trick: torch.baddbmm(empty, Q, Kᵀ, beta=0, alpha=1/√d_k) folds the scale into the "
+             "matrix product instead of dividing the scores afterwards. Measured in this process, median of 5, all in "
+             "one run."))

@@ -1,0 +1,120 @@
+"""The long-sequence page's figures, one builder per part (``attnviz.analysis.longseq``
+computes the numbers). ``long_figure(part, ...)`` is what a link to the page renders."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import plotly.graph_objects as go
+
+from attnviz import plots as F
+from attnviz.analysis import longseq as LS
+from attnviz.i18n import _
+from attnviz.views.state import ViewState
+
+CORNER = 96  # the sparse pattern is drawn for its first CORNER × CORNER entries
+SQUARE = 520  # pixels: a tile or a pattern of up to 96 rows fits a half-width column
+
+
+def causal(state: ViewState) -> bool:
+    """The page's paths are causal when the sidebar's mask is."""
+    return state.mask in ("causal", "causal+window")
+
+
+def long_input(state: ViewState) -> LS.LongInput:
+    return LS.long_input(state.config, state.length)
+
+
+def check_blocks(state: ViewState) -> None:
+    for name in ("block_q", "block_k"):
+        if getattr(state, name) < 1:
+            raise ValueError(f"{name} must be at least 1.")
+
+
+def cost_figures(sweep: LS.CostSweep, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    names = {"naive": _("naive (weights held)"), "tiled": _("tiled (online softmax)"), "sdpa": "F.sdpa"}
+    time_fig = F.lines_figure(sweep.lengths, {names[p]: v for p, v in sweep.ms.items()},
+                              _("measured time on {device}").format(device=sweep.device), style,
+                              x_title="L", y_title="ms", log_y=True)
+    mem = {names[p]: [None if b is None else b / 2**20 for b in v] for p, v in sweep.bytes.items()}
+    mem_fig = F.lines_figure(sweep.lengths, mem, _("measured peak memory on {device}").format(device=sweep.device),
+                             style, x_title="L", y_title="MB", log_y=True)
+    return time_fig, mem_fig
+
+
+def tile_figure(inp: LS.LongInput, walk: LS.FlashWalk, step: int, style: F.FigureStyle) -> go.Figure:
+    """The live tile of ``step``: the walked query block's scaled scores against one key block."""
+    s = walk.steps[min(step, len(walk.steps) - 1)]
+    rows = inp.tokens[walk.first_row:walk.first_row + s.scores.shape[0]]
+    start, stop = s.keys
+    return F.matrix_figure(s.scores.cpu().numpy(), rows, inp.tokens[start:stop], _(
+        "key block {b}: keys {a}–{z}, scaled scores").format(b=s.key_block, a=start, z=stop - 1),
+        replace(style, height=style.height or SQUARE))
+
+
+def step_numbers(step) -> dict[str, float]:
+    """What the page says about one step: the rows' mean correction factor and running sum."""
+    return {"correction": float(step.correction.mean()), "ell": float(step.ell.mean())}
+
+
+def walk_figure(walk: LS.FlashWalk, style: F.FigureStyle) -> go.Figure:
+    """Per key block: the smallest correction factor exp(m_old − m_new) of the block's rows
+    (none at the first block: nothing came before it)."""
+    steps = list(range(len(walk.steps)))
+    factors = [None if i == 0 else float(s.correction.min()) for i, s in enumerate(walk.steps)]
+    return F.lines_figure(steps, {_("smallest correction exp(m_old − m_new)"): factors},
+                          _("correction per step"), style, x_title=_("key block"),
+                          y_title=_("factor"), log_x=False)
+
+
+def sparse_figures(result: list[LS.Sparse], pattern: str, inp: LS.LongInput,
+                   style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    chosen = next(s for s in result if s.pattern == pattern)
+    n = min(CORNER, inp.L)
+    corner = chosen.mask[:n, :n].float().numpy()
+    fig = F.matrix_figure(corner, inp.tokens[:n], inp.tokens[:n], _("{pattern}: {share} of the matrix computed "
+                          "(first {n} × {n} shown)").format(pattern=_(LS.PATTERN_LABELS[pattern]),
+                                                            share=f"{chosen.fraction:.1%}", n=n),
+                          replace(style, height=style.height or SQUARE), zero_one=True)
+    moved = F.lines_figure(list(range(inp.L)), {_(LS.PATTERN_LABELS[s.pattern]): s.distance for s in result},
+                           _("how far each query's output moves from full attention"), style,
+                           x_title=_("query position"), y_title="‖o − o_full‖ / ‖o_full‖", log_x=False)
+    return fig, moved
+
+
+def low_rank_figures(lr: LS.LowRank, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    spectrum = F.lines_figure(list(range(1, len(lr.spectrum[0]) + 1)),
+                              {_("head {h}").format(h=h): s for h, s in enumerate(lr.spectrum)},
+                              _("singular values of each head's weights"), style, x_title=_("index"),
+                              y_title="σ", log_y=True)
+    error = F.lines_figure(lr.ranks, {_("rank-k truncation of the weights"): lr.truncated,
+                                      _("Linformer: K, V projected to k rows"): lr.linformer},
+                           _("output error against rank k"), style, x_title="k",
+                           y_title="‖O − Ô‖ / ‖O‖")
+    return spectrum, error
+
+
+def kernels_figure(times: dict[str, float], style: F.FigureStyle, length: int) -> go.Figure:
+    base = times["matmul"]
+    labels = [f"{name} ({ms / base:.2f}×)" for name, ms in times.items()]
+    return F.token_bars(labels, {"ms": list(times.values())}, _("the same attention three ways, L = {L} (measured; "
+                                                                 "ratio to matmul)").format(L=length), style,
+                        y_title="ms")
+
+
+def long_figure(part: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
+    """The main figure of one part, for a link or the CLI (``--page long-sequences --part …``)."""
+    check_blocks(state)
+    if part == "cost":
+        H, D = state.heads, state.d_model // state.heads
+        return cost_figures(LS.cost_sweep(H, D, state.device, state.block_q, state.block_k, causal(state)), style)[0]
+    inp = long_input(state)
+    if part == "tiles":
+        return tile_figure(inp, LS.flash_walk(inp, state.block_q, state.block_k, causal(state)), state.tile, style)
+    if part == "sparse":
+        return sparse_figures(LS.sparse_patterns(inp, state.window), state.pattern, inp, style)[0]
+    if part == "lowrank":
+        return low_rank_figures(LS.low_rank(inp, state.seed), style)[1]
+    if part == "kernels":
+        return kernels_figure(LS.kernel_times(inp), style, inp.L)
+    raise ValueError(f"Unknown part {part!r}; choose one of {', '.join(LS.PARTS)}.")
