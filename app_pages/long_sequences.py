@@ -19,7 +19,7 @@ st.caption(_("Attention holds an L × L matrix of weights per head: memory and t
              "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
              "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens."))
 c1, c2, c3 = st.columns(3)
-control("length", c1, step=128)
+control("length", c1, kind="slider", step=16)
 control("block_q", c2, step=16)
 control("block_k", c3, step=16)
 s = session.current()

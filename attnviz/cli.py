@@ -24,7 +24,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from attnviz.i18n import use
-from attnviz.limits import MAX_LINES, MAX_TOKENS, MAX_UPLOAD_BYTES
+from attnviz.learn.train import LearnSettings
+from attnviz.limits import MAX_UPLOAD_BYTES
 from attnviz.plots.export import (
     ExportError,
     ImageExporter,
@@ -34,6 +35,8 @@ from attnviz.plots.export import (
     write_atomic,
 )
 from attnviz.run.run import compute
+from attnviz.settings.flags import add_flags
+from attnviz.settings.url import table
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.modality import input_run
 from attnviz.views.pages import page_figure
@@ -289,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("render", help="render one figure (or a batch from a spec file)",
                        description="Render a view of an attention run to .png, .svg, .html, .json or .csv.")
-    add_setting_flags(r)
+    add_flags(r, SETTINGS, _FLAG_NOTES)
     r.add_argument("--page", choices=PAGE_NAMES, help="whose main figure to render (default: from --from-url, "
                                                        "else the explorer)")
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
@@ -301,6 +304,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--scale", type=float, default=1.0)
     r.add_argument("--theme", default="light", help="light | dark")
     r.add_argument("--spec", help="a TOML file with a [[figure]] table per figure")
+    lr = sub.add_parser("learn", help="train the tiny model of 'Watch it learn' and write its record and figures",
+                        description="Train an attention-only model deterministically; write the checkpoints as JSON "
+                                    "and the loss, scores and heads as figures.")
+    add_flags(lr, table(LearnSettings), name=lambda url, entry: entry.path[-1])  # --layers, --d-model, …
+    lr.add_argument("--json", help="write the record here: config, checkpoints, probe")
+    lr.add_argument("--out", help="a folder for loss.png, scores-*.png, heads-step*.png and heads.html")
     return p
 
 
@@ -312,35 +321,16 @@ _FLAG_NOTES = {
 }
 
 
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per setting of the view state, from its declaration (``attnviz.views.state``):
-    the same names, bounds and choices as the app's links."""
-    for url, entry in SETTINGS.items():
-        spec = entry.spec
-        help_text = _plain(spec.help or spec.label)
-        options = spec.options() if not callable(spec.choices) else ()
-        if options:
-            help_text += f" (one of: {' | '.join(map(str, options))})"
-        lo, hi = spec.bounds()
-        if lo is not None:
-            help_text += f" ({lo}–{hi})"
-        help_text += _FLAG_NOTES.get(url, "")
-        if spec.kind is bool:
-            parser.add_argument(spec.flag, dest=url, action=argparse.BooleanOptionalAction, default=None,
-                                help=help_text)
-        else:
-            parser.add_argument(spec.flag, dest=url, type=spec.kind if spec.kind in (int, float) else str,
-                                help=help_text.replace("%", "%%"))
-
-
-def _plain(text: str) -> str:
-    """A declaration's help as the CLI prints it (English, limits filled in)."""
-    return text.format(lines=MAX_LINES, tokens=MAX_TOKENS) if "{" in text else text
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "learn":
+            from attnviz.learn.report import learn_command
+
+            try:
+                return learn_command(args)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
         if args.spec:
             return run_spec(Path(args.spec))
         if not args.out:

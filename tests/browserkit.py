@@ -63,6 +63,15 @@ def wait_idle(page, timeout: float = 30_000) -> None:
     page.wait_for_timeout(300)
 
 
+def wait_run(page, timeout: float = 30_000) -> None:
+    """Wait until Streamlit has drawn a page heading and finished the current run (for a
+    page that may have no chart yet)."""
+    page.wait_for_selector("[data-testid=stMain] h1", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
 def wait_for_label(page, text: str, timeout: float = 30_000) -> None:
     """Wait until the first chart's data has a row labelled ``text`` (the rerun has drawn).
 

@@ -13,6 +13,7 @@ from .browserkit import (
     wait_for_label,
     wait_for_titles,
     wait_idle,
+    wait_run,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
@@ -200,7 +201,7 @@ def test_a_fresh_servers_first_session_opens_any_page_cleanly(browser, launcher,
         try:
             pg = ctx.new_page()
             pg.goto(f"{base}/{target.path}{query}")
-            wait_idle(pg, timeout=90_000)
+            wait_run(pg, timeout=90_000)
             pg.wait_for_timeout(1000)
             body = pg.inner_text("body")
             assert "Page not found" not in body and pg.locator("[role=dialog]").count() == 0
@@ -375,3 +376,17 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(server, page):
     page.wait_for_function("() => !location.search.includes('mask=causal&')", timeout=30_000)
     wait_idle(page)
     assert "mask=causal&" not in page.url
+
+
+def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path):
+    """Press Train: the loss and the heads are redrawn while the worker trains, and the
+    trained model's part appears when it is done (a screenshot for the README)."""
+    page.goto(server + "/watch-it-learn?learn_steps=1200&learn_seed=3")
+    wait_run(page, timeout=60_000)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_selector("text=The trained model", timeout=120_000)
+    wait_idle(page, timeout=60_000)
+    body = page.inner_text("[data-testid=stMain]")
+    assert "Phase change at step" in body and "Traceback" not in body
+    assert page.locator(".js-plotly-plot").count() >= 6
+    full_page_screenshot(page, SHOTS / "watch-it-learn.png")

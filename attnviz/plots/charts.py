@@ -24,12 +24,22 @@ def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
 
 
 def lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(), *,
-                 x_title: str = "", y_title: str = "", log_x: bool = True, log_y: bool = False) -> go.Figure:
-    """A line per series; a ``None`` value is a gap (a size that was not run)."""
+                 x_title: str = "", y_title: str = "", log_x: bool = True, log_y: bool = False,
+                 mark: tuple[float, str] | None = None, dash: tuple[str, ...] = ()) -> go.Figure:
+    """A line per series; a ``None`` value is a gap (a size that was not run). ``mark``:
+    a labelled vertical line at x; ``dash``: the series drawn dashed."""
     traces = [{"type": "scatter", "x": x, "y": y, "name": name, "mode": "lines+markers"}
               for name, y in series.items()]
+    for t in traces:
+        if t["name"] in dash:
+            t["line"] = {"dash": "dash"}
     layout = {"xaxis": {"type": "log" if log_x else "linear", "title": {"text": x_title}},
               "yaxis": {"type": "log" if log_y else "linear", "title": {"text": y_title}}}
+    if mark is not None:
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": mark[0], "x1": mark[0], "y0": 0,
+                             "y1": 1, "line": {"dash": "dot", "color": "#d62728"}}]
+        layout["annotations"] = [{"x": mark[0], "y": 1, "xref": "x", "yref": "paper", "text": mark[1],
+                                  "showarrow": False, "yanchor": "bottom", "font": {"color": "#d62728"}}]
     return figure(traces, layout_for(layout, style, title))
 
 

@@ -31,6 +31,7 @@ PAGES = (
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False),
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed"),
+    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if not p.text)  # image, audio and graph pages

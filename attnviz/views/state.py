@@ -26,6 +26,7 @@ from attnviz.inputs.audio import AUDIO_SAMPLES
 from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS, parse_edges
 from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
 from attnviz.inputs.text import check_text
+from attnviz.learn.train import LearnSettings
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
@@ -35,6 +36,7 @@ from attnviz.views.registry import VIEWS
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 LONG = ("long-sequences",)
+LEARN = ("watch-it-learn",)
 INPUTS = IMAGE + AUDIO + GRAPH
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
@@ -63,6 +65,23 @@ def _edges(raw: str, taken: dict) -> str:
     return raw
 
 
+def _knockout(raw: str, taken: dict) -> str:
+    raw = raw.strip().lower()
+    if raw != "none":
+        layer, _dot, head = raw.partition(".")
+        if not (layer.isdigit() and head.isdigit()):
+            raise Reason(_("must be none or layer.head, like 1.0"))
+    return raw
+
+
+def _sequence(raw: str, taken: dict) -> str:
+    from attnviz.learn.train import LENGTH
+    from attnviz.learn.trained import parse_sequence
+
+    parse_sequence(raw, LENGTH)  # raises a readable ValueError
+    return raw
+
+
 def _lang(raw: str, taken: dict) -> str:
     if raw not in LANGUAGES:
         raise Unavailable()
@@ -74,6 +93,7 @@ class ViewState:
     """Everything a link restores."""
 
     config: AttentionConfig = AttentionConfig()
+    learn: LearnSettings = LearnSettings()  # the "Watch it learn" page's training
     lang: str = setting("en", sidebar=True, convert=_lang, choices=tuple(LANGUAGES), label=N_("Language"),
                         help=N_("The app's own text; Streamlit's widget chrome stays in English."))
     colors: str = setting(COLOR_SCALES[0], sidebar=True, choices=COLOR_SCALES, label=N_("Colour scale"),
@@ -154,6 +174,17 @@ class ViewState:
                         help=N_("The Linformer projection's rows, and the truncation's rank."))
     part: str = setting("cost", choices=PARTS, pages=LONG, label=N_("Part"),
                         help=N_("Which part's figure a link renders from the command line."))
+    checkpoint: int = setting(-1, lo=-1, hi=limits.MAX_LEARN_STEPS // limits.LEARN_EVERY, pages=LEARN,
+                              label=N_("Checkpoint"), help=N_("Which checkpoint's attention to show (-1: the latest)."))
+    control: bool = setting(True, pages=LEARN, label=N_("Train the one-layer control alongside"),
+                            help=N_("The same task with one layer of twice the heads: it cannot form an induction "
+                                    "head."))
+    knockout: str = setting("none", convert=_knockout, pages=LEARN, label=N_("Knock out a head"),
+                            help=N_("none, or layer.head (for example 1.0): that head's output is set to zero."))
+    # A block of 7 tokens seen once, then again up to its 6th: an induction head predicts 25.
+    sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=LEARN,
+                            label=N_("Your sequence"),
+                            help=N_("Token numbers 3–31 (or BOS, MARK, QUERY), separated by spaces."))
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

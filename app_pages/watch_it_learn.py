@@ -1,0 +1,128 @@
+"""Watch it learn: a two-layer attention-only model forms an induction head in seconds."""
+
+import pandas as pd
+import streamlit as st
+
+from attnviz.i18n import _, fixed
+from attnviz.learn import trained as T
+from attnviz.learn.train import LENGTH, best, phase_change
+from attnviz.learn.worker import TRAININGS, key_of
+from attnviz.views import learn as V
+from attnviz.views.selection import style_for
+from ui import compute, session
+from ui.controls import control
+
+s = session.current()
+st.title(_("Watch it learn"))
+st.caption(_("An attention-only transformer (embeddings, causal attention layers, no MLP) learns to continue random "
+             "tokens in which a block repeats. With two layers it forms an induction head — \"I saw this token before: "
+             "predict what followed it\" — suddenly, at a phase change in the loss (Olsson et al., 2022). One layer "
+             "cannot. Training runs in a worker process shared by everyone who opens the same settings."))
+cols = st.columns(4)
+for col, name in zip(cols, ("learn_layers", "learn_heads", "learn_width", "learn_task"), strict=True):
+    control(name, col)
+cols = st.columns(4)
+for col, name in zip(cols[:3], ("learn_steps", "learn_lr", "learn_seed"), strict=True):
+    control(name, col, **({"format": "%.4f", "step": 1e-3} if name == "learn_lr" else {}))
+with cols[3]:
+    control("control")
+s = session.current()
+settings = compute.guard(lambda: s.learn.validate() or s.learn)
+control_settings = V.control_of(settings) if s.control else None
+keys = [key_of(settings)] + ([key_of(control_settings)] if control_settings else [])
+
+b1, b2, _spacer = st.columns([1, 1, 4])
+if b1.button(_("Train"), icon=":material/play_arrow:", type="primary", key="learn_train"):
+    compute.guard(lambda: [TRAININGS.start(x) for x in (settings, control_settings) if x is not None])
+if b2.button(_("Stop"), icon=":material/stop:", key="learn_stop"):
+    for k in keys:
+        TRAININGS.stop(k)
+
+progress = TRAININGS.progress(keys[0])
+running = not progress.done and progress.status == "running"
+
+
+@st.fragment(run_every=1.0 if running else None)
+def live() -> None:
+    """Redrawn every second while the training runs: reads the checkpoints the worker wrote."""
+    p = TRAININGS.progress(keys[0])
+    pc = TRAININGS.progress(keys[1]) if len(keys) > 1 else None
+    if not p.checkpoints:
+        if p.status == "not started":
+            st.info(_("Press Train to start. Everyone who opens this link watches the same training."),
+                    icon=":material/school:")
+        else:
+            st.info(_("Starting the worker…"), icon=":material/hourglass_top:")
+        return
+    last = p.checkpoints[-1]
+    st.progress(min(1.0, last["step"] / settings.steps),
+                text=_("step {step} of {steps} · {t} s · {status}").format(step=last["step"], steps=settings.steps,
+                                                                          t=f"{last['seconds']:.1f}", status=p.status))
+    if p.status.startswith(("diverged", "failed")):
+        st.error(_("The training stopped: {status}. Nothing after that is drawn.").format(status=p.status),
+                 icon=":material/error:")
+    style = style_for(s)
+    n = len(p.checkpoints)
+    fig = compute.figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(style)),
+                         lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, style))
+    compute.chart(fig, key="learn_loss", filename="attnviz-learn-loss")
+    score_cols = st.columns(3)
+    for col, score in zip(score_cols, V.SCORES, strict=True):
+        with col:
+            compute.chart(compute.figure(("learn-score", keys[0], n, score, compute.style_key(style)),
+                                         lambda score=score: V.scores_figure(p.checkpoints, score, style)),
+                          key=f"learn_{score}", filename=f"attnviz-learn-{score}")
+    change = phase_change(p.checkpoints)
+    st.caption(V.summary(p.checkpoints, pc.checkpoints if pc else None, change, settings.layers))
+    # The checkpoint to show: the latest while it runs, or the one chosen (play walks through them).
+    if st.session_state.get("_learn_play"):
+        st.session_state["checkpoint"] = (int(st.session_state.get("checkpoint", -1)) + 1) % n
+    at = int(st.session_state.get("checkpoint", -1))
+    st.session_state["checkpoint"] = -1 if at >= n else at
+    c1, c2 = st.columns([4, 1])
+    control("checkpoint", c1, kind="slider", bounds=(-1, max(0, n - 1)))
+    c2.toggle(_("Play"), key="_learn_play", help=_("Step through the checkpoints, one a second."))
+    chosen = p.checkpoints[int(st.session_state["checkpoint"])]
+    compute.chart(compute.figure(("learn-heads", keys[0], chosen["step"], compute.style_key(style)),
+                                 lambda: V.heads_figure(chosen, p.record["probe"]["tokens"] if p.record else
+                                                        V.probe_tokens(settings), style)),
+                  key="learn_probe", filename="attnviz-learn-heads")
+    if not p.done and not running:
+        st.rerun()  # the training started in this rerun: poll from the next one
+    if p.done and running:
+        st.rerun()  # it just finished: one full run draws the trained model's part
+
+
+live()
+
+if progress.done and TRAININGS.weights_file(keys[0]) is not None:
+    st.subheader(_("The trained model"))
+    model = compute.cached(("learn-model", keys[0]), lambda: T.load(settings, TRAININGS.weights_file(keys[0])),
+                           limited=False)
+    control("sequence")
+    ids = compute.guard(lambda: T.parse_sequence(session.current().sequence, LENGTH))
+    top, weights = T.predict(model, ids)
+    c1, c2 = st.columns([1, 3])
+    c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),
+                 hide_index=True, column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
+    with c2:
+        compute.chart(V.heads_figure({"step": progress.checkpoints[-1]["step"], "weights": weights.tolist()}, ids,
+                                     style_for(s), title=_("every head on your sequence")),
+                      key="learn_yours", filename="attnviz-learn-yours")
+    options = ["none"] + [f"{layer}.{h}" for layer in range(settings.layers) for h in range(settings.heads)]
+    if st.session_state.get("knockout") not in options:
+        st.session_state["knockout"] = "none"
+    knocked = control("knockout", options=options, format_func=lambda o, t=fixed(): t("none") if o == "none" else
+                      f"L{o.split('.')[0]} H{o.split('.')[1]}")
+    if knocked != "none":
+        layer, head = map(int, knocked.split("."))
+        k = compute.cached(("learn-knockout", keys[0], layer, head), lambda: T.knockout(model, settings, layer, head),
+                           limited=False)
+        st.markdown(_("Without head L{layer} H{head} the loss on the repeat goes from {a} to {b}, elsewhere from {c} "
+                      "to {d}.").format(layer=layer, head=head, a=f"{k['loss_repeat']:.2f}",
+                                        b=f"{k['knocked_repeat']:.2f}", c=f"{k['loss_other']:.2f}",
+                                        d=f"{k['knocked_other']:.2f}"))
+    st.caption(_("Best prefix-matching score in the last layer: {pm}; best previous-token score in layer 0: "
+                 "{pt}.").format(
+        pm=f"{best(progress.checkpoints[-1], 'prefix_matching', settings.layers - 1):.2f}",
+        pt=f"{best(progress.checkpoints[-1], 'previous_token', 0):.2f}"))

@@ -1,0 +1,74 @@
+"""A finished training, loaded back as a small causal LM: predictions for a typed
+sequence, its attention, and the loss on the task's part with a head knocked out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from attnviz.learn.tasks import BOS, MARK, QUERY
+from attnviz.learn.train import VOCAB, LearnSettings, build, losses
+from attnviz.models.tiny import AttentionOnly
+
+NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
+
+
+def token_name(t: int) -> str:
+    return NAMES.get(int(t), str(int(t)))
+
+
+def load(settings: LearnSettings, weights: Path) -> AttentionOnly:
+    """The trained model from its safetensors file (shapes checked against the settings)."""
+    from safetensors.torch import load_file
+
+    model, _held, _probe = build(settings)
+    state = load_file(str(weights))
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    return model
+
+
+def parse_sequence(text: str, length: int) -> list[int]:
+    """A typed sequence: token numbers (or BOS, MARK, QUERY) separated by spaces or commas;
+    ``ValueError`` naming what is wrong."""
+    names = {v: k for k, v in NAMES.items()}
+    out = []
+    for item in text.replace(",", " ").split():
+        if item.upper() in names:
+            out.append(names[item.upper()])
+            continue
+        try:
+            t = int(item)
+        except ValueError:
+            raise ValueError(f"{item[:20]!r} is not a token: type numbers 3–{VOCAB - 1}, "
+                             f"or BOS, MARK, QUERY.") from None
+        if not 0 <= t < VOCAB:
+            raise ValueError(f"Token {t} is outside the vocabulary 0–{VOCAB - 1}.")
+        out.append(t)
+    if not out:
+        raise ValueError("Type at least one token, for example: BOS 5 9 12 5 9")
+    if len(out) > length:
+        raise ValueError(f"The model reads at most {length} tokens; this has {len(out)}.")
+    return out
+
+
+def predict(model: AttentionOnly, ids: list[int], k: int = 10) -> tuple[list[tuple[str, float]], torch.Tensor]:
+    """The top-k next tokens after ``ids`` with their probabilities, and every layer's
+    weights on ``ids`` (layers, H, L, L)."""
+    with torch.no_grad():
+        logits, weights = model(torch.tensor([ids]))  # (1, L, V)
+        p = torch.softmax(logits[0, -1], -1)  # (V,)
+    top = torch.topk(p, min(k, p.numel()))
+    return [(token_name(i), float(v)) for v, i in zip(top.values, top.indices, strict=True)], \
+        torch.stack([w[0] for w in weights])
+
+
+def knockout(model: AttentionOnly, settings: LearnSettings, layer: int, head: int) -> dict[str, float]:
+    """The loss on the task's part and elsewhere, with and without head (layer, head)."""
+    _m, held, _probe = build(settings)
+    mask = torch.ones(len(model.layers), model.heads)  # (layers, H)
+    mask[layer, head] = 0.0
+    full, full_other = losses(model, held)
+    out, out_other = losses(model, held, mask)
+    return {"loss_repeat": full, "loss_other": full_other, "knocked_repeat": out, "knocked_other": out_other}

@@ -1,0 +1,142 @@
+"""Trainings run in worker processes, keyed on their settings, shared by every session.
+
+A server's sessions share one process and its GIL, so a training never runs in a request
+thread: ``Trainings.start(settings)`` starts it in a worker process of its own
+(``python -m attnviz.learn.worker``, at most ``limits.MAX_TRAININGS`` at once, one per
+core; a fresh interpreter rather than multiprocessing's spawn, which would re-import the
+server's main module) and returns its key, a hash of the validated settings. Thirty
+students who open the teacher's link ask for the same key and watch one training. Its
+output goes to ``<key>.log``, never to the server's own streams. The worker appends each checkpoint as a JSON line to
+``<dir>/<key>.jsonl``, then writes the whole record to ``<key>.json`` and the trained
+weights to ``<key>.safetensors`` (never a pickle); a finished run is kept, so a later open
+replays it at once. ``stop(key)`` leaves a ``<key>.stop`` file that the worker checks at
+each checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from attnviz import limits
+from attnviz.learn.train import LearnSettings
+
+RUNS_ENV = "ATTNVIZ_LEARN_DIR"
+
+
+def runs_dir() -> Path:
+    d = Path(os.environ.get(RUNS_ENV, "").strip() or Path(tempfile.gettempdir()) / "attnviz-learn")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def key_of(settings: LearnSettings) -> str:
+    return hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _train_to_files(settings: dict, folder: str, key: str) -> str:
+    """In the worker process: train, streaming checkpoints, then keep the record and weights."""
+    import torch
+    from safetensors.torch import save_file
+
+    from attnviz.learn.train import train
+
+    torch.set_num_threads(1)  # one core per training; deterministic whatever the machine
+    base = Path(folder) / key
+    lines = base.with_suffix(".jsonl")
+    lines.unlink(missing_ok=True)
+    kept: list = []
+    with open(lines, "a", encoding="utf-8") as out:
+        def on_checkpoint(record: dict) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        record = train(LearnSettings(**settings), on_checkpoint, stop=lambda: base.with_suffix(".stop").exists(),
+                       keep=kept)
+    weights = {name: t.detach().contiguous() for name, t in kept[0].state_dict().items()}
+    save_file(weights, str(base.with_suffix(".safetensors.tmp")))
+    os.replace(base.with_suffix(".safetensors.tmp"), base.with_suffix(".safetensors"))
+    tmp = base.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record), encoding="utf-8")
+    os.replace(tmp, base.with_suffix(".json"))
+    base.with_suffix(".stop").unlink(missing_ok=True)
+    return record["status"]
+
+
+@dataclass
+class Progress:
+    checkpoints: list[dict]
+    done: bool
+    status: str  # "running", "done", "stopped at step …", "diverged …", or an error
+    record: dict | None = None  # the whole record, once done
+
+
+class Trainings:
+    """The process-wide registry of trainings (one per server process)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+
+    def start(self, settings: LearnSettings) -> str:
+        """The training of ``settings``: started unless it runs or ran already; ``ValueError``
+        for bad settings or when every worker is busy with other trainings."""
+        settings.validate()
+        key = key_of(settings)
+        folder = runs_dir()
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and job.poll() is None or (folder / f"{key}.json").exists():
+                return key
+            running = sum(1 for j in self._jobs.values() if j.poll() is None)
+            if running >= limits.MAX_TRAININGS:
+                raise ValueError(f"{running} trainings are running on this server (one per core): wait for one to "
+                                 f"finish, or open a link whose training already ran.")
+            (folder / f"{key}.stop").unlink(missing_ok=True)
+            with open(folder / f"{key}.log", "wb") as log:
+                self._jobs[key] = subprocess.Popen(
+                    [sys.executable, "-m", "attnviz.learn.worker", json.dumps(asdict(settings)), str(folder), key],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return key
+
+    def progress(self, key: str) -> Progress:
+        base = runs_dir() / key
+        done_file = base.with_suffix(".json")
+        if done_file.exists():
+            record = json.loads(done_file.read_text(encoding="utf-8"))
+            return Progress(record["checkpoints"], True, record["status"], record)
+        checkpoints = []
+        lines = base.with_suffix(".jsonl")
+        if lines.exists():
+            for line in lines.read_text(encoding="utf-8").splitlines():
+                try:
+                    checkpoints.append(json.loads(line))
+                except ValueError:  # the line being written
+                    break
+        job = self._jobs.get(key)
+        if job is not None and job.poll() not in (None, 0):
+            log = base.with_suffix(".log")
+            last = (log.read_text(encoding="utf-8", errors="replace").strip().splitlines() or ["no output"])[-1]
+            return Progress(checkpoints, True, f"failed: {last[:200]}")
+        return Progress(checkpoints, False, "running" if job is not None else "not started")
+
+    def stop(self, key: str) -> None:
+        (runs_dir() / f"{key}.stop").touch()
+
+    def weights_file(self, key: str) -> Path | None:
+        path = runs_dir() / f"{key}.safetensors"
+        return path if path.exists() else None
+
+
+TRAININGS = Trainings()
+
+
+if __name__ == "__main__":  # the worker process: python -m attnviz.learn.worker SETTINGS FOLDER KEY
+    _train_to_files(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3])
