@@ -1,0 +1,28 @@
+"""Notebook API: attnviz's figures for attention weights computed anywhere else (a Hugging
+Face model with ``output_attentions=True``, a TransformerLens cache, a NumPy file), drawn
+offline in Jupyter.
+
+- ``attention``: ``normalise`` turns every accepted shape and container into one checked
+  ``Attention`` record (weights (layers, H, L, S) float32, tokens, flags);
+- ``views``: ``show(attention, tokens, view=...)`` -> a Plotly figure ("grid", "head",
+  "model", "query", "analysis", "rollout") and ``head_table``;
+- ``bertviz``: ``head_view`` and ``model_view`` with BertViz 1.4.1's arguments, so that
+  ``from attnviz import notebook as bertviz`` is the only change a BertViz notebook needs;
+- ``circuitsvis``: ``attention_heads`` and ``attention_pattern`` with CircuitsVis's arguments;
+- ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
+  checked from the header against the bounds before anything is decoded;
+- ``page``: self-contained HTML (plotly.js embedded, no CDN, a unique id per figure).
+
+Messages and titles are in English: the notebook API speaks to programmers.
+
+May import: ``attnviz.plots``, ``attnviz.analysis``, ``attnviz.limits``, ``attnviz.i18n``,
+numpy, torch, safetensors, plotly (and IPython when it is there, found at run time). Never a
+view, ``ui`` or Streamlit.
+"""
+
+from attnviz.notebook.attention import Attention, normalise  # noqa: F401
+from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
+from attnviz.notebook.circuitsvis import attention_heads, attention_pattern  # noqa: F401
+from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
+from attnviz.notebook.page import Rendered, to_html  # noqa: F401
+from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401
