@@ -34,12 +34,10 @@ from attnviz.plots.export import (
     html_bytes,
     write_atomic,
 )
-from attnviz.run.run import compute
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.files import run_json, weights_csv
-from attnviz.views.modality import input_run
-from attnviz.views.pages import page_figure
+from attnviz.views.pages import page_figure, page_result
 from attnviz.views.registry import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES, page_of
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
@@ -121,9 +119,7 @@ def _figure_for(job: Job) -> go.Figure:
 def _compute(job: Job):
     """The run behind ``job`` (cross-attention for that page), its selection checked."""
     try:
-        if job.page in INPUT_PAGES:
-            return input_run(job.page, job.state, job.data)[1]
-        result = compute(job.state.cross_config() if job.page == "cross-attention" else job.state.config)
+        result = page_result(job.page, job.state, job.data)
     except ValueError as e:
         raise UsageError(str(e)) from None
     problems = selection_problems(result, job.state)
@@ -297,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "else the explorer)")
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
+    r.add_argument("--attention", help="an attention file (.safetensors or .npz, from attnviz.save_attention)")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -357,9 +354,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _input_page(args) -> tuple[str | None, bytes | None]:
     """--image/--audio (a file) or their samples, --edges/--graph: which modality page."""
-    for flag, page in (("image", "image-patches"), ("audio", "audio-frames")):
+    for flag, page in (("image", "image-patches"), ("audio", "audio-frames"), ("attention", "attention-file")):
         path = getattr(args, flag)
         if path:
+            if flag == "attention":  # refuse a pickle or a bad file by its name and header, before anything
+                from attnviz.notebook.files import load_attention
+
+                try:
+                    load_attention(Path(path))
+                except ValueError as e:
+                    raise UsageError(str(e)) from None
             p = Path(path)
             if not p.is_file():
                 raise UsageError(f"--{flag} {path}: no such file.")

@@ -72,6 +72,18 @@ def step_weights_figure(result: AttentionResult, state: ViewState, style: F.Figu
                            zero_one=True, highlight_row=state.query)
 
 
+def page_result(page: str, state: ViewState, data: bytes | None = None) -> AttentionResult:
+    """The run a page's downloads hold (CSV, JSON): its own input through the one seam."""
+    if page in INPUT_PAGES:
+        return input_run(page, state, data)[1]
+    if page == "attention-file":
+        from attnviz.views.attention_file import file_run, sample_file
+
+        data, name = (data, None) if data is not None else sample_file()
+        return file_run(data, name, state.layer)
+    return compute(state.cross_config() if page == "cross-attention" else state.config)
+
+
 def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
     """The main figure of ``page`` for ``state``: what a link to that page shows first
     (``data``: an image or WAV file's bytes for the modality pages).
@@ -109,6 +121,13 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         state = check_selection(compute(state.config), state)
         grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
         return gradient_figures(grads, grads.tokens[state.query], style)[0]
+    if page == "attention-file":
+        from attnviz.views.attention_file import file_run, sample_file
+
+        data, name = (data, None) if data is not None else sample_file()
+        result = file_run(data, name, state.layer)
+        state = check_selection(result, state.with_(seq=0))
+        return view_figure(result, state, "head" if state.view == "table" else state.view, style=style)
     if page == "long-sequences":
         from attnviz.views.longseq import long_figure
 

@@ -17,6 +17,7 @@ class Page:
     title: str  # marked for translation
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
+    modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
 
 
 PAGES = (
@@ -27,14 +28,17 @@ PAGES = (
     Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified"),
     Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down"),
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten"),
-    Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False),
-    Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False),
-    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False),
+    Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
+         modality=True),
+    Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
+         modality=True),
+    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed"),
+    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
-INPUT_PAGES = tuple(p.name for p in PAGES if not p.text)  # image, audio and graph pages
+INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
 
 VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis")
 FIGURE_VIEWS = tuple(v for v in VIEWS if v != "table")  # views that are one figure

@@ -1,0 +1,48 @@
+"""Attention files (``attnviz.save_attention``'s .safetensors or .npz) as runs: every view of
+the explorer draws them, through the same seam as text (``attnviz.run.run``)."""
+
+from __future__ import annotations
+
+import torch
+
+from attnviz.models.given import GivenWeights, given_input
+from attnviz.notebook.files import load_attention
+from attnviz.run.result import AttentionResult
+from attnviz.run.run import run
+
+VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis")  # what weights alone can show
+
+
+def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:
+    """An uploaded file's run at ``layer``; ``ValueError`` names what is wrong with the file
+    (``name``: the upload's file name; None: the format is told from the bytes)."""
+    att = load_attention(data, name)
+    name = name or "attention file"
+    if att.L != att.S:
+        raise ValueError(f"{name}: the explorer draws self-attention (L = S); this file has L = {att.L}, "
+                         f"S = {att.S}.")
+    model = GivenWeights(att.weights, name)
+    result = run(given_input(att.tokens, att.L), model, layer=layer,
+                 settings={"kind": "attention file", "file": name, "layers": att.layers, "heads": att.heads})
+    result.model_name = name
+    return result
+
+
+def sample_file() -> tuple[bytes, str]:
+    """A built-in attention file, made in code: the random model's weights on the default text."""
+    import tempfile
+    from pathlib import Path
+
+    from attnviz.notebook.files import save_attention
+    from attnviz.run.config import AttentionConfig
+    from attnviz.run.run import compute
+
+    r = compute(AttentionConfig())
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "sample.safetensors"
+        save_attention(path, r.layer_weights[:, 0].numpy(), r.tokens[0])  # (layers, H, L, S)
+        return path.read_bytes(), "sample.safetensors"
+
+
+def has_vectors(result: AttentionResult) -> bool:
+    return result.width > 0 and bool(torch.is_tensor(result.output))
