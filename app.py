@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 # streamlit/streamlit#8860, still so in 1.67.0; see PagesManager.uses_pages_directory).
 pages = {p.name: st.Page(HERE / "app_pages" / p.script, title=_(p.title), icon=f":material/{p.icon}:",
                          **({"default": True} if not p.path else {"url_path": p.path})) for p in PAGES}
-current = st.navigation(list(pages.values()))
+current = st.navigation(list(pages.values()), expanded=True)  # every page listed, none behind "more"
 page = next(p for p in PAGES if pages[p.name] is current or pages[p.name].url_path == current.url_path)
 sidebar(page)
 session.write_url(session.current())

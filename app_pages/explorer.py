@@ -92,6 +92,9 @@ if view == "mask":
     if result.fully_masked_rows(s.seq):
         st.info(_("Some query rows are fully masked: their weights and output are all zero, by definition."),
                 icon=":material/info:")
+elif view == "output" and result.width == 0:
+    st.info(_("{model} gives its attention weights only: there are no output vectors to show.").format(
+        model=result.model_name), icon=":material/info:")
 elif view == "output":
     show("output")
     st.dataframe(pd.DataFrame(**output_table(result, s.seq)), height=260)

@@ -74,17 +74,23 @@ _LEAN_CELL_BYTES = 4 + 1  # the weights, computed in place, and the mask
 _PER_TOKEN_WIDTH_BYTES = 10 * 4  # X, Q, K, V, their copies on the way, joined, output
 
 
-def _env_mb(name: str, default: int) -> int:
+def _env_mb(name: str, default: int, lowest: int = 1) -> int:
     raw = os.environ.get(name, "").strip()
     try:
         value = int(raw) if raw else default
     except ValueError:
         value = default
-    return max(1, value)
+    return max(lowest, value)
 
 
 def memory_budget_bytes() -> int:
     return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 448) * 2**20
+
+
+def max_model_bytes() -> int:
+    """The most weight bytes a model folder may hold to be loaded (``ATTNVIZ_MAX_MODEL_MB``,
+    default 1024): checked from the files' sizes before anything is read."""
+    return _env_mb("ATTNVIZ_MAX_MODEL_MB", 1024, lowest=0) * 2**20
 
 
 def cache_budget_bytes() -> int:

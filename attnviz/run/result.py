@@ -8,6 +8,7 @@ import torch
 
 from attnviz import limits
 from attnviz.core.multihead import MultiHeadAttention, MultiHeadSteps
+from attnviz.i18n import _
 from attnviz.run.config import AttentionConfig
 
 
@@ -71,7 +72,12 @@ class AttentionResult:
         return self.steps.complete
 
     def require_complete(self) -> None:
-        """Raise the budget's ``ValueError`` (which sizes fit) for a page that needs every step."""
+        """Raise the budget's ``ValueError`` (which sizes fit) for a page that needs every step,
+        or say that this model exposes its weights only."""
+        if self.width == 0:
+            raise ValueError(_("{model} gives its attention weights only (no Q, K, V or output vectors): this page "
+                               "needs every step. The explorer shows every view of its weights.").format(
+                model=self.model_name))
         if not self.complete:
             N, H, L, S = self.weights.shape
             limits.check_budget(limits.RunSize(N, H, L, S, self.width))

@@ -1,0 +1,157 @@
+"""Any Hugging Face model from a local folder: tiny random models built from their configs,
+each with a small word-level tokenizer trained here, saved to a temporary folder and run
+through attnviz. No download."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers", reason="pip install transformers (in requirements.txt)")
+
+from attnviz import AttentionConfig, compute  # noqa: E402
+from attnviz.models import registry as R  # noqa: E402
+from attnviz.models.base import ModelError  # noqa: E402
+
+TEXTS = ["the cat sat on the mat", "it was tired"]
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["the cat sat on the mat because it was tired"] * 3,
+                            trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]", "[CLS]", "[SEP]"]))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]")
+
+
+def _save(tmp_path, name: str):
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    fast = _tokenizer()
+    V = fast.vocab_size
+    model = {
+        "gpt2": lambda: GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+                                                   bos_token_id=2, eos_token_id=3)),
+        "llama": lambda: LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64,
+                                                      num_hidden_layers=2, num_attention_heads=4,
+                                                      num_key_value_heads=2, max_position_embeddings=64,
+                                                      bos_token_id=2, eos_token_id=3, pad_token_id=1)),
+        "bert": lambda: BertModel(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=64, max_position_embeddings=64)),
+    }[name]()
+    folder = tmp_path / name
+    model.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder, model.eval(), fast
+
+
+def _reference(folder, fast, texts):
+    """transformers' own output_attentions, from the saved folder, eager attention."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    enc = fast(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model(**enc, output_attentions=True)
+    return torch.stack(out.attentions), enc  # (layers, N, H, L, S)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_decoders_weights_equal_its_own_output_attentions(tmp_path, name):
+    folder, model, fast = _save(tmp_path, name)
+    r = compute(AttentionConfig(text="\n".join(TEXTS), model=str(folder), layer=1))
+    ref, enc = _reference(folder, fast, TEXTS)
+    assert r.layer_weights.shape == ref.shape and r.layers == 2 and r.heads == 4
+    real = enc["attention_mask"].bool()  # compare the real tokens' rows (padding rows are undefined)
+    for n in range(len(TEXTS)):
+        k = int(real[n].sum())
+        assert (r.layer_weights[:, n, :, :k, :k] - ref[:, n, :, :k, :k]).abs().max() <= 1e-6
+    assert torch.equal(r.weights, r.layer_weights[1])  # the followed layer
+    assert r.tokens[0][:3] == ["the", "cat", "sat"] and r.tokens[1][-1] == "[PAD]"
+
+
+def test_grouped_query_attention_is_said(tmp_path):
+    folder, _model, _fast = _save(tmp_path, "llama")
+    r = compute(AttentionConfig(text=TEXTS[0], model=str(folder)))
+    assert any("query heads 0–1 share key/value head 0" in n for n in r.notes)
+
+
+def test_the_hand_built_bert_and_transformers_agree(tmp_path):
+    from attnviz.models.hf import HFModel
+
+    folder, model, fast = _save(tmp_path, "bert")
+    hand = compute(AttentionConfig(text=TEXTS[0], model=str(folder)))  # attnviz's own BERT (every step kept)
+    assert hand.complete and hand.model_name != "random"
+    hf = HFModel.from_folder("bert", folder)
+    ids = torch.tensor([fast(TEXTS[0])["input_ids"]])
+    weights, _logits = hf.attentions(ids, [ids.shape[1]])
+    assert (hand.layer_weights - weights).abs().max() <= 1e-5
+
+
+def test_a_causal_lm_predicts_the_next_token(tmp_path):
+    from attnviz.models.hf import HFModel
+
+    folder, model, fast = _save(tmp_path, "gpt2")
+    hf = HFModel.from_folder("gpt2", folder)
+    ids = fast(TEXTS[0])["input_ids"]
+    top = hf.next_tokens(ids, k=5)
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([ids])).logits[0, -1], -1)
+    assert [t for t, _p in top][0] == fast.convert_ids_to_tokens(int(p.argmax()))
+    assert top[0][1] == pytest.approx(float(p.max()), abs=1e-6)
+
+
+def test_folders_listed_by_the_operator_are_offered_by_name_never_by_path(tmp_path, monkeypatch):
+    folder, _model, _fast = _save(tmp_path, "gpt2")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    assert "gpt2" in R.available_models()
+    from attnviz.views.state import parse
+
+    state, warnings = parse({"model": "gpt2", "head": "3"})
+    assert warnings == [] and state.model == "gpt2"
+    _s, warnings = parse({"model": str(folder)})
+    assert warnings and "not a model here" in warnings[0]
+    r = compute(state.config.with_(text=TEXTS[0]))
+    assert r.heads == 4 and R.layer_count("gpt2") == 2
+
+
+@pytest.mark.parametrize("change, words", [({"model_type": "t5", "is_encoder_decoder": True}, "encoder–decoder"),
+                                           ({"model_type": "vit"}, "vision model")])
+def test_unsupported_kinds_are_refused_before_loading(tmp_path, change, words):
+    import json
+
+    folder, _model, _fast = _save(tmp_path, "gpt2")
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, **change}))
+    (folder / "model.safetensors").write_bytes(b"not weights")  # never read
+    with pytest.raises(ModelError, match=words):
+        compute(AttentionConfig(text="the cat", model=str(folder)))
+
+
+def test_a_model_over_the_size_bound_is_refused_before_loading(tmp_path, monkeypatch):
+    folder, _model, _fast = _save(tmp_path, "gpt2")
+    monkeypatch.setenv("ATTNVIZ_MAX_MODEL_MB", "0")
+    with pytest.raises(ModelError, match="over this server's bound"):
+        compute(AttentionConfig(text="the cat", model=str(folder)))
+
+
+def test_the_app_runs_a_listed_folder_in_every_view(tmp_path, monkeypatch):
+    from .apphelp import app, figures
+
+    _save(tmp_path, "llama")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    for view in ("grid", "head", "model", "analysis", "output"):
+        at = app(f"model=llama&layer=1&head=3&view={view}&text=the+cat+sat", timeout=120)
+        assert not at.exception and not at.error, view
+        assert at.session_state["head"] == 3  # the model's own 4 heads bound the link, not the random model's
+        if view == "output":
+            assert any("weights only" in i.value for i in at.info)
+        else:
+            assert figures(at)
+    step = app("model=llama&text=the+cat", page="app_pages/step_by_step.py", timeout=120)
+    assert any("gives its attention weights only" in e.value for e in step.error)
