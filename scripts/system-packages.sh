@@ -11,7 +11,8 @@ set -uo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
-{ command -v fc-list >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi "Noto Sans CJK"; } || need+=(fonts-noto-cjk)
+# grep reads all of fc-list (no -q): under pipefail an early exit would SIGPIPE fc-list and fail
+{ command -v fc-list >/dev/null 2>&1 && fc-list 2>/dev/null | grep -i "Noto Sans CJK" >/dev/null; } || need+=(fonts-noto-cjk)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 SUDO=""
