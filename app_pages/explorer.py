@@ -8,6 +8,7 @@ from attnviz.plots import REGION
 from attnviz.views.explorer import (
     head_table,
     is_long,
+    next_tokens,
     output_table,
     pooled_note,
     region_figure,
@@ -137,6 +138,16 @@ elif view != "grid":
     show(view)
     if long and view in ("head", "mean"):
         close_up()
+
+predicted = compute.cached(("next-tokens", result.config, s.seq), lambda: next_tokens(result, s.seq),
+                           limited=False)
+if predicted and not s.present:
+    st.subheader(_("Next token"))
+    st.caption(_("What {model} predicts after this sentence (its ten most likely next tokens).").format(
+        model=result.model_name))
+    st.dataframe(pd.DataFrame({_("next token"): [t for t, _p in predicted],
+                               _("probability"): [p for _t, p in predicted]}), hide_index=True,
+                 column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
 
 if not s.present:
     st.divider()

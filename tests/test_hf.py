@@ -155,3 +155,18 @@ def test_the_app_runs_a_listed_folder_in_every_view(tmp_path, monkeypatch):
             assert figures(at)
     step = app("model=llama&text=the+cat", page="app_pages/step_by_step.py", timeout=120)
     assert any("gives its attention weights only" in e.value for e in step.error)
+
+
+def test_the_explorer_shows_a_causal_lms_next_tokens(tmp_path, monkeypatch):
+    from .apphelp import app
+
+    folder, model, fast = _save(tmp_path, "gpt2")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app("model=gpt2&text=the+cat+sat", timeout=120)
+    assert not at.exception and any(h.value == "Next token" for h in at.subheader)
+    table = next(d.value for d in at.dataframe if "next token" in d.value.columns)
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([fast("the cat sat")["input_ids"]])).logits[0, -1], -1)
+    assert table["next token"].iloc[0] == fast.convert_ids_to_tokens(int(p.argmax())) and len(table) == 10
+    plain = app("text=the+cat+sat", timeout=120)  # the random layer predicts nothing
+    assert not any(h.value == "Next token" for h in plain.subheader)
