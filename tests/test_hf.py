@@ -29,7 +29,18 @@ def _tokenizer():
 
 
 def _save(tmp_path, name: str):
-    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        BertConfig,
+        BertModel,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        T5Config,
+        T5ForConditionalGeneration,
+    )
 
     torch.manual_seed(0)
     fast = _tokenizer()
@@ -43,6 +54,13 @@ def _save(tmp_path, name: str):
                                                       bos_token_id=2, eos_token_id=3, pad_token_id=1)),
         "bert": lambda: BertModel(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                              intermediate_size=64, max_position_embeddings=64)),
+        "t5": lambda: T5ForConditionalGeneration(T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                                          num_decoder_layers=3, num_heads=4, pad_token_id=1,
+                                                          eos_token_id=3, decoder_start_token_id=1)),
+        "bart": lambda: BartForConditionalGeneration(BartConfig(
+            vocab_size=V, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+            pad_token_id=1, bos_token_id=2, eos_token_id=3, decoder_start_token_id=3)),
     }[name]()
     folder = tmp_path / name
     model.save_pretrained(folder)
@@ -120,8 +138,8 @@ def test_folders_listed_by_the_operator_are_offered_by_name_never_by_path(tmp_pa
     assert r.heads == 4 and R.layer_count("gpt2") == 2
 
 
-@pytest.mark.parametrize("change, words", [({"model_type": "t5", "is_encoder_decoder": True}, "encoder–decoder"),
-                                           ({"model_type": "vit"}, "vision model")])
+@pytest.mark.parametrize("change, words", [({"model_type": "swin"}, "shifted windows"),
+                                           ({"model_type": "vit"}, "no preprocessor_config.json")])
 def test_unsupported_kinds_are_refused_before_loading(tmp_path, change, words):
     import json
 
@@ -170,3 +188,50 @@ def test_the_explorer_shows_a_causal_lms_next_tokens(tmp_path, monkeypatch):
     assert table["next token"].iloc[0] == fast.convert_ids_to_tokens(int(p.argmax())) and len(table) == 10
     plain = app("text=the+cat+sat", timeout=120)  # the random layer predicts nothing
     assert not any(h.value == "Next token" for h in plain.subheader)
+
+
+@pytest.mark.parametrize("name", ["t5", "bart"])
+def test_an_encoder_decoders_three_stacks_equal_its_own_attentions(tmp_path, name):
+    """Encoder, decoder and cross attention of a padded batch, every layer, against
+    transformers' own output_attentions on the same ids (the decoder after its start token)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    folder, _model, fast = _save(tmp_path, name)
+    source = ["the mat was tired", "it sat"]
+    ref_model = AutoModelForSeq2SeqLM.from_pretrained(str(folder), attn_implementation="eager").eval()
+    enc = fast(source, return_tensors="pt", padding=True)
+    start = ref_model.config.decoder_start_token_id
+    rows = [[start] + fast(t)["input_ids"] for t in TEXTS]
+    Ld = max(map(len, rows))
+    dec = torch.tensor([r + [fast.pad_token_id] * (Ld - len(r)) for r in rows])
+    dec_mask = torch.tensor([[1] * len(r) + [0] * (Ld - len(r)) for r in rows])
+    with torch.no_grad():
+        out = ref_model(**enc, decoder_input_ids=dec, decoder_attention_mask=dec_mask, output_attentions=True)
+    want = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    real_enc, real_dec = enc["attention_mask"].sum(1).tolist(), dec_mask.sum(1).tolist()
+    for stack, ref in want.items():
+        ref = torch.stack(ref)  # (layers, N, H, L, S)
+        r = compute(AttentionConfig(text="\n".join(TEXTS), source="\n".join(source), model=str(folder), stack=stack))
+        assert r.layer_weights.shape == ref.shape, stack
+        assert r.mask_name == ("causal" if stack == "decoder" else "padding")
+        for n in range(2):
+            q = real_enc[n] if stack == "encoder" else real_dec[n]
+            k = real_dec[n] if stack == "decoder" else real_enc[n]
+            assert (r.layer_weights[:, n, :, :q, :k] - ref[:, n, :, :q, :k]).abs().max() <= 1e-6, stack
+        queries = source if stack == "encoder" else TEXTS
+        assert r.lengths == (real_enc if stack == "encoder" else real_dec)
+        assert r.tokens[1][int(stack != "encoder")] == queries[1].split()[0]
+        if stack == "cross":
+            assert r.source_tokens[0][:2] == ["the", "mat"] and r.weights.shape[-1] == enc["input_ids"].shape[1]
+    t5_layers = {"encoder": 2, "decoder": 3} if name == "t5" else {"encoder": 2, "decoder": 2}
+    with pytest.raises(ValueError, match="does not exist"):
+        compute(AttentionConfig(text=TEXTS[0], model=str(folder), stack="encoder", layer=t5_layers["encoder"]))
+
+
+def test_a_decoder_only_model_refuses_a_source_and_names_its_own_mask(tmp_path):
+    folder, _model, _fast = _save(tmp_path, "gpt2")
+    r = compute(AttentionConfig(text=TEXTS[0], model=str(folder), mask="window"))
+    assert r.mask_name == "causal" and any("own mask (causal)" in n for n in r.notes)
+    assert float(r.weights[0, :, 0, 1:].abs().max()) == 0.0  # the first token sees only itself
+    with pytest.raises(ValueError, match="encoder–decoder"):
+        compute(AttentionConfig(text=TEXTS[0], source="the mat", model=str(folder)))

@@ -8,7 +8,11 @@ return them) and every forward pass asks for ``output_attentions=True``: the run
 layer's weights (N, H, L, S), and the followed layer's as its steps. Tokens come from the
 folder's own tokenizer. Decoders (GPT-2, LLaMA with grouped-query attention) and encoders
 (BERT, RoBERTa) run; a LLaMA-style model's note says which query heads share a key/value
-head. Nothing is ever downloaded: ``local_files_only=True``.
+head. An encoder–decoder (T5, BART) runs both stacks at once and the run shows the one
+``AttentionConfig.stack`` names: the encoder's self-attention, the decoder's (causal)
+self-attention, or the decoder's cross-attention over the encoder (``read_pair``). A vision
+transformer (ViT) reads an image through the folder's own image processor, its patches as
+tokens (``attnviz.models.vision``). Nothing is ever downloaded: ``local_files_only=True``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,19 @@ from attnviz.models.base import ModelError, ModelRun
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
-VISION = ("vit", "deit", "beit", "swin", "dinov2")
+VISION = ("vit", "deit", "dinov2")
+STACKS = ("encoder", "decoder", "cross")  # an encoder–decoder's three kinds of attention
+
+
+def kind_of(cfg: dict) -> str:
+    """"seq2seq", "vision", "causal" or "encoder", from config.json alone."""
+    kind = str(cfg.get("model_type", "?"))
+    if kind in ENCODER_DECODERS or cfg.get("is_encoder_decoder"):
+        return "seq2seq"
+    if kind in VISION:
+        return "vision"
+    archs = " ".join(map(str, cfg.get("architectures") or []))
+    return "causal" if "CausalLM" in archs or "LMHead" in archs or cfg.get("is_decoder") else "encoder"
 
 
 def read_config(folder: Path) -> dict:
@@ -46,16 +62,18 @@ def check_folder(folder: Path) -> dict:
     all before any weight is read."""
     cfg = read_config(folder)
     kind = str(cfg.get("model_type", "?"))
-    if kind in ENCODER_DECODERS or cfg.get("is_encoder_decoder"):
-        raise ModelError(f"{folder.name} is an encoder–decoder ({kind}): its encoder, decoder and cross attention "
-                         f"are not shown by attnviz yet.")
-    if kind in VISION:
-        raise ModelError(f"{folder.name} is a vision model ({kind}): it reads images, not text.")
+    if kind in ("beit", "swin", "clip", "siglip"):
+        raise ModelError(f"{folder.name} is a {kind} model: its attention is not one weight matrix over its patches "
+                         f"(relative or shifted windows, or two towers); attnviz runs ViT, DeiT and DINOv2.")
     size, most = weight_bytes(folder), limits.max_model_bytes()
     if size > most:
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound of "
                          f"{most / 2**20:,.0f} MB (ATTNVIZ_MAX_MODEL_MB); it was not loaded.")
-    if not (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
+    if kind_of(cfg) == "vision":
+        if not (folder / "preprocessor_config.json").is_file():
+            raise ModelError(f"{folder.name} has no preprocessor_config.json: attnviz reads images with the model's "
+                             f"own image processor.")
+    elif not (folder / "tokenizer.json").is_file() and not (folder / "tokenizer_config.json").is_file():
         raise ModelError(f"{folder.name} has no tokenizer (tokenizer.json): attnviz reads text with the model's own.")
     return cfg
 
@@ -72,47 +90,81 @@ class HFModel:
     name: str
     folder: Path
     model: object  # a transformers PreTrainedModel, eval mode, eager attention
-    tokenizer: object
+    tokenizer: object  # its tokenizer, or a vision model's image processor
     heads: int
     width: int
     layers: int
-    causal: bool
+    kind: str  # kind_of(config): "causal", "encoder", "seq2seq" or "vision"
     kv_heads: int
     notes: list[str] = field(default_factory=list)
-    honours_masks = False  # it was trained with its own masks: the run blocks padding only
+    stack_layers: dict[str, int] = field(default_factory=dict)  # an encoder–decoder's layers per stack
+    bytes: int = 0  # its weight files' size, counted against the loaded-models bound
+    honours_masks = False  # it was trained with its own masks: the run shows that mask, not the sidebar's
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "causal"
+
+    @property
+    def seq2seq(self) -> bool:
+        return self.kind == "seq2seq"
 
     @classmethod
-    def from_folder(cls, name: str, folder: Path) -> HFModel:
+    def from_folder(cls, name: str, folder: Path, phase=lambda what: None) -> HFModel:
+        """Load the folder (checked first, before any weight); ``phase(words)`` is told
+        what is happening, for a progress display."""
+        phase("config")
         cfg = check_folder(folder)
         try:
-            from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+            import transformers as T
         except ImportError:
             raise ModelError("Running this model needs the transformers package: pip install transformers.") from None
-        archs = " ".join(map(str, cfg.get("architectures") or []))
-        causal = "CausalLM" in archs or "LMHead" in archs or bool(cfg.get("is_decoder"))
-        loader = AutoModelForCausalLM if causal else AutoModel
+        kind = kind_of(cfg)
+        loader = {"causal": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(kind, T.AutoModel)
         try:
+            phase("weights")
             model = loader.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
-            tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (ValueError, OSError, KeyError) as e:
+            phase("tokenizer")
+            if kind == "vision":
+                tokenizer = T.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True, use_fast=False)
+            else:
+                tokenizer = T.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        except (ValueError, OSError, KeyError, ImportError) as e:
             raise ModelError(f"{folder.name} cannot be run with its attention weights: {str(e)[:300]}") from None
         model.eval()
-        heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads")
+        heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
         kv = cfg.get("num_key_value_heads") or heads
         notes = []
         if kv != heads:
             per = heads // kv
             groups = "; ".join(f"query heads {g * per}–{g * per + per - 1} share key/value head {g}" for g in range(kv))
             notes.append(f"{name} uses grouped-query attention: {heads} query heads, {kv} key/value heads ({groups}).")
+        layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
+        stacks = {}
+        if kind == "seq2seq":
+            dec = int(cfg.get("num_decoder_layers") or cfg.get("decoder_layers") or layers)
+            stacks = {"encoder": layers, "decoder": dec, "cross": dec}
+            if cfg.get("decoder_attention_heads", heads) != heads:
+                raise ModelError(f"{folder.name}'s encoder and decoder have different head counts: not shown yet.")
         return cls(name, folder, model, tokenizer, heads, config_int(cfg, "hidden_size", "n_embd", "d_model"),
-                   config_int(cfg, "num_hidden_layers", "n_layer", "num_layers"), causal, int(kv), notes)
+                   layers, kind, int(kv), notes, stacks, weight_bytes(folder))
+
+    def own_mask(self, inp: Input) -> str:
+        """The mask it was trained with, for this input: what the run blocks and names."""
+        if self.causal or (self.seq2seq and inp.meta.get("stack") == "decoder"):
+            return "causal"
+        return "padding"
 
     def read_text(self, lines: list[str], *, pad_to: int = 0, tokenize_mode: str = "", positional: bool = True,
-                  max_tokens: int = limits.MAX_TOKENS, kind: str = "text") -> Input:
-        """The model's own tokens and ids, padded on the right with its pad token (or 0)."""
-        rows = [self.tokenizer(line, add_special_tokens=True)["input_ids"] for line in lines]
-        most = min(max_tokens, int(getattr(self.model.config, "max_position_embeddings", None)
-                                   or getattr(self.model.config, "n_positions", max_tokens)))
+                  max_tokens: int = limits.MAX_TOKENS, kind: str = "text", start: list[int] = ()) -> Input:
+        """The model's own tokens and ids, padded on the right with its pad token (or 0).
+        ``start``: ids put before each line's (a decoder's start token)."""
+        if self.kind == "vision":
+            raise ValueError(f"{self.name} is a vision model: it reads images. Open the Image patches page.")
+        rows = [list(start) + self.tokenizer(line, add_special_tokens=True)["input_ids"] for line in lines]
+        cfg = self.model.config
+        most = min(max_tokens, int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+                                   or max_tokens))
         for i, row in enumerate(rows):
             if len(row) > most:
                 raise ValueError(f"Line {i + 1} has {len(row)} tokens; {self.name} reads at most {most}.")
@@ -125,9 +177,30 @@ class HFModel:
         tokens = [self.tokenizer.convert_ids_to_tokens(r) + ["[PAD]"] * (L - len(r)) for r in rows]
         return Input(kind, tokens, lengths, None, ids, notes=list(self.notes))
 
+    def read_pair(self, lines: list[str], source: list[str] | None, stack: str, **read) -> tuple[Input, Input | None]:
+        """An encoder–decoder's (queries, keys) inputs for ``stack``. The encoder reads the
+        source (or, without one, the text); the decoder reads the text after its start
+        token, as in training with teacher forcing. Both carry the pair, for ``forward``."""
+        if stack not in STACKS:
+            raise ValueError(f"stack must be one of {', '.join(STACKS)}, got {stack!r}.")
+        enc = self.read_text(source or lines, kind="text" if stack == "encoder" else "source text", **read)
+        start = getattr(self.model.config, "decoder_start_token_id", None)
+        dec = self.read_text(lines, start=[start] if start is not None else [], **read)
+        for inp in (enc, dec):
+            inp.meta.update(pair=(enc, dec), stack=stack)
+        notes = [f"{self.name} is an encoder–decoder: showing its {stack} attention "
+                 + {"encoder": "(the encoder's tokens over themselves).",
+                    "decoder": "(the decoder's tokens over the ones before them).",
+                    "cross": "(each decoder token over the encoder's tokens)."}[stack]]
+        enc.notes, dec.notes = enc.notes + notes, dec.notes + notes
+        return {"encoder": (enc, None), "decoder": (dec, None), "cross": (dec, enc)}[stack]
+
     def plan(self, N: int, L: int, S: int) -> str:
-        """Every layer's weights are kept (nothing else): over the budget, a message."""
-        need = self.layers * limits.RunSize(N, self.heads, L, S, self.width).lean_bytes
+        """Every layer's weights are kept (nothing else): over the budget, a message. An
+        encoder–decoder forms all three stacks, so each is counted at the longer side."""
+        side = max(L, S)
+        need = (self.layers * limits.RunSize(N, self.heads, L, S, self.width).lean_bytes if not self.seq2seq else
+                3 * max(self.stack_layers.values()) * limits.RunSize(N, self.heads, side, side, self.width).lean_bytes)
         budget = limits.memory_budget_bytes()
         if need > budget:
             raise ValueError(f"{self.name}'s {self.layers} layers × {N} × {self.heads} heads × {L} × {S} weights "
@@ -135,23 +208,44 @@ class HFModel:
                              f"{budget / 2**20:,.0f} MB. Use a shorter text or fewer lines.")
         return "full"
 
+    def _weights(self, out, name: str = "attentions") -> torch.Tensor:
+        got = getattr(out, name, None)
+        if not got or got[0] is None:
+            raise ModelError(f"{self.name} returned no attention weights (its attention cannot return them).")
+        return torch.stack([a.float() for a in got])  # (layers, N, H, L, S)
+
     def attentions(self, ids: torch.Tensor, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Every layer's weights (layers, N, H, L, S) and the logits (N, L, V) or None."""
-        mask = (torch.arange(ids.shape[1])[None, :] < torch.tensor(lengths)[:, None]).long()  # (N, L)
         with torch.no_grad():
-            out = self.model(input_ids=ids, attention_mask=mask, output_attentions=True)
-        if not out.attentions or out.attentions[0] is None:
-            raise ModelError(f"{self.name} returned no attention weights (its attention cannot return them).")
-        return torch.stack([a.float() for a in out.attentions]), getattr(out, "logits", None)
+            out = self.model(input_ids=ids, attention_mask=_key_mask(ids, lengths), output_attentions=True)
+        return self._weights(out), getattr(out, "logits", None)
+
+    def stacks(self, enc: Input, dec: Input) -> dict[str, torch.Tensor]:
+        """An encoder–decoder's {stack: (layers, N, H, L, S)} from one forward pass."""
+        with torch.no_grad():
+            out = self.model(input_ids=enc.ids, attention_mask=_key_mask(enc.ids, enc.lengths),
+                             decoder_input_ids=dec.ids, decoder_attention_mask=_key_mask(dec.ids, dec.lengths),
+                             output_attentions=True)
+        return {"encoder": self._weights(out, "encoder_attentions"),
+                "decoder": self._weights(out, "decoder_attentions"),
+                "cross": self._weights(out, "cross_attentions")}
 
     def forward(self, inp: Input, source: Input | None, mask: torch.Tensor | None, *, device: torch.device,
                 lean: bool = True, dropout: float = 0.0, layer: int = 0) -> ModelRun:
-        if source is not None:
-            raise ValueError(f"Cross-attention runs on the random model: {self.name} attends within one text.")
-        if not 0 <= layer < self.layers:
-            raise ValueError(f"Layer {layer} does not exist: {self.name} has {self.layers} layers "
-                             f"(0–{self.layers - 1}).")
-        weights, _logits = self.attentions(inp.ids, inp.lengths)  # (layers, N, H, L, S)
+        stack = inp.meta.get("stack", "")
+        if source is not None and not self.seq2seq:
+            raise ValueError(f"{self.name} attends within one text: cross-attention needs an encoder–decoder "
+                             f"(T5, BART) or the random model.")
+        layers = self.stack_layers.get(stack, self.layers)
+        if not 0 <= layer < layers:
+            raise ValueError(f"Layer {layer} does not exist: {self.name} has {layers} layers (0–{layers - 1}).")
+        if self.kind == "vision":
+            with torch.no_grad():
+                weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
+        elif self.seq2seq:
+            weights = self.stacks(*inp.meta["pair"])[stack]
+        else:
+            weights = self.attentions(inp.ids, inp.lengths)[0]  # (layers, N, H, L, S)
         w = weights[layer]  # (N, H, L, S)
         N, H, L, S = w.shape
         empty = torch.zeros(N, H, L, 0)
@@ -169,3 +263,8 @@ class HFModel:
         top = torch.topk(p, min(k, p.numel()))
         return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(top.values, top.indices,
                                                                                           strict=True)]
+
+
+def _key_mask(ids: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """1 for real tokens, 0 for padding: (N, L)."""
+    return (torch.arange(ids.shape[1])[None, :] < torch.tensor(lengths)[:, None]).long()

@@ -15,6 +15,7 @@ from attnviz.core.multihead import MultiHeadAttention
 from attnviz.i18n import N_, _
 from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
+from attnviz.models.hf import STACKS
 from attnviz.settings.spec import Reason, Unavailable, setting, validate
 
 TEXT_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients")
@@ -93,6 +94,11 @@ class AttentionConfig:
         "random", sidebar=True, convert=_model, choices=_models, label=N_("Model"),
         help=N_("random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
                 "WordPiece tokens through all its layers, offline."))
+    stack: str = setting(
+        "encoder", sidebar=True, choices=STACKS, label=N_("Attention"),
+        help=N_("An encoder–decoder model (T5, BART) has three: the encoder's self-attention, the decoder's causal "
+                "self-attention, and cross-attention (decoder tokens over the encoder's). The encoder reads the "
+                "Cross-attention page's source, or else the text; the decoder reads the text."))
     layer: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"),
                          help=N_("Which layer's attention the views show."))
     d_model: int = setting(64, sidebar=True, choices=limits.D_MODELS, label="d_model",

@@ -55,18 +55,22 @@ def compute(config: AttentionConfig) -> AttentionResult:
     t0 = time.perf_counter()
     read = dict(pad_to=config.pad_to, tokenize_mode=config.tokenize_mode, positional=config.positional,
                 max_tokens=config.max_tokens)
-    inp = model.read_text(lines, **read)
-    source = None
+    src = None
     if config.source.strip():
-        if not model.honours_masks:
-            raise ValueError("Cross-attention runs on the random model: a BERT encoder attends within one text.")
         src = lines_of(config.source, "source text")
         if len(src) != len(lines):
             if len(src) != 1:
                 raise ValueError(f"The source has {len(src)} lines but the text has "
                                  f"{len(lines)}: give one source line, or one per text line.")
             src = src * len(lines)  # one source line serves every text line
-        source = model.read_text(src, kind="source text", **read)
+    if getattr(model, "seq2seq", False):  # an encoder–decoder: the stack decides queries and keys
+        inp, source = model.read_pair(lines, src, config.stack, **read)
+    else:
+        if src is not None and not model.honours_masks:
+            raise ValueError(_("Cross-attention needs the random model or an encoder–decoder (T5, BART): {model} "
+                               "attends within one text.").format(model=model.name))
+        inp = model.read_text(lines, **read)
+        source = None if src is None else model.read_text(src, kind="source text", **read)
     timings = {"tokenize": (time.perf_counter() - t0) * 1e3}
     if model.name != RANDOM:
         timings = {"load": load_ms, **timings}
@@ -124,11 +128,12 @@ def _mask(inp: Input, kv: Input, model: Model, kind: str, window: int,
           notes: list[str]) -> tuple[torch.Tensor | None, str]:
     """The run's bool mask, broadcastable to (N, H, L, S), and what it is called."""
     L, S = inp.L, kv.L
-    if not model.honours_masks:  # a pretrained encoder: padded keys blocked, as in training
-        if kind not in ("none", "padding"):
-            notes.append(_("{model} is a bidirectional encoder: every token sees every real token. Only padding is "
-                           "masked; the sidebar's mask applies to the random model.").format(model=model.name))
-        return padding_mask(kv.lengths, S), "padding"  # (N, 1, 1, S)
+    if not model.honours_masks:  # a pretrained model: its own mask (padding, or causal), as in training
+        own = model.own_mask(inp) if hasattr(model, "own_mask") else "padding"
+        if kind not in ("none", "padding", own):
+            notes.append(_("{model} was trained with its own mask ({own}): it is what blocks keys here; the sidebar's "
+                           "mask applies to the random model.").format(model=model.name, own=own))
+        return build_mask(own, L, S, lengths=kv.lengths), own  # (N, 1, L, S) or (N, 1, 1, S)
     mask = build_mask(kind, L, S, window=window, lengths=kv.lengths if kv.padded else None)
     if kind in ("window", "causal+window") and window >= max(L, S) - 1:
         notes.append(_("The window ({w}) covers the whole text ({n} tokens), so it blocks nothing.").format(
