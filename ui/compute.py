@@ -57,7 +57,11 @@ def cached(key: Hashable, build: Callable, *, limited: bool = True):
 
 
 def run(config: AttentionConfig) -> AttentionResult:
-    """The result for ``config``, or a clear message on the page and a stop."""
+    """The result for ``config``, or a clear message on the page and a stop (or, while its
+    model loads in the background, the load's progress and a stop)."""
+    from ui.loading import ready
+
+    ready(config.model)
     return guard(lambda: cached_result(config))
 
 

@@ -9,21 +9,26 @@ from attnviz.core.devices import available_devices
 from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
-from attnviz.models.registry import MODEL_LABELS, available_models, layer_count
+from attnviz.models.registry import MODEL_LABELS, available_models, layer_count, model_kind
 from attnviz.views.registry import Page
 from attnviz.views.state import SETTINGS
 from ui.controls import MASK_NAMES, control
 
-LAID_OUT = ("lang", "text", "seq", "model", "layer", "d_model", "heads", "mask", "window", "pad_to", "device", "seed",
+LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device", "seed",
             "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
 @st.cache_resource(show_spinner=False)
-def _layer_count(model: str) -> int:
+def _layer_count(model: str, stack: str) -> int:
     try:
-        return layer_count(model)
+        return layer_count(model, stack)
     except ModelError:
         return 1
+
+
+@st.cache_resource(show_spinner=False)
+def _kind(model: str) -> str:
+    return model_kind(model)
 
 
 def sidebar(page: Page) -> None:
@@ -44,8 +49,10 @@ def sidebar(page: Page) -> None:
         ss["model"] = "random"
     control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
     pretrained = ss["model"] != "random"
+    if _kind(ss["model"]) == "seq2seq":  # an encoder–decoder: which of its three attentions
+        control("stack", sb, disabled=page.name == "cross-attention")
     if pretrained:  # the layers are the chosen model's
-        layers = _layer_count(ss["model"])
+        layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
         if not 0 <= int(ss.get("layer", 0)) < layers:
             ss["layer"] = 0
         control("layer", sb, options=range(layers))

@@ -69,9 +69,9 @@ def upload_or_sample(upload_label: str, types: list[str], upload_key: str, uploa
     return source, compute.guard(lambda: compute.cached((upload_key, source), lambda: read(data), limited=False))
 
 
-def projections_toggle() -> None:
+def projections_toggle(disabled: bool = False) -> None:
     """The modality pages' own Q/K/V switch: off (plain similarity) by default there."""
-    control("input_projections")
+    control("input_projections", disabled=disabled)
 
 
 def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:

@@ -120,17 +120,22 @@ class HFModel:
         except ImportError:
             raise ModelError("Running this model needs the transformers package: pip install transformers.") from None
         kind = kind_of(cfg)
+        # Its progress bars and load reports would go to the server's log or the CLI's stderr.
+        T.utils.logging.disable_progress_bar()
+        T.utils.logging.set_verbosity_error()
         loader = {"causal": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(kind, T.AutoModel)
         try:
             phase("weights")
             model = loader.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
             phase("tokenizer")
             if kind == "vision":
-                tokenizer = T.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True, use_fast=False)
+                # The PIL backend: torchvision is not a dependency.
+                tokenizer = T.AutoImageProcessor.from_pretrained(str(folder), local_files_only=True, backend="pil")
             else:
                 tokenizer = T.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (ValueError, OSError, KeyError, ImportError) as e:
-            raise ModelError(f"{folder.name} cannot be run with its attention weights: {str(e)[:300]}") from None
+        except Exception as e:  # noqa: BLE001 - a broken or foreign folder: say which, never a traceback
+            raise ModelError(f"{folder.name} cannot be run with its attention weights: "
+                             f"{type(e).__name__}: {str(e)[:300]}") from None
         model.eval()
         heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
         kv = cfg.get("num_key_value_heads") or heads

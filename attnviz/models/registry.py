@@ -19,9 +19,12 @@ import hashlib
 import json
 import os
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnviz.i18n import N_, _
+from attnviz.limits import max_loaded_bytes
 from attnviz.models.base import ModelError
 from attnviz.models.bert import BertConfig, BertModel
 from attnviz.models.random import RANDOM
@@ -72,8 +75,9 @@ MODEL_LABELS = {RANDOM: N_("random (tokenizer-free, one layer)"), MINILM: N_("Mi
                 LOCAL: N_("local BERT folder")}
 
 
-def layer_count(model: str) -> int:
-    """How many layers ``model`` has (1 for the random model); reads config.json only."""
+def layer_count(model: str, stack: str = "encoder") -> int:
+    """How many layers ``model`` has (1 for the random model; an encoder–decoder's
+    ``stack``'s); reads config.json only."""
     if model == RANDOM:
         return 1
     folder, _pinned = locate(model)
@@ -81,7 +85,32 @@ def layer_count(model: str) -> int:
         return BertConfig.read(folder / "config.json").num_hidden_layers
     from attnviz.models.hf import config_int, read_config
 
-    return config_int(read_config(folder), "num_hidden_layers", "n_layer", "num_layers")
+    cfg = read_config(folder)
+    if stack != "encoder":
+        for name in ("num_decoder_layers", "decoder_layers"):
+            if isinstance(cfg.get(name), int):
+                return int(cfg[name])
+    return config_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
+
+
+def model_kind(model: str) -> str:
+    """"random", "encoder", "causal", "seq2seq" or "vision", from config.json alone (no
+    weights read): what the pages offer for it. A model that cannot be found is "encoder"
+    (the run then says what is wrong)."""
+    if model == RANDOM:
+        return RANDOM
+    try:
+        folder, _pinned = locate(model)
+    except ModelError:
+        return "encoder"
+    if is_bert(folder):
+        return "encoder"
+    from attnviz.models.hf import kind_of
+
+    try:
+        return kind_of(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return "encoder"
 
 
 def is_bert(folder: Path) -> bool:
@@ -144,27 +173,113 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
                 file=name, folder=folder, model=MINILM, install=INSTALL))
 
 
-_LOADED: dict[str, object] = {}
-_LOCK = threading.Lock()
+@dataclass
+class Loading:
+    """A model being loaded by a background thread: what it is doing, for a progress bar."""
+
+    model: str
+    phase: str = "config"  # config, weights, tokenizer, ready
+    error: str = ""
+    done: threading.Event = field(default_factory=threading.Event)
+
+    PHASES = {"config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
+              "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
+
+    @property
+    def fraction(self) -> float:
+        return self.PHASES[self.phase][0]
+
+    @property
+    def words(self) -> str:
+        return _(self.PHASES[self.phase][1])
 
 
-def load(model: str):
+_LOADED: OrderedDict[tuple, object] = OrderedDict()  # least recently used first
+_LOADING: dict[tuple, Loading] = {}
+_SIZES: dict[tuple, tuple[str, int]] = {}  # a loaded model's weight bytes
+_LOCK = threading.RLock()
+
+
+def _key(model: str) -> tuple:
+    """A loaded model's identity: its name, its folder and its config's time, so a folder the
+    operator replaced is loaded afresh."""
+    folder, _pinned = locate(model)
+    try:
+        stamp = (folder / "config.json").stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return model, str(folder), stamp
+
+
+def is_loaded(model: str) -> bool:
+    try:
+        return _key(model) in _LOADED
+    except ModelError:
+        return False
+
+
+def load(model: str, phase=lambda what: None):
     """The model, loaded once per process (files verified first) and shared read-only by
     every session; thread-safe. A BERT folder runs on attnviz's hand-built encoder (every
-    step kept); any other Hugging Face folder on transformers (``attnviz.models.hf``)."""
+    step kept); any other Hugging Face folder on transformers (``attnviz.models.hf``).
+    All loaded models together stay within ``limits.max_loaded_bytes()``: the least
+    recently used others are unloaded first (sessions that hold one keep their copy)."""
+    key = _key(model)
     with _LOCK:
-        if model in _LOADED:
-            return _LOADED[model]
+        if key in _LOADED:
+            _LOADED.move_to_end(key)
+            return _LOADED[key]
         folder, pinned = locate(model)
         if not folder.is_dir():
             raise ModelError(f"Model folder {folder} does not exist.")
+        from attnviz.models.hf import weight_bytes
+
+        size, most = weight_bytes(folder), max_loaded_bytes()
+        if size > most:
+            raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
+                             f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
+        while _LOADED and sum(m[1] for m in _SIZES.values()) + size > most:
+            old, _model = _LOADED.popitem(last=False)
+            _SIZES.pop(old, None)
         name = model if model in MODELS or model in listed_models() else str(folder)
         if is_bert(folder):
+            phase("weights")
             verify_files(folder, pinned)
             loaded = BertModel.from_folder(name, folder)
         else:
             from attnviz.models.hf import HFModel
 
-            loaded = HFModel.from_folder(name, folder)
-        _LOADED[model] = loaded
+            loaded = HFModel.from_folder(name, folder, phase)
+        _LOADED[key] = loaded
+        _SIZES[key] = (model, size)
         return loaded
+
+
+def loaded_bytes() -> int:
+    """The weight bytes of every model loaded now."""
+    with _LOCK:
+        return sum(size for _model, size in _SIZES.values())
+
+
+def load_in_background(model: str) -> Loading | None:
+    """None once ``model`` is loaded; else the (one, shared) background load's progress,
+    started now if no one started it: a page shows it and never waits in its own thread."""
+    key = _key(model)
+    with _LOCK:
+        if key in _LOADED:
+            return None
+        status = _LOADING.get(key)
+        if status is None or (status.done.is_set() and not status.error):
+            status = _LOADING[key] = Loading(model)
+
+            def work():
+                try:
+                    load(model, lambda what: setattr(status, "phase", what))
+                    status.phase = "ready"
+                except Exception as e:  # noqa: BLE001 - any failure is shown to whoever asked
+                    status.error = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+                finally:
+                    status.done.set()
+
+            threading.Thread(target=work, name=f"attnviz-load-{model}", daemon=True).start()
+        return status

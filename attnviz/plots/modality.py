@@ -17,7 +17,8 @@ from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for
 def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid: tuple[int, int], patch: int,
                    stride: int, chosen: int, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
     """The image once per panel, each panel's (nH, nW) weights over it as a translucent
-    heatmap (cell = the patch's stride square at its place), the chosen patch outlined.
+    heatmap (cell = the patch's stride square at its place), the chosen patch outlined
+    (none for ``chosen`` = -1).
     A near-invisible marker at each patch centre makes a click pick that patch."""
     nH, nW = grid
     H, W = image.shape[:2]
@@ -54,9 +55,10 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
                        "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
                        "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra></extra>"})
         pr, pc = divmod(chosen, nW)
-        layout["shapes"].append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": pc * stride,
-                                 "x1": pc * stride + patch, "y0": pr * stride, "y1": pr * stride + patch,
-                                 "line": {"color": "#ff2d55", "width": 2}})
+        if chosen >= 0:  # -1: a token that is no patch ([CLS]) is followed
+            layout["shapes"].append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": pc * stride,
+                                     "x1": pc * stride + patch, "y0": pr * stride, "y1": pr * stride + patch,
+                                     "line": {"color": "#ff2d55", "width": 2}})
         traces.append({"type": "scatter", "mode": "markers", "x": [x for _y in cy for x in cx],
                        "y": [y for y in cy for _x in cx], "customdata": list(range(nH * nW)),
                        "marker": {"size": 10, "opacity": 0.01, "color": "#000000"}, "xaxis": f"x{ax}",

@@ -101,7 +101,7 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     if plan == "lean":
         notes.append(_("This text is long: only the weights are kept (not the scores before softmax), to stay "
                        "within the server's memory budget."))
-    attn_mask, mask_name = _mask(inp, kv, model, mask, window, notes)
+    attn_mask, mask_name = _mask(inp, source, model, mask, window, notes)
     if dropout and not model.honours_masks:
         notes.append(_("Dropout is off for a pretrained model (it runs as in inference)."))
     t0 = time.perf_counter()
@@ -124,13 +124,17 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     )  # fmt: skip
 
 
-def _mask(inp: Input, kv: Input, model: Model, kind: str, window: int,
+def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int,
           notes: list[str]) -> tuple[torch.Tensor | None, str]:
     """The run's bool mask, broadcastable to (N, H, L, S), and what it is called."""
+    kv = inp if source is None else source
     L, S = inp.L, kv.L
     if not model.honours_masks:  # a pretrained model: its own mask (padding, or causal), as in training
         own = model.own_mask(inp) if hasattr(model, "own_mask") else "padding"
-        if kind not in ("none", "padding", own):
+        if kind not in ("none", "padding", own) and own == "padding" and source is None:
+            notes.append(_("{model} is a bidirectional encoder: every token sees every real token. Only padding is "
+                           "masked; the sidebar's mask applies to the random model.").format(model=model.name))
+        elif kind not in ("none", "padding", own):
             notes.append(_("{model} was trained with its own mask ({own}): it is what blocks keys here; the sidebar's "
                            "mask applies to the random model.").format(model=model.name, own=own))
         return build_mask(own, L, S, lengths=kv.lengths), own  # (N, 1, L, S) or (N, 1, 1, S)

@@ -1,5 +1,6 @@
 """The image, audio and graph pages' runs and figures: each input kind through the same
-seam as text (``attnviz.run.run``) with the sidebar's random layer.
+seam as text (``attnviz.run.run``) with the sidebar's random layer, or, on the image page
+with a vision transformer chosen as the model, that model over its own patches.
 """
 
 from __future__ import annotations
@@ -39,7 +40,18 @@ def _run(state: ViewState, inp: I.Input, settings: dict) -> AttentionResult:
 
 
 def image_run(state: ViewState, image) -> tuple:
-    """(input, result) of the image-patches page for an (H, W, 3) image."""
+    """(input, result) of the image-patches page for an (H, W, 3) image: the sidebar's
+    vision transformer over its own patches, or the random layer over the page's."""
+    from attnviz.models.registry import load, model_kind
+
+    if model_kind(state.model) == "vision":
+        from attnviz.models.vision import image_tokens
+
+        model = load(state.model)
+        inp = image_tokens(model, image)
+        return inp, run(inp, model, device=state.device, layer=state.layer, settings={
+            "kind": "image", "model": state.model, "layer": state.layer, "device": state.device,
+            "patch": inp.meta["patch"], "image_size": inp.meta["size"][0]})
     inp = I.image_input(image, state.patch, state.stride, state.d_model, state.seed, state.patch_mask, state.patch_k)
     return inp, _run(state, inp, {"patch": state.patch, "stride": state.stride, "patch_k": state.patch_k})
 
@@ -61,7 +73,10 @@ def followed(state: ViewState, inp) -> int:
     n = len(inp.labels)
     if inp.kind == "image":
         nH, nW = inp.meta["grid"]
-        at = (nH // 2) * nW + nW // 2 if state.patch_at < 0 else state.patch_at
+        first = inp.meta.get("first", 0)  # a vision transformer's [CLS] comes before the patches
+        if first and state.patch_at < 0:
+            return 0  # what [CLS], the token its classifier reads, attends to
+        at = ((nH // 2) * nW + nW // 2 if state.patch_at < 0 else state.patch_at) + first
     elif inp.kind == "audio":
         at = state.frame_at
     else:
@@ -76,9 +91,12 @@ def input_figure(inp, result: AttentionResult, state: ViewState, style: F.Figure
     w = result.weights[0, :, at].numpy()  # (H, L)
     if inp.kind == "image":
         nH, nW = inp.meta["grid"]
+        first = inp.meta.get("first", 0)
+        w = w[:, first:]  # (H, nH·nW): the weights on patches ([CLS]'s own column is not drawn)
         panels = [(_("head {h}").format(h=h), w[h].reshape(nH, nW)) for h in range(w.shape[0])]
         panels.append((_("mean over heads"), w.mean(0).reshape(nH, nW)))
-        return F.overlay_figure(image, panels, (nH, nW), inp.meta["patch"], inp.meta["stride"], at, style,
+        image = inp.meta.get("shown", image)  # a vision transformer's picture at its own resolution
+        return F.overlay_figure(image, panels, (nH, nW), inp.meta["patch"], inp.meta["stride"], at - first, style,
                                 title=_("what patch {patch} attends to (outlined), per head").format(
                                     patch=inp.labels[at]))
     if inp.kind == "audio":

@@ -204,7 +204,12 @@ class ViewState:
     def cross_config(self) -> AttentionConfig:
         """Queries from ``text``, keys and values from ``source``. Causal and window masks
         compare positions of one sequence, so between two sequences only the source's
-        padding is blocked (as in a Transformer's cross-attention); the random model."""
+        padding is blocked (as in a Transformer's cross-attention). An encoder–decoder
+        shows its own cross-attention; any other model leaves the page to the random one."""
+        from attnviz.models.registry import model_kind
+
+        if model_kind(self.model) == "seq2seq":
+            return self.config.with_(mask=CROSS_MASK, source=self.source, stack="cross")
         return self.config.with_(mask=CROSS_MASK, source=self.source, model="random", layer=0)
 
     def values(self) -> dict[str, object]:

@@ -1,0 +1,118 @@
+"""Tiny GPT-2, LLaMA, BERT, T5, BART and ViT folders, listed by the operator, in the app:
+each page that takes the model shows that model's own attention."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers", reason="pip install transformers (in requirements.txt)")
+
+from attnviz import AttentionConfig, compute  # noqa: E402
+from attnviz.models import registry as R  # noqa: E402
+
+from .apphelp import app, figures, grid_heads, no_errors  # noqa: E402
+from .hfmodels import model_dirs  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return model_dirs(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def listed(models, monkeypatch):
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(models))
+    return models
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5", "bart"])
+def test_the_explorer_draws_a_text_models_own_weights(listed, name):
+    at = app(f"?model={name}&layer=1&view=grid")
+    no_errors(at)
+    want = compute(AttentionConfig(model=name, layer=1)).weights[0]  # (H, L, S)
+    heads = grid_heads(figures(at)[0])
+    assert len(heads) == want.shape[0] == 4
+    for h in heads:
+        assert np.allclose(h["z"], want[h["head"]].numpy(), atol=1e-6)
+
+
+def test_an_encoder_decoders_stack_is_a_sidebar_choice_and_the_cross_page_shows_its_own(listed):
+    at = app("?model=t5&stack=decoder")
+    no_errors(at)
+    assert at.selectbox(key="stack").value == "decoder"
+    assert any("decoder attention" in i.value for i in at.info)
+    at = app("?model=t5", page="app_pages/cross_attention.py")
+    no_errors(at)
+    assert not any("runs on the random model" in i.value for i in at.info)
+    assert any("cross attention" in i.value for i in at.info)
+    s = R.load("t5")  # the page's weights are the model's cross-attention over the source
+    want = compute(AttentionConfig(model="t5", source="我爱人工智能", mask="padding", stack="cross")).weights[0]
+    assert s.seq2seq and grid_heads(figures(at)[0])[0]["z"].shape == tuple(want.shape[1:])
+    at = app("?model=gpt2", page="app_pages/cross_attention.py")
+    no_errors(at)
+    assert any("runs on the random model here" in i.value for i in at.info)
+
+
+def test_the_image_page_runs_a_vision_transformer_over_its_own_patches(listed):
+    at = app("?model=vit&layer=1", page="app_pages/image_patches.py")
+    no_errors(at)
+    assert at.number_input(key="patch").disabled
+    assert any("4 × 4 patches of 8 px" in i.value for i in at.info)
+    overlay = figures(at)[0]
+    cells = [t for t in overlay["data"] if t["type"] == "heatmap"]
+    assert len(cells) == 5  # four heads and their mean, each over 4 × 4 patches
+    at = app("?model=vit")
+    assert any("reads images" in e.value for e in at.error) and not at.exception
+
+
+def test_a_slow_model_shows_its_progress_and_the_page_follows_when_it_is_ready(listed, monkeypatch):
+    import ui.loading as UL
+    from attnviz.models import hf
+
+    gate = threading.Event()
+    real = hf.HFModel.from_folder.__func__
+    threads = []
+
+    def slow(cls, name, folder, phase=lambda what: None):
+        threads.append(threading.current_thread().name)
+        phase("weights")
+        gate.wait(10)
+        return real(cls, name, folder, phase)
+
+    shown = []
+    progress = UL.st.progress
+
+    def spy(value, text=None):
+        shown.append(text)
+        threading.Timer(0.3, gate.set).start()  # the load finishes while the page polls
+        return progress(value, text=text)
+
+    monkeypatch.setattr(hf.HFModel, "from_folder", classmethod(slow))
+    monkeypatch.setattr(UL.st, "progress", spy)
+    (listed / "llama" / "config.json").touch()  # a new stamp: loaded afresh
+    at = app("?model=llama")
+    no_errors(at)
+    assert shown and shown[0] == "Loading llama: loading the weights…"
+    assert threads == ["attnviz-load-llama"]  # loaded in its own thread, not the page's
+    assert figures(at)  # the fragment saw it ready and reran the page
+
+
+def test_loaded_models_stay_within_the_operators_bound(listed, monkeypatch):
+    monkeypatch.setattr(R, "_LOADED", type(R._LOADED)())
+    monkeypatch.setattr(R, "_SIZES", {})
+    from attnviz.models.hf import weight_bytes
+
+    one = R.load("gpt2")
+    sizes = [weight_bytes(listed / name) for name in ("gpt2", "bert")]
+    bound = max(sizes) + 1  # room for either, not both
+    assert R.loaded_bytes() == sizes[0] and bound < sum(sizes)
+    monkeypatch.setenv("ATTNVIZ_MAX_LOADED_MB", str(bound / 2**20))
+    R.load("bert")  # does not fit beside gpt2: gpt2 is unloaded
+    assert [k[0] for k in R._LOADED] == ["bert"] and R.loaded_bytes() == sizes[1]
+    assert R.load("gpt2") is not one  # loaded again, bert unloaded
+    monkeypatch.setenv("ATTNVIZ_MAX_LOADED_MB", "0.001")
+    with pytest.raises(ValueError, match="ATTNVIZ_MAX_LOADED_MB"):
+        R.load("llama")
