@@ -17,11 +17,13 @@ from attnviz.views.explorer import (
     view_key,
     weights_table,
 )
+from attnviz.views import generation as G
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.registry import VIEW_TITLES
-from attnviz.views.selection import clamp_selection, file_stem
+from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, picks, session, widgets
 from ui.controls import control
+from ui.safe import md
 
 s = session.current()
 if not s.present:
@@ -148,6 +150,26 @@ if predicted and not s.present:
     st.dataframe(pd.DataFrame({_("next token"): [t for t, _p in predicted],
                                _("probability"): [p for _t, p in predicted]}), hide_index=True,
                  column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
+    st.subheader(_("Generate"))
+    control("generate")
+    s = session.current()
+    gen = compute.guard(lambda: compute.cached(("generate", result.config, s.seq, s.generate),
+                                               lambda: G.generation(result, s.seq, s.generate)))
+    if gen is not None:
+        if gen.count > 1:  # the step's bound comes from the run: how many tokens it wrote
+            if not 0 <= st.session_state.get("step", 0) < gen.count:
+                st.session_state["step"] = 0
+            control("step", kind="slider", bounds=(0, gen.count - 1))
+        s = session.current()
+        step = min(s.step, gen.count - 1)
+        st.caption(_("{model} wrote {n} tokens greedily (the most likely each time): **{text}**").format(
+            model=result.model_name, n=gen.count, text=md(" ".join(gen.tokens[gen.context:]))))
+        style = style_for(s)
+        key = ("generate", result.config, s.seq, s.generate, result.layer, step, compute.style_key(style))
+        compute.chart(compute.figure(("gen-step", *key), lambda: G.step_figure(gen, result.layer, step, style)),
+                      key="gen_step", filename=file_stem(s, "generated-step", result))
+        compute.chart(compute.figure(("gen-all", *key), lambda: G.overview_figure(gen, result.layer, step, style)),
+                      key="gen_all", filename=file_stem(s, "generated", result))
 
 if not s.present:
     st.divider()

@@ -33,6 +33,7 @@ MAX_TOKENS = 2048  # tokens per line (queries or keys)
 MAX_LINES = 16  # lines of a padded batch
 MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
 MAX_HEADS = 64
+MAX_GENERATE = 32  # tokens a causal LM generates greedily in one request
 MAX_LAYERS = 64  # a pretrained model's layers a link may name (the model itself bounds it further)
 D_MODELS = (8, 16, 32, 64, 128, 256, 512)  # the widths offered everywhere
 MAX_D_MODEL = D_MODELS[-1]

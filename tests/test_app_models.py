@@ -116,3 +116,26 @@ def test_loaded_models_stay_within_the_operators_bound(listed, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_MAX_LOADED_MB", "0.001")
     with pytest.raises(ValueError, match="ATTNVIZ_MAX_LOADED_MB"):
         R.load("llama")
+
+
+def test_a_causal_lm_generates_and_the_slider_walks_its_tokens(listed):
+    from attnviz.models.generate import greedy
+
+    from .apphelp import heatmaps, z
+
+    at = app("?model=gpt2&generate=6&step=2&text=the+cat+sat&layer=1")
+    no_errors(at)
+    model = R.load("gpt2")
+    ids = model.read_text(["the cat sat"]).ids[0].tolist()
+    g = greedy(model, ids, 6)
+    assert at.slider(key="step").value == 2 and at.slider(key="step").max == g.count - 1
+    step = next(f for f in figures(at) if "what chose" in f["layout"]["title"]["text"])
+    (trace,) = heatmaps(step)
+    assert np.allclose(z(trace), g.rows[2, 1, :, : g.context + 2].numpy(), atol=1e-6)  # (H, keys seen)
+    assert f"“{g.tokens[g.context + 2]}”" in step["layout"]["title"]["text"]
+    at = app("?model=gpt2&generate=3&step=31&text=the+cat+sat")  # a step the run does not have
+    no_errors(at)
+    assert at.slider(key="step").value == 0
+    at = app("?model=bert&generate=3")  # an encoder writes nothing: no section, no error
+    no_errors(at)
+    assert not any("wrote" in c.value for c in at.caption)

@@ -210,3 +210,30 @@ def test_a_vision_transformers_weights_equal_its_own_on_the_same_pixels(tmp_path
     assert r.kind == "image" and torch.equal(r.weights, r.layer_weights[1])
     with pytest.raises(ValueError, match="reads images"):
         compute(AttentionConfig(text="the cat", model=str(folder)))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_greedy_generation_keeps_the_attention_that_chose_each_token(tmp_path, name):
+    """Each step's rows equal one forward pass over the final sequence, and each token is
+    the argmax there."""
+    from attnviz.models.generate import greedy
+    from attnviz.models.hf import HFModel
+
+    folder, _model, fast = _save(tmp_path, name)
+    hf = HFModel.from_folder(name, folder)
+    ids = fast(TEXTS[0])["input_ids"]
+    g = greedy(hf, ids, 5)
+    seq = fast.convert_tokens_to_ids(g.tokens)
+    assert 1 <= g.count <= 5 and g.context == len(ids) and seq[: len(ids)] == ids
+    assert g.count == 5 or seq[-1] == hf.model.config.eos_token_id  # it stops only at the end of text
+    weights, logits = hf.attentions(torch.tensor([seq]), [len(seq)])  # (layers, 1, H, T+1, T+1)
+    for t in range(g.count):
+        q = len(ids) - 1 + t  # the position whose logits chose token t
+        assert int(logits[0, q].argmax()) == seq[q + 1]
+        assert (g.rows[t, :, :, : q + 1] - weights[:, 0, :, q, : q + 1]).abs().max() <= 1e-5
+        assert float(g.rows[t, :, :, q + 1:].abs().sum()) == 0.0
+        assert g.probs[t] == pytest.approx(float(torch.softmax(logits[0, q], -1).max()), abs=1e-5)
+    with pytest.raises(ValueError, match="between 1 and 32"):
+        greedy(hf, ids, 33)
+    with pytest.raises(ValueError, match="reads at most 64"):
+        greedy(hf, list(range(4, 10)) * 10, 8)

@@ -109,6 +109,11 @@ class ViewState:
                       help=N_("First row of the close-up."))
     k0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From key position"),
                       help=N_("First column of the close-up."))
+    generate: int = setting(0, lo=0, hi=limits.MAX_GENERATE, pages=("explorer",), label=N_("Generate tokens"),
+                            help=N_("A causal language model writes this many tokens after the sentence, greedily "
+                                    "(0: none), each with the attention that chose it."))
+    step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=("explorer",), label=N_("Generated token"),
+                        help=N_("Which generated token's attention to show."))
     view: str = setting("grid", choices=VIEWS, label=N_("View"), help=N_("Which picture of the result to show."))
     present: bool = setting(False, sidebar=True, label=N_("Presenter mode"),
                             help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
