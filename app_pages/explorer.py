@@ -141,8 +141,7 @@ elif view != "grid":
     if long and view in ("head", "mean"):
         close_up()
 
-predicted = compute.cached(("next-tokens", result.config, s.seq), lambda: next_tokens(result, s.seq),
-                           limited=False)
+predicted = next_tokens(result, s.seq)
 if predicted and not s.present:
     st.subheader(_("Next token"))
     st.caption(_("What {model} predicts after this sentence (its ten most likely next tokens).").format(

@@ -31,6 +31,7 @@ class RunReport:
     ok: bool
     error: str = ""
     elements: int = 0
+    charts: int = 0  # Plotly charts among the elements
 
 
 @dataclass
@@ -72,12 +73,12 @@ class Session:
         msg.rerun_script.query_string = query_string
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
-        received, elements, error = 0, 0, ""
+        received, elements, error, charts = 0, 0, "", 0
         deadline = t0 + timeout
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements)
+                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements, charts)
             data = await asyncio.wait_for(self.ws.recv(), remaining)
             received += len(data)
             fwd = ForwardMsg()
@@ -90,9 +91,10 @@ class Session:
                 el = fwd.delta.new_element
                 if el.WhichOneof("type") == "exception":
                     error = error or f"exception: {el.exception.message}"
+                charts += el.WhichOneof("type") == "plotly_chart"
             elif kind == "script_finished":
                 ok = fwd.script_finished in FINISHED_OK and not error
-                return RunReport(time.perf_counter() - t0, received, ok, error, elements)
+                return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts)
             elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
                 error = "compile error"
 

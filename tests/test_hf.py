@@ -69,6 +69,14 @@ def test_a_causal_lm_predicts_the_next_token(tmp_path):
         p = torch.softmax(model(torch.tensor([ids])).logits[0, -1], -1)
     assert [t for t, _p in top][0] == fast.convert_ids_to_tokens(int(p.argmax()))
     assert top[0][1] == pytest.approx(float(p.max()), abs=1e-6)
+    # The run's own pass gives the same, for each line of a padded batch at its last real token.
+    r = compute(AttentionConfig(text="\n".join(TEXTS), model=str(folder)))
+    for n, text in enumerate(TEXTS):
+        with torch.no_grad():
+            p = torch.softmax(model(torch.tensor([fast(text)["input_ids"]])).logits[0, -1], -1)
+        assert r.next_tokens[n][0] == (fast.convert_ids_to_tokens(int(p.argmax())), pytest.approx(float(p.max()),
+                                                                                                   abs=1e-5))
+        assert len(r.next_tokens[n]) == 10
 
 
 def test_folders_listed_by_the_operator_are_offered_by_name_never_by_path(tmp_path, monkeypatch):

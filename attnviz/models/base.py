@@ -30,6 +30,7 @@ class ModelRun:
     layer_input: torch.Tensor  # the followed layer's input X (N, L, E)
     layer_weights: torch.Tensor | None = None  # every layer's weights (layers, N, H, L, S); None: one layer
     last_hidden: torch.Tensor | None = None  # the model's output (N, L, E), for a deep model
+    next_tokens: list[list[tuple[str, float]]] | None = None  # a causal LM's top 10 after each sequence
 
 
 class Model(Protocol):

@@ -244,30 +244,38 @@ class HFModel:
         layers = self.stack_layers.get(stack, self.layers)
         if not 0 <= layer < layers:
             raise ValueError(f"Layer {layer} does not exist: {self.name} has {layers} layers (0–{layers - 1}).")
+        logits = None
         if self.kind == "vision":
             with torch.no_grad():
                 weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
         elif self.seq2seq:
             weights = self.stacks(*inp.meta["pair"])[stack]
         else:
-            weights = self.attentions(inp.ids, inp.lengths)[0]  # (layers, N, H, L, S)
+            weights, logits = self.attentions(inp.ids, inp.lengths)  # (layers, N, H, L, S), (N, L, V)
         w = weights[layer]  # (N, H, L, S)
         N, H, L, S = w.shape
         empty = torch.zeros(N, H, L, 0)
         steps = MultiHeadSteps(empty, torch.zeros(N, H, S, 0), torch.zeros(N, H, S, 0),
                                AttentionSteps(None, None, None, w, w, empty, 1.0, None),
                                torch.zeros(N, L, 0), torch.zeros(N, L, 0))
-        return ModelRun(steps, None, torch.zeros(N, L, 0), weights)
+        # A causal LM's next tokens come from the same pass: each sequence's last real position.
+        following = ([self.top_tokens(logits[n, inp.lengths[n] - 1]) for n in range(N)]
+                     if self.causal and logits is not None else None)
+        return ModelRun(steps, None, torch.zeros(N, L, 0), weights, next_tokens=following)
+
+    def top_tokens(self, logits: torch.Tensor, k: int = 10) -> list[tuple[str, float]]:
+        """The k most likely tokens under ``logits`` (V,), with their probabilities."""
+        p = torch.softmax(logits.float(), -1)  # (V,)
+        top = torch.topk(p, min(k, p.numel()))
+        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(top.values, top.indices,
+                                                                                          strict=True)]
 
     def next_tokens(self, ids: list[int], k: int = 10) -> list[tuple[str, float]]:
         """A causal LM's top-k next tokens after ``ids``, with their probabilities."""
         if not self.causal:
             raise ValueError(f"{self.name} is not a causal language model: it predicts no next token.")
         _w, logits = self.attentions(torch.tensor([ids]), [len(ids)])
-        p = torch.softmax(logits[0, -1].float(), -1)  # (V,)
-        top = torch.topk(p, min(k, p.numel()))
-        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(top.values, top.indices,
-                                                                                          strict=True)]
+        return self.top_tokens(logits[0, -1], k)
 
 
 def _key_mask(ids: torch.Tensor, lengths: list[int]) -> torch.Tensor:

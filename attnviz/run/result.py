@@ -37,6 +37,7 @@ class AttentionResult:
     mask_name: str = "none"  # what blocks keys, in words ("causal", "adjacency")
     dropout: float = 0.0
     settings: dict = field(default_factory=dict)  # the plain settings that made it (JSON export)
+    next_tokens: list[list[tuple[str, float]]] | None = None  # a causal LM's top 10 after each sequence
 
     def __post_init__(self) -> None:
         if self.layer_weights is None:  # a one-layer model: layers = 1 (a view, no copy)

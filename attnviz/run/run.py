@@ -120,7 +120,7 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
         embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=to_cpu(out.steps), model=out.module,
         device=str(dev), timings_ms=timings, notes=notes, layer_weights=out.layer_weights,
         last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
-        layer=layer, mask_name=mask_name, dropout=dropout, settings=settings,
+        layer=layer, mask_name=mask_name, dropout=dropout, settings=settings, next_tokens=out.next_tokens,
     )  # fmt: skip
 
 

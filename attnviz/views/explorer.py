@@ -148,16 +148,8 @@ def weights_table(result: AttentionResult, state: ViewState, long: bool) -> dict
             "window": {"q0": q0, "q1": q1 - 1, "k0": k0, "k1": k1 - 1}}
 
 
-def next_tokens(result: AttentionResult, n: int, k: int = 10) -> list[tuple[str, float]] | None:
-    """A causal language model's top-k next tokens after sentence ``n`` (None for a model
-    that predicts none: the random layer, an encoder, weights from a file)."""
-    if result.config is None or not result.pretrained:
-        return None
-    from attnviz.inputs.text import lines_of
-    from attnviz.models.registry import load
-
-    model = load(result.config.model)
-    if not getattr(model, "causal", False):
-        return None
-    line = lines_of(result.config.text)[n]
-    return model.next_tokens(model.read_text([line]).ids[0].tolist(), k)
+def next_tokens(result: AttentionResult, n: int) -> list[tuple[str, float]] | None:
+    """A causal language model's ten most likely next tokens after sentence ``n``, from the
+    run's own forward pass (None for a model that predicts none: the random layer, an
+    encoder, weights from a file)."""
+    return None if result.next_tokens is None else result.next_tokens[n]
