@@ -5,6 +5,7 @@ import streamlit as st
 
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
+from attnviz.views import generation as G
 from attnviz.views.explorer import (
     head_table,
     is_long,
@@ -17,7 +18,6 @@ from attnviz.views.explorer import (
     view_key,
     weights_table,
 )
-from attnviz.views import generation as G
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem, style_for

@@ -312,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Flags whose meaning in the CLI goes beyond the link's setting.
 _FLAG_NOTES = {
-    "model": "; or (the CLI and the API only) a model folder: BERT in attnviz's layout, or any folder transformers loads (GPT-2, LLaMA, BERT, RoBERTa, T5, BART, ViT)",
+    "model": "; or (the CLI and the API only) a model folder: BERT in attnviz's layout, "
+             "or any folder "
+             "transformers loads (GPT-2, LLaMA, BERT, RoBERTa, T5, BART, ViT)",
     "projections": "; --no-projections also turns them off for image, audio and graph inputs",
     "view": f" (default grid; the figure views: {' | '.join(FIGURE_VIEWS)})",
 }

@@ -12,8 +12,10 @@ transformers = pytest.importorskip("transformers", reason="pip install transform
 from attnviz import AttentionConfig, compute  # noqa: E402
 from attnviz.models import registry as R  # noqa: E402
 from attnviz.models.base import ModelError  # noqa: E402
+
 from .hfmodels import TEXTS  # noqa: E402
 from .hfmodels import save as _save  # noqa: E402
+
 
 def _reference(folder, fast, texts):
     """transformers' own output_attentions, from the saved folder, eager attention."""

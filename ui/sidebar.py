@@ -14,8 +14,8 @@ from attnviz.views.registry import Page
 from attnviz.views.state import SETTINGS
 from ui.controls import MASK_NAMES, control
 
-LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device", "seed",
-            "tokenize", "dropout", "projections", "positional", "colors", "present")
+LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",
+            "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
 @st.cache_resource(show_spinner=False)

@@ -11,7 +11,6 @@ that is drawn under the weights, and ``first`` (the index of the first patch tok
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from attnviz import limits
 from attnviz.inputs.record import Input

@@ -19,7 +19,7 @@ import torch
 
 from attnviz import limits
 from attnviz.core.devices import resolve_device
-from attnviz.core.masks import build_mask, padding_mask
+from attnviz.core.masks import build_mask
 from attnviz.core.multihead import MultiHeadSteps
 from attnviz.i18n import _
 from attnviz.inputs.record import Input
