@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attnviz import tokenize
 from attnviz.inputs.tokens import graphemes
@@ -81,3 +83,17 @@ def test_cap_is_enforced_and_configurable():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="auto, word, char"):
         tokenize("x", mode="bpe")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_the_ascii_fast_path_splits_as_the_grapheme_rules_do(text):
+    from attnviz.inputs.tokens import _clusters, graphemes
+
+    assert graphemes(text) == _clusters(text)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80), st.sampled_from(["auto", "word"]))
+def test_the_ascii_word_rule_is_the_grapheme_rule(text, mode):
+    from attnviz.inputs.tokens import _split, _split_graphemes
+
+    assert _split(text, mode) == _split_graphemes(text, mode)

@@ -50,19 +50,28 @@ def _piece_vector(piece: str, dim: int) -> np.ndarray:
     return vec
 
 
+@lru_cache(maxsize=16384)
 def token_vector(token: str, dim: int) -> np.ndarray:
-    """The embedding of one token (float64, length ``dim``), before positions."""
+    """The embedding of one token (float64, length ``dim``), before positions; cached
+    (read-only), since a class types the same words again and again."""
     pieces = char_ngrams(token)
     total = np.zeros(dim)
     for p in pieces:
         total += _piece_vector(p, dim)
-    return total / math.sqrt(len(pieces))
+    total /= math.sqrt(len(pieces))
+    total.setflags(write=False)
+    return total
 
 
 def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
-    """Sinusoidal positional encoding from "Attention Is All You Need": (L, E).
+    """Sinusoidal positional encoding from "Attention Is All You Need": (L, E), a new
+    tensor (``_positions`` keeps the shared one)."""
+    return _positions(length, dim).clone()
 
-    PE[pos, 2i] = sin(pos / 10000^(2i/E)), PE[pos, 2i+1] = cos(pos / 10000^(2i/E)).
+
+@lru_cache(maxsize=512)
+def _positions(length: int, dim: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/E)), PE[pos, 2i+1] = cos(pos / 10000^(2i/E)).
     Works for odd ``dim`` too (the last column is a sine).
     """
     pos = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (L, 1)
@@ -87,5 +96,5 @@ def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.
         raise ValueError("There are no tokens to embed.")
     x = torch.from_numpy(np.stack([token_vector(t, d_model) for t in tokens])).float()  # (L, E)
     if positional:
-        x = x + sinusoidal_positions(len(tokens), d_model)  # (L, E)
+        x = x + _positions(len(tokens), d_model)  # (L, E), a new tensor
     return x

@@ -15,6 +15,7 @@ ZWJ sequence stays one token, and control/format characters are dropped.
 from __future__ import annotations
 
 import unicodedata
+from functools import lru_cache
 
 import regex
 
@@ -47,6 +48,13 @@ def graphemes(text: str) -> list[str]:
     clusters of invisible format characters are dropped, so they never reach a
     label; a zero-width joiner that joins nothing (at the end of a cluster) is dropped.
     """
+    if text.isascii():  # every ASCII character is its own cluster, but CR LF (one, a space)
+        return [" " if c.isspace() or c < " " or c == "\x7f" else c for c in text.replace("\r\n", "\n")]
+    return _clusters(text)
+
+
+def _clusters(text: str) -> list[str]:
+    """``graphemes`` by the UAX #29 rules, for any text."""
     out: list[str] = []
     for g in _GRAPHEME.findall(unicodedata.normalize("NFC", text)):
         if g.isspace():
@@ -89,6 +97,28 @@ def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> 
         raise ValueError(f"Unknown tokenization mode {mode!r}; choose one of {', '.join(MODES)}.")
     if not isinstance(text, str):
         raise ValueError("Text must be a string.")
+    # A link's text is checked, then run, then rerun: short texts' tokens are cached.
+    tokens = list(_split_cached(text, mode) if len(text) <= 4096 else _split(text, mode))
+    if not tokens:
+        raise ValueError(_("The text is empty: type at least one word."))
+    if len(tokens) > max_tokens:
+        raise ValueError(_("The text has {n} tokens; the limit is {limit}. Shorten the text (or raise the token "
+                           "cap).").format(n=len(tokens), limit=max_tokens))
+    return tokens
+
+
+# ASCII in auto and word modes: runs of letters, digits and _ are words; every other visible
+# character is a symbol of its own; spaces and control characters separate.
+_ASCII_TOKEN = regex.compile(r"[A-Za-z0-9_]+|[!-/:-@\[-^`{-~]")
+
+
+def _split(text: str, mode: str) -> tuple[str, ...]:
+    if mode != "char" and text.isascii():
+        return tuple(_ASCII_TOKEN.findall(text))
+    return _split_graphemes(text, mode)
+
+
+def _split_graphemes(text: str, mode: str) -> tuple[str, ...]:
     tokens: list[str] = []
     current = ""  # the word being built
     current_kind = ""
@@ -114,9 +144,7 @@ def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> 
             tokens.append(g)
     if current:
         tokens.append(current)
-    if not tokens:
-        raise ValueError(_("The text is empty: type at least one word."))
-    if len(tokens) > max_tokens:
-        raise ValueError(_("The text has {n} tokens; the limit is {limit}. Shorten the text (or raise the token "
-                           "cap).").format(n=len(tokens), limit=max_tokens))
-    return tokens
+    return tuple(tokens)
+
+
+_split_cached = lru_cache(maxsize=1024)(_split)
