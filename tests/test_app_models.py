@@ -139,3 +139,24 @@ def test_a_causal_lm_generates_and_the_slider_walks_its_tokens(listed):
     at = app("?model=bert&generate=3")  # an encoder writes nothing: no section, no error
     no_errors(at)
     assert not any("wrote" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("name, args, layers", [
+    ("gpt2", [], 2), ("llama", ["--layer", "1"], 2), ("bert", [], 2),
+    ("t5", ["--stack", "cross", "--page", "cross-attention"], 3), ("bart", ["--stack", "decoder"], 2),
+    ("vit", ["--page", "image-patches"], 2)])
+def test_the_cli_renders_every_kind_from_its_folder(models, tmp_path, name, args, layers):
+    """The run's JSON from ``render --model FOLDER``: every layer's weights, the model's tokens."""
+    import json
+
+    from attnviz import cli
+
+    out = tmp_path / f"{name}.json"
+    assert cli.main(["render", "--model", str(models / name), *args, "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    weights = np.array(data["layer_weights"])  # (layers, N, H, L, S)
+    assert weights.shape[0] == layers and weights.shape[2] == 4
+    assert np.allclose(weights.sum(-1)[:, 0, :, : data["lengths"][0]], 1, atol=1e-5)  # real rows are softmaxes
+    first = data["tokens"][0][0]
+    # a decoder starts with its start token; "The" is not in the tiny vocabulary
+    assert first == {"vit": "[CLS]", "t5": "[PAD]", "bart": "[SEP]"}.get(name, "[UNK]")
