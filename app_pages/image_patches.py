@@ -12,15 +12,21 @@ from ui.controls import control
 from ui.safe import md
 
 s = session.current()
+vit = model_kind(s.model) == "vision"  # the sidebar's model is a vision transformer: its own patches
 st.title(_("Image patches"))
-st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch is "
-             "projected to d_model and given a 2-D position. The same multi-head attention then runs over them. "
-             "Without projections (Q = K = V = X, the default here) it is plain similarity: alike patches attend to "
-             "each other."))
+if vit:
+    st.caption(_("{model} is a vision transformer: its own image processor resizes and normalises the picture, "
+                 "the model cuts it into its patches, and every layer's attention runs over [CLS] and the "
+                 "patches. The overlay follows [CLS] (what its classifier reads) or any patch you click.").format(
+        model=md(s.model)))
+else:
+    st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch "
+                 "is projected to d_model and given a 2-D position. The same multi-head attention then runs over "
+                 "them. Without projections (Q = K = V = X, the default here) it is plain similarity: alike patches "
+                 "attend to each other."))
 source, read = widgets.upload_or_sample(
     _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
     _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", I.read_image)
-vit = model_kind(s.model) == "vision"  # the sidebar's model is a vision transformer: its own patches
 own = _("(the random layer only)") if vit else ""
 widgets.projections_toggle(disabled=vit)
 c1, c2, c3, c4 = st.columns(4)

@@ -49,8 +49,8 @@ def sidebar(page: Page) -> None:
         ss["model"] = "random"
     control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
     pretrained = ss["model"] != "random"
-    if _kind(ss["model"]) == "seq2seq":  # an encoder–decoder: which of its three attentions
-        control("stack", sb, disabled=page.name == "cross-attention")
+    if _kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions
+        control("stack", sb)  # (the Cross-attention page always shows the cross stack)
     if pretrained:  # the layers are the chosen model's
         layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
         if not 0 <= int(ss.get("layer", 0)) < layers:
