@@ -1,5 +1,7 @@
 """The explorer page through Streamlit's AppTest: controls, URL state, bad input."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,32 @@ def test_downloaded_run_and_weights_match_the_computation():
     row = next(x for x in rows if x["sequence"] == "1" and x["head"] == "1" and x["query_pos"] == "0"
                and x["key_pos"] == "2")
     assert row["key"] == "[PAD]" and float(row["weight"]) == 0.0
+
+
+def test_a_frozen_figures_json_is_made_once_and_is_plotlys_own():
+    import plotly.io as pio
+
+    from attnviz import AttentionConfig, compute
+    from attnviz.views.explorer import view_figure
+    from attnviz.views.state import DEFAULTS
+    from ui import compute as C
+
+    fig = view_figure(compute(AttentionConfig(text="the cat sat")), DEFAULTS.with_(text="the cat sat"))
+    want = C._to_json(fig.to_dict(), validate=False)
+    frozen = C.freeze(fig)
+    assert frozen.to_dict().json == want and pio.to_json(frozen.to_dict(), validate=False) is frozen.to_dict().json
+    at = app("?text=the+cat+sat&view=grid")  # what the page sends is that JSON
+    no_errors(at)
+    assert json.loads(at.get("plotly_chart")[0].proto.spec) == json.loads(want)
+
+
+@pytest.mark.parametrize("view", ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"])
+def test_the_cheap_plain_dict_is_plotlys_to_dict(view):
+    from attnviz import AttentionConfig, compute
+    from attnviz.views.explorer import view_figure
+    from attnviz.views.state import DEFAULTS
+    from ui import compute as C
+
+    state = DEFAULTS.with_(text="the cat sat on the mat", view=view)
+    fig = view_figure(compute(state.config), state)
+    assert C.plain_dict(fig) == fig.to_dict()

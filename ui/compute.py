@@ -17,18 +17,40 @@ import threading
 from collections.abc import Callable, Hashable
 from dataclasses import astuple
 
+import plotly.io as pio
 import streamlit as st
 
 from attnviz import AttentionConfig, AttentionResult, compute
 from attnviz.analysis.describe import describe_figure
-from attnviz.cache import ByteBudgetCache, nbytes
+from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import _
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 
 _budget = cache_budget_bytes()
 RESULTS = ByteBudgetCache(_budget * 3 // 4)
-# A frozen figure's size: its plain dict (arrays already base64 text), walked, not serialised.
-FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: nbytes(fig.to_dict()))
+# A frozen figure's size: the length of its JSON, made once when it is frozen.
+FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: 2 * len(fig.to_dict().json))
+
+
+class FrozenSpec(dict):
+    """A figure's plain dict, shared read-only, with its JSON made once."""
+
+    json: str = ""
+
+
+_to_json = pio.to_json
+
+
+def _to_json_once(fig, validate=True, pretty=False, remove_uids=True, engine=None):
+    """``plotly.io.to_json`` that returns a frozen figure's JSON as made when it was frozen.
+    ``st.plotly_chart`` serialises its figure on every rerun; a cached figure's JSON never
+    changes (it has no uids to remove), so every session's rerun reuses it."""
+    if isinstance(fig, FrozenSpec) and fig.json and not validate and not pretty:
+        return fig.json
+    return _to_json(fig, validate=validate, pretty=pretty, remove_uids=remove_uids, engine=engine)
+
+
+pio.to_json = _to_json_once
 _RUNS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 
 
@@ -89,10 +111,34 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     calls ``to_dict()`` on every rerun, which deep-copies the figure and re-encodes each
     array as base64, and describing it reads every cell. The dict is shared read-only
     (Streamlit only serialises it)."""
-    frozen = fig.to_dict()
+    frozen = FrozenSpec(plain_dict(fig))
+    frozen.json = _to_json(frozen, validate=False)
     object.__setattr__(fig, "to_dict", lambda: frozen)
     object.__setattr__(fig, "_attnviz_alt", (alt or describe_figure)(fig))
     return fig
+
+
+def _containers(x):
+    """A copy of every dict and list in ``x``, sharing its leaves (arrays, strings, numbers)."""
+    if isinstance(x, dict):
+        return {k: _containers(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_containers(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_containers(v) for v in x)
+    return x
+
+
+def plain_dict(fig) -> dict:
+    """``fig.to_dict()`` without its deep copy of every array: ``convert_to_base64`` only
+    replaces arrays inside the dicts it is given, so copying the containers is enough."""
+    from _plotly_utils.utils import convert_to_base64
+
+    if fig._frame_objs:
+        return fig.to_dict()
+    out = {"data": _containers(fig._data), "layout": _containers(fig._layout)}
+    convert_to_base64(out)
+    return out
 
 
 def style_key(style) -> tuple:
