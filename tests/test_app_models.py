@@ -160,3 +160,32 @@ def test_the_cli_renders_every_kind_from_its_folder(models, tmp_path, name, args
     first = data["tokens"][0][0]
     # a decoder starts with its start token; "The" is not in the tiny vocabulary
     assert first == {"vit": "[CLS]", "t5": "[PAD]", "bart": "[SEP]"}.get(name, "[UNK]")
+
+
+def test_the_cli_renders_a_generated_tokens_attention(models, tmp_path, capsys):
+    import json
+
+    from attnviz import cli
+    from attnviz.models.generate import greedy
+    from attnviz.models.registry import load
+    from attnviz.plots import FigureStyle
+    from attnviz.views.pages import page_figure
+    from attnviz.views.state import ViewState
+
+    from .apphelp import heatmaps, z
+
+    folder = str(models / "gpt2")
+    state = ViewState.of(model=folder, text="the cat sat", layer=1, generate=4, step=1)
+    fig = json.loads(page_figure("explorer", state, FigureStyle()).to_json())  # what render --generate draws
+    model = load(folder)
+    g = greedy(model, model.read_text(["the cat sat"]).ids[0].tolist(), 4)
+    (trace,) = heatmaps(fig)
+    assert np.allclose(z(trace), g.rows[1, 1, :, : g.context + 1].numpy(), atol=1e-6)
+    args = ["render", "--model", folder, "--text", "the cat sat", "--layer", "1", "--generate", "4"]
+    assert cli.main([*args, "--step", "1", "--out", str(tmp_path / "gen.html")]) == 0
+    assert (tmp_path / "gen.html").stat().st_size > 1000
+    assert cli.main([*args, "--step", "9", "--out", str(tmp_path / "gen.html")]) == 2
+    assert "Generated token 9 does not exist" in capsys.readouterr().err
+    assert cli.main(["render", "--model", str(models / "bert"), "--generate", "3", "--out",
+                     str(tmp_path / "b.html")]) == 2
+    assert "not a causal language model" in capsys.readouterr().err

@@ -97,6 +97,17 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         view = "head" if state.view == "table" else state.view
         result = compute(state.config)
         state = check_selection(result, state)
+        if state.generate:  # a causal LM's generated tokens: the chosen one's attention
+            from attnviz.views.generation import generation, step_figure
+
+            gen = generation(result, state.seq, state.generate)
+            if gen is None:
+                raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
+                                 f"(generate works with GPT-2- and LLaMA-style models).")
+            if state.step >= gen.count:
+                raise ValueError(f"Generated token {state.step} does not exist: {result.model_name} wrote "
+                                 f"{gen.count} (0–{gen.count - 1}).")
+            return step_figure(gen, result.layer, state.step, style)
         return view_figure(result, state, view, style=style)
     if page == "cross-attention":
         result = compute(state.cross_config())
