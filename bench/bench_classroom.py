@@ -5,9 +5,10 @@ link), then reruns with its own link every 0–6 s, 6 times: 6–96 words, 1–8
 every mask kind. For each setup it prints join p50/max, edit p50/p95/max, bytes per
 rerun, errors and the server's peak RSS, as one Markdown table; the floor page (one
 Plotly heatmap of the same size, bench/floor_app.py) runs in the same process and
-with the same settings, and the ratios to it are printed too.
+with the same settings, and each setup's ratios to the floor with as many sessions (the
+60-session setups: to the 30-session floor, as each replica serves 30) are printed too.
 
-Setups: the floor with 30 sessions; one process with 30 and with 100 sessions;
+Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
 sessions, one replica killed midway, counting the sessions that could not go on
 after reconnecting (and how long they took).
@@ -232,7 +233,8 @@ def main() -> None:
     plan = [("floor page, 1 process", Server("floor"), 30, False),
             ("attnviz, 1 process", Server("app"), 30, False)]
     if not args.quick:
-        plan += [("attnviz, 1 process", Server("app"), 100, False),
+        plan += [("floor page, 1 process", Server("floor"), 100, False),
+                 ("attnviz, 1 process", Server("app"), 100, False),
                  ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
                  ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
     print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
@@ -246,11 +248,12 @@ def main() -> None:
     for label, server, n, fault in plan:
         print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
         rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
-    floor = rows[0][2]
+    floors = {n: t for n, label, t in rows if label.startswith("floor")}  # each setup against the floor's
     print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
           "| peak RSS | join p50 / floor | edit p95 / floor |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, label, t in rows:
+        floor = floors.get(n, rows[0][2])  # the floor with as many sessions (else the first one)
         extra = ""
         if t.reconnects or t.lost:
             extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
