@@ -627,3 +627,20 @@ def test_the_notebook_api_is_at_the_top_level_and_loaded_on_first_use():
             "f = attnviz.head_view; assert 'attnviz.notebook' in sys.modules; print(f.__module__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "attnviz.notebook.bertviz"
+
+
+def test_the_readmes_bertviz_example_runs_as_written():
+    """README's notebook example (indented in a list item), executed as it stands there."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\n( *)```python\n(.*?)\n\1```", text, re.S)
+    code = textwrap.dedent(block.group(2))
+    assert "from attnviz import head_view, model_view" in code
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own docs
+    html = scope["html"].data
+    assert "Plotly.newPlot" in html  # drawn by its own inline Plotly
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html)
