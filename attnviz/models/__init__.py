@@ -1,6 +1,10 @@
 """Models: what turns an ``Input`` into per-layer attention (``base.Model``).
 
 ``random`` (one seeded layer), ``bert`` (a BERT-family encoder run with attnviz's own
-attention) and ``registry`` (which models exist here, their files, loading each once per
-process). May import: ``attnviz.core``, ``attnviz.inputs``, ``limits``, ``i18n``.
+attention), ``hf`` (any Hugging Face folder on transformers: decoders, encoders,
+encoder–decoders, vision transformers), ``vision`` (an image as a ViT's input),
+``generate`` (greedy generation with each token's attention), ``given`` (weights from a
+file), ``tiny`` (the attention-only model of "Watch it learn") and ``registry`` (which
+models exist here, loading each once per process in the background, within the
+loaded-models bound). May import: ``attnviz.core``, ``attnviz.inputs``, ``limits``, ``i18n``.
 """
