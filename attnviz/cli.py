@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "learn":
-            from attnviz.learn.report import learn_command
+            from attnviz.views.learn_report import learn_command
 
             try:
                 return learn_command(args)

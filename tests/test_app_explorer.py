@@ -236,7 +236,7 @@ def test_a_frozen_figures_json_is_made_once_and_is_plotlys_own():
 
 @pytest.mark.parametrize("view", ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"])
 def test_the_cheap_plain_dict_is_plotlys_to_dict(view):
-    from attnviz import AttentionConfig, compute
+    from attnviz import compute
     from attnviz.views.explorer import view_figure
     from attnviz.views.state import DEFAULTS
     from ui import compute as C
