@@ -4,8 +4,9 @@ A model reads an ``Input`` (vectors X, or token ids it embeds itself) and return
 ``ModelRun``: every layer's attention weights, plus every intermediate step of the
 layer the views follow (Q, K, V, scores, masked scores, weights, outputs) and the
 ``MultiHeadAttention`` module that computed them. A model that honours the sidebar's
-masks takes any mask; one that was trained with padding only says so
-(``honours_masks = False``) and the run blocks padding alone.
+masks takes any mask; a pretrained one says so (``honours_masks = False``) and the run
+blocks the mask it was trained with: ``own_mask(input)`` ("causal" for a decoder, the
+"padding" of an encoder when the model does not say).
 """
 
 from __future__ import annotations
@@ -47,3 +48,7 @@ class Model(Protocol):
 
     def forward(self, inp: Input, source: Input | None, mask: torch.Tensor | None, *, device: torch.device,
                 lean: bool, dropout: float, layer: int) -> ModelRun: ...
+
+    # Optional, for a model with honours_masks = False: the mask it was trained with
+    # for this input ("causal" or "padding"; "padding" when absent).
+    # def own_mask(self, inp: Input) -> str: ...
