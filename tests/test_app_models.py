@@ -189,3 +189,12 @@ def test_the_cli_renders_a_generated_tokens_attention(models, tmp_path, capsys):
     assert cli.main(["render", "--model", str(models / "bert"), "--generate", "3", "--out",
                      str(tmp_path / "b.html")]) == 2
     assert "not a causal language model" in capsys.readouterr().err
+
+
+def test_a_weights_only_models_shapes_line_names_its_weights_not_empty_vectors(listed):
+    r = compute(AttentionConfig(model="gpt2", text="the cat sat", layer=1))
+    assert r.shapes() == {"weights": (1, 4, 3, 3), "every layer's weights": (2, 1, 4, 3, 3)}
+    at = app("?model=gpt2&text=the+cat+sat")
+    no_errors(at)
+    line = next(c.value for c in at.caption if "Shapes" in c.value)
+    assert "(2, 1, 4, 3, 3)" in line and ", 0)" not in line

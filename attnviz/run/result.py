@@ -107,6 +107,10 @@ class AttentionResult:
         return int(self.mask_matrix(n)[query].sum())
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor of the run by name; for a model that gives its weights only (width 0),
+        the followed layer's weights and every layer's, not empty Q, K and V."""
+        if self.width == 0:
+            return {"weights": tuple(self.weights.shape), "every layer's weights": tuple(self.layer_weights.shape)}
         return {"X": tuple(self.embeddings.shape), **self.steps.shapes()}
 
     def to_dict(self) -> dict:
