@@ -87,7 +87,6 @@ def test_a_slow_model_shows_its_progress_and_the_page_follows_when_it_is_ready(l
 
     def spy(value, text=None):
         shown.append(text)
-        threading.Timer(0.3, gate.set).start()  # the load finishes while the page polls
         return progress(value, text=text)
 
     monkeypatch.setattr(hf.HFModel, "from_folder", classmethod(slow))
@@ -96,8 +95,14 @@ def test_a_slow_model_shows_its_progress_and_the_page_follows_when_it_is_ready(l
     at = app("?model=llama")
     no_errors(at)
     assert shown and shown[0] == "Loading llama: loading the weights…"
+    assert not figures(at)  # the run ended at once, without waiting for the load
     assert threads == ["attnviz-load-llama"]  # loaded in its own thread, not the page's
-    assert figures(at)  # the fragment saw it ready and reran the page
+    gate.set()
+    status = R.load_in_background("llama")  # None once it is loaded
+    assert status is None or status.done.wait(10)
+    at.run()  # what the page's polling fragment does once the load is done
+    no_errors(at)
+    assert figures(at)
 
 
 def test_loaded_models_stay_within_the_operators_bound(listed, monkeypatch):
@@ -198,3 +203,28 @@ def test_a_weights_only_models_shapes_line_names_its_weights_not_empty_vectors(l
     no_errors(at)
     line = next(c.value for c in at.caption if "Shapes" in c.value)
     assert "(2, 1, 4, 3, 3)" in line and ", 0)" not in line
+
+
+def test_a_load_in_progress_blocks_neither_loaded_models_nor_its_own_progress(listed, monkeypatch):
+    from attnviz.models import hf
+
+    R.load("gpt2")
+    gate, started = threading.Event(), threading.Event()
+    real = hf.HFModel.from_folder.__func__
+
+    def slow(cls, name, folder, phase=lambda what: None):
+        phase("weights")
+        started.set()
+        gate.wait(10)
+        return real(cls, name, folder, phase)
+
+    monkeypatch.setattr(hf.HFModel, "from_folder", classmethod(slow))
+    (listed / "t5" / "config.json").touch()  # a new stamp: loaded afresh, slowly
+    status = R.load_in_background("t5")
+    assert started.wait(10)
+    t0 = __import__("time").perf_counter()
+    assert R.load("gpt2").name == "gpt2"  # already loaded: answered at once
+    again = R.load_in_background("t5")  # the same load's progress, without waiting for it
+    assert __import__("time").perf_counter() - t0 < 1.0 and again is status and again.phase == "weights"
+    gate.set()
+    assert status.done.wait(10) and not status.error and R.load_in_background("t5") is None

@@ -40,9 +40,19 @@ def body(page) -> str:
     return page.inner_text("[data-testid=stMain]")
 
 
+def test_a_fresh_servers_first_model_shows_its_load_then_the_page(server, page):
+    """The server's first model load imports transformers too (seconds): the page shows the
+    shared progress bar, and its polling fragment reruns the page when the model is ready."""
+    page.goto(server + "/?model=gpt2&text=the+cat+sat")
+    page.wait_for_selector("text=Loading gpt2", timeout=60_000)
+    page.wait_for_selector("text=Next token", timeout=120_000)
+    wait_idle(page, timeout=60_000)
+    assert "Loading gpt2" not in body(page) and "Traceback" not in body(page)
+
+
 def test_a_causal_lm_generates_and_the_slider_walks_its_tokens(server, page):
     page.goto(server + "/?model=gpt2&generate=4&text=the+cat+sat&layer=1")
-    page.wait_for_selector("text=wrote 4 tokens", timeout=120_000)  # after the model's load, if it shows
+    page.wait_for_selector("text=wrote 4 tokens", timeout=120_000)
     wait_idle(page, timeout=60_000)
     assert "Traceback" not in body(page) and "Next token" in body(page)
     assert page.locator(".js-plotly-plot").count() == 3  # the heads, the chosen token's, every token's

@@ -197,7 +197,8 @@ class Loading:
 _LOADED: OrderedDict[tuple, object] = OrderedDict()  # least recently used first
 _LOADING: dict[tuple, Loading] = {}
 _SIZES: dict[tuple, tuple[str, int]] = {}  # a loaded model's weight bytes
-_LOCK = threading.RLock()
+_LOCK = threading.RLock()  # guards the dicts; held only for moments
+_LOAD_ONE = threading.Lock()  # one model loads at a time, within the memory bound
 
 
 def _key(model: str) -> tuple:
@@ -223,12 +224,19 @@ def load(model: str, phase=lambda what: None):
     every session; thread-safe. A BERT folder runs on attnviz's hand-built encoder (every
     step kept); any other Hugging Face folder on transformers (``attnviz.models.hf``).
     All loaded models together stay within ``limits.max_loaded_bytes()``: the least
-    recently used others are unloaded first (sessions that hold one keep their copy)."""
+    recently used others are unloaded first (sessions that hold one keep their copy).
+
+    One model loads at a time (``_LOAD_ONE``), and the registry's own lock is never held
+    while it does: a loaded model, and a load's progress, stay readable meanwhile."""
     key = _key(model)
     with _LOCK:
         if key in _LOADED:
             _LOADED.move_to_end(key)
             return _LOADED[key]
+    with _LOAD_ONE:
+        with _LOCK:
+            if key in _LOADED:  # loaded while this thread waited for its turn
+                return _LOADED[key]
         folder, pinned = locate(model)
         if not folder.is_dir():
             raise ModelError(f"Model folder {folder} does not exist.")
@@ -238,9 +246,10 @@ def load(model: str, phase=lambda what: None):
         if size > most:
             raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                              f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
-        while _LOADED and sum(m[1] for m in _SIZES.values()) + size > most:
-            old, _model = _LOADED.popitem(last=False)
-            _SIZES.pop(old, None)
+        with _LOCK:  # room first, so the new one never sits beside what it replaces
+            while _LOADED and sum(m[1] for m in _SIZES.values()) + size > most:
+                old, _model = _LOADED.popitem(last=False)
+                _SIZES.pop(old, None)
         name = model if model in MODELS or model in listed_models() else str(folder)
         if is_bert(folder):
             phase("weights")
@@ -250,8 +259,9 @@ def load(model: str, phase=lambda what: None):
             from attnviz.models.hf import HFModel
 
             loaded = HFModel.from_folder(name, folder, phase)
-        _LOADED[key] = loaded
-        _SIZES[key] = (model, size)
+        with _LOCK:
+            _LOADED[key] = loaded
+            _SIZES[key] = (model, size)
         return loaded
 
 
