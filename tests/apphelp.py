@@ -17,6 +17,21 @@ def app(query: str = "", page: str | None = None, timeout: float = 60) -> AppTes
     at.run()
     if page:
         at.switch_page(page).run()
+    return after_loads(at, timeout)
+
+
+def after_loads(at: AppTest, timeout: float = 60) -> AppTest:
+    """While a model loads in the background the page shows its progress and a fragment
+    polls it; AppTest does not run that fragment, so wait for the load and rerun, as the
+    fragment would."""
+    from attnviz.models import registry
+
+    for _ in range(3):
+        if not at.get("progress"):
+            return at
+        for status in list(registry._LOADING.values()):
+            status.done.wait(timeout)
+        at.run()
     return at
 
 

@@ -92,7 +92,13 @@ def test_a_slow_model_shows_its_progress_and_the_page_follows_when_it_is_ready(l
     monkeypatch.setattr(hf.HFModel, "from_folder", classmethod(slow))
     monkeypatch.setattr(UL.st, "progress", spy)
     (listed / "llama" / "config.json").touch()  # a new stamp: loaded afresh
-    at = app("?model=llama")
+    from streamlit.testing.v1 import AppTest
+
+    from .apphelp import APP
+
+    at = AppTest.from_file(APP, default_timeout=60)  # not app(): it would wait for the load
+    at.query_params["model"] = "llama"
+    at.run()
     no_errors(at)
     assert shown and shown[0] == "Loading llama: loading the weights…"
     assert not figures(at)  # the run ended at once, without waiting for the load
