@@ -40,7 +40,8 @@ class AttentionSteps:
     fully_masked_rows: torch.Tensor | None  # bool (..., L, 1); None when no row is fully masked
 
 
-def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """q (..., L, D), k (..., S, D), v (..., S, Dv), or a ``ValueError`` naming the shapes."""
     if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         raise ValueError(
             f"q, k and v need at least 2 dimensions (..., length, features); got "
@@ -94,7 +95,7 @@ def dropout_keep(shape, p: float, *, generator: torch.Generator | None, device) 
 
 def _prepare(q, k, v, attn_mask, dropout_p, is_causal, scale):
     """Validate, resolve the scale and fold ``is_causal`` into the mask."""
-    _check_shapes(q, k, v)
+    check_qkv(q, k, v)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)

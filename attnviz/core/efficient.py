@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from attnviz.core.attention import check_qkv
+
 NEG_INF = float("-inf")
 
 
@@ -45,18 +47,6 @@ class TileStep:
     correction: torch.Tensor  # exp(m_old - m_new): how much the old sums shrink (block_q,)
     ell: torch.Tensor  # running sum of exp(score - m_new) after the step     (block_q,)
     partial: torch.Tensor  # O / ell after the step: the output over keys seen so far (block_q, Dv)
-
-
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
-        raise ValueError(
-            f"q, k and v need at least 2 dimensions (..., length, features); got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}."
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same last dimension D: q is {tuple(q.shape)}, k is {tuple(k.shape)}.")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"k and v must have the same length S: k is {tuple(k.shape)}, v is {tuple(v.shape)}.")
 
 
 def _check_block(name: str, value) -> int:
@@ -128,7 +118,7 @@ def tiled_attention(
     (see ``TileStep``). At the first step m_old = -inf and the correction is 0 (there
     is nothing yet to rescale); after it the correction is in (0, 1].
     """
-    _check_qkv(q, k, v)
+    check_qkv(q, k, v)
     block_q, block_k = _check_block("block_q", block_q), _check_block("block_k", block_k)
     L, S, D, Dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     mask = _check_mask(attn_mask, L, S)
@@ -207,7 +197,7 @@ def low_rank_attention(
     projection, so their values cannot reach the output (but the projected rows still
     count them as zeros). A per-query mask (..., L, S) with L > 1 is refused.
     """
-    _check_qkv(q, k, v)
+    check_qkv(q, k, v)
     S = k.shape[-2]
     if isinstance(rank, bool) or int(rank) != rank:
         raise ValueError(f"rank must be a whole number, got {rank!r}.")
