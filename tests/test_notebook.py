@@ -3,7 +3,6 @@ CircuitsVis entry points, offline HTML, and attention files (never pickle)."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import re
@@ -24,6 +23,8 @@ from attnviz.analysis.heads import rollout
 from attnviz.notebook import files
 from attnviz.plots import DIVERGING, FigureStyle, colorscale, plain_label
 
+from .apphelp import z  # figures decoded as a browser gets them (base64 "bdata")
+
 LAYERS, H, L = 2, 3, 4
 TOKENS = ["the", "cat", "sat", "down"]
 
@@ -34,18 +35,6 @@ def weights(layers=LAYERS, heads=H, q=L, k=L, seed=0) -> np.ndarray:
 
 
 W = weights()
-
-
-# Figures, decoded as a browser gets them (Plotly sends numpy arrays as base64 'bdata').
-def z(trace: dict) -> np.ndarray:
-    v = trace["z"]
-    if isinstance(v, dict) and "bdata" in v:
-        arr = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        shape = v.get("shape")
-        if isinstance(shape, str):
-            shape = [int(s) for s in shape.split(",")]
-        return arr.reshape(shape) if shape else arr
-    return np.array([[np.nan if c is None else c for c in row] for row in v], dtype=float)
 
 
 def as_dict(fig: go.Figure) -> dict:
