@@ -225,15 +225,14 @@ class HFModel:
             out = self.model(input_ids=ids, attention_mask=_key_mask(ids, lengths), output_attentions=True)
         return self._weights(out), getattr(out, "logits", None)
 
-    def stacks(self, enc: Input, dec: Input) -> dict[str, torch.Tensor]:
-        """An encoder–decoder's {stack: (layers, N, H, L, S)} from one forward pass."""
+    def stack(self, enc: Input, dec: Input, which: str) -> torch.Tensor:
+        """An encoder–decoder's ``which`` stack (encoder, decoder or cross), every layer
+        (layers, N, H, L, S), from one forward pass (the other two are not stacked)."""
         with torch.no_grad():
             out = self.model(input_ids=enc.ids, attention_mask=_key_mask(enc.ids, enc.lengths),
                              decoder_input_ids=dec.ids, decoder_attention_mask=_key_mask(dec.ids, dec.lengths),
                              output_attentions=True)
-        return {"encoder": self._weights(out, "encoder_attentions"),
-                "decoder": self._weights(out, "decoder_attentions"),
-                "cross": self._weights(out, "cross_attentions")}
+        return self._weights(out, f"{which}_attentions")
 
     def forward(self, inp: Input, source: Input | None, mask: torch.Tensor | None, *, device: torch.device,
                 lean: bool = True, dropout: float = 0.0, layer: int = 0) -> ModelRun:
@@ -249,7 +248,7 @@ class HFModel:
             with torch.no_grad():
                 weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
         elif self.seq2seq:
-            weights = self.stacks(*inp.meta["pair"])[stack]
+            weights = self.stack(*inp.meta["pair"], stack)
         else:
             weights, logits = self.attentions(inp.ids, inp.lengths)  # (layers, N, H, L, S), (N, L, V)
         w = weights[layer]  # (N, H, L, S)
