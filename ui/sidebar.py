@@ -26,11 +26,6 @@ def _layer_count(model: str, stack: str) -> int:
         return 1
 
 
-@st.cache_resource(show_spinner=False)
-def _kind(model: str) -> str:
-    return model_kind(model)
-
-
 def sidebar(page: Page) -> None:
     """Every control of the computation. On the image, audio and graph pages what only
     text uses is greyed out."""
@@ -49,7 +44,7 @@ def sidebar(page: Page) -> None:
         ss["model"] = "random"
     control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
     pretrained = ss["model"] != "random"
-    if _kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions
+    if model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions
         control("stack", sb)  # (the Cross-attention page always shows the cross stack)
     if pretrained:  # the layers are the chosen model's
         layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))

@@ -21,6 +21,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from attnviz.i18n import N_, _
@@ -96,19 +97,26 @@ def layer_count(model: str, stack: str = "encoder") -> int:
 def model_kind(model: str) -> str:
     """"random", "encoder", "causal", "seq2seq" or "vision", from config.json alone (no
     weights read): what the pages offer for it. A model that cannot be found is "encoder"
-    (the run then says what is wrong)."""
+    (the run then says what is wrong). Read once per folder and config.json time: pages
+    ask on every rerun."""
     if model == RANDOM:
         return RANDOM
     try:
-        folder, _pinned = locate(model)
+        key = _key(model)
     except ModelError:
         return "encoder"
-    if is_bert(folder):
+    return _folder_kind(*key)
+
+
+@lru_cache(maxsize=256)
+def _folder_kind(model: str, folder: str, stamp: int) -> str:
+    path = Path(folder)
+    if is_bert(path):
         return "encoder"
     from attnviz.models.hf import kind_of
 
     try:
-        return kind_of(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+        return kind_of(json.loads((path / "config.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return "encoder"
 
