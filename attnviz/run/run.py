@@ -131,10 +131,12 @@ def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int
     L, S = inp.L, kv.L
     if not model.honours_masks:  # a pretrained model: its own mask (padding, or causal), as in training
         own = model.own_mask(inp) if hasattr(model, "own_mask") else "padding"
-        if kind not in ("none", "padding", own) and own == "padding" and source is None:
+        if kind in ("none", "padding", own):
+            pass  # what the sidebar asks for is what the model does: nothing to say
+        elif own == "padding" and source is None:
             notes.append(_("{model} is a bidirectional encoder: every token sees every real token. Only padding is "
                            "masked; the sidebar's mask applies to the random model.").format(model=model.name))
-        elif kind not in ("none", "padding", own):
+        else:
             notes.append(_("{model} was trained with its own mask ({own}): it is what blocks keys here; the sidebar's "
                            "mask applies to the random model.").format(model=model.name, own=own))
         return build_mask(own, L, S, lengths=kv.lengths), own  # (N, 1, L, S) or (N, 1, 1, S)
