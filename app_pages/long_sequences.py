@@ -50,11 +50,8 @@ sweep = compute.guard(lambda: compute.cached(
     ("long-cost", H, D, s.device, s.block_q, s.block_k, V.causal(s)),
     lambda: LS.cost_sweep(H, D, s.device, s.block_q, s.block_k, V.causal(s))))
 time_fig, mem_fig = V.cost_figures(sweep, style)
-c1, c2 = st.columns(2)
-with c1:
-    compute.chart(time_fig, key="long_cost_time", filename="attnviz-long-time")
-with c2:
-    compute.chart(mem_fig, key="long_cost_memory", filename="attnviz-long-memory")
+compute.charts_side_by_side((time_fig, "long_cost_time", "attnviz-long-time"),
+                            (mem_fig, "long_cost_memory", "attnviz-long-memory"))
 st.caption(_("Measured in this process on {device}, at L = 128 … 8192 with random Q, K, V of these sizes. Memory "
              "is the peak of live tensors each path created (on a GPU: the allocator's peak); SDPA's fused CPU kernel "
              "keeps its buffers out of sight, so only its output shows.").format(device=sweep.device))
@@ -106,11 +103,8 @@ control("pattern", format_func=lambda p, t=fixed(): t(LS.PATTERN_LABELS[p]))
 sparse = compute.guard(lambda: compute.cached(("long-sparse", s.config, Ls, s.window),
                                               lambda: LS.sparse_patterns(sub, s.window)))
 pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().pattern, sub, style)
-c1, c2 = st.columns(2)
-with c1:
-    compute.chart(pattern_fig, key="long_pattern", filename="attnviz-long-pattern")
-with c2:
-    compute.chart(moved_fig, key="long_moved", filename="attnviz-long-sparse")
+compute.charts_side_by_side((pattern_fig, "long_pattern", "attnviz-long-pattern"),
+                            (moved_fig, "long_moved", "attnviz-long-sparse"))
 st.dataframe(pd.DataFrame({
     _("pattern"): [_(LS.PATTERN_LABELS[p.pattern]) for p in sparse],
     _("entries computed"): [f"{p.fraction:.2%}" for p in sparse],
@@ -131,11 +125,8 @@ if int(st.session_state.get("rank", 1)) > Lr:
 control("rank", bounds=(1, Lr))
 lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda: LS.low_rank(small, s.seed)))
 spectrum_fig, error_fig = V.low_rank_figures(lr, style)
-c1, c2 = st.columns(2)
-with c1:
-    compute.chart(spectrum_fig, key="long_spectrum", filename="attnviz-long-spectrum")
-with c2:
-    compute.chart(error_fig, key="long_rank_error", filename="attnviz-long-rank-error")
+compute.charts_side_by_side((spectrum_fig, "long_spectrum", "attnviz-long-spectrum"),
+                            (error_fig, "long_rank_error", "attnviz-long-rank-error"))
 k = min(session.current().rank, Lr)
 i = max(j for j, r in enumerate(lr.ranks) if r <= k)
 st.markdown(_("At rank {k}: the truncated weights change the output by {t}, the Linformer projection by {p}. "

@@ -145,6 +145,13 @@ def style_key(style) -> tuple:
     return astuple(style)
 
 
+def charts_side_by_side(*charts: tuple) -> None:
+    """Charts in equal columns, each given as (figure, key, filename)."""
+    for column, (fig, key, filename) in zip(st.columns(len(charts)), charts, strict=True):
+        with column:
+            chart(fig, key=key, filename=filename)
+
+
 def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
     """A Plotly chart whose toolbar saves a PNG under a meaningful name, with a text
     alternative (``alt``, the one cached with the figure, or one generated from it) that
