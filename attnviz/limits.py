@@ -41,6 +41,9 @@ MAX_SEED = 2**31 - 1
 MAX_WINDOW = MAX_TOKENS
 MAX_DROPOUT = 0.9
 MAX_CONCURRENT_RUNS = 2  # computations at once in one server process (one per core here)
+# Page runs take turns, one at a time per process (ui/admission.py); a run that holds its
+# turn longer than this goes on beside the queue, so no run waits longer behind another.
+PAGE_LEASE_S = 0.1
 # Other inputs (image patches, audio frames, graph nodes)
 MAX_UPLOAD_BYTES = 5 * 2**20  # an uploaded image or WAV (also Streamlit's server.maxUploadSize)
 MAX_IMAGE_PIXELS = 40_000_000  # what an image's header may claim, checked before decoding
