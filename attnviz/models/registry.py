@@ -15,6 +15,7 @@ A loaded model is shared read-only by every session of the process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -130,8 +131,10 @@ def is_bert(folder: Path) -> bool:
     return cfg.get("model_type") == "bert" or "Bert" in " ".join(map(str, cfg.get("architectures") or []))
 
 
+@functools.cache
 def _package_dir() -> Path | None:
-    """The installed package's model folder, found without importing its code."""
+    """The installed package's model folder, found without importing its code (once per
+    process: the sidebar asks on every rerun, and the search reads every folder on sys.path)."""
     from importlib import metadata
 
     try:
