@@ -19,16 +19,15 @@ from attnviz.views.explorer import (
     weights_table,
 )
 from attnviz.views.files import run_json, weights_csv
-from attnviz.views.registry import VIEW_TITLES
+from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, picks, session, widgets
-from ui.controls import control
+from ui.controls import control, row
 from ui.safe import md
 
 s = session.current()
 if not s.present:
     st.title(_("Attention explorer"))
-    st.caption(_("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight."))
 result = compute.run(s.config)
 clamped, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
@@ -43,13 +42,15 @@ tokens = result.tokens[s.seq]
 if not s.present:
     shapes = " → ".join(f"{name} {tuple(shape)}" for name, shape in result.shapes().items())
     ms = sum(result.timings_ms.values())
-    st.caption(_("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
-        shapes=shapes, device=result.device, ms=f"{ms:.1f}"))
+    st.caption(_("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight.") + "  \n" +
+               _("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
+                   shapes=shapes, device=result.device, ms=f"{ms:.1f}"))
 
 control("view", kind="segmented", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
-widgets.head_and_query(result, s.seq)
+view = st.session_state.get("view") or "grid"
+if VIEW_PICKS.get(view):  # only the head or query this view reads (the grid reads neither)
+    widgets.head_and_query(result, s.seq, with_head="head" in VIEW_PICKS[view], with_query="query" in VIEW_PICKS[view])
 s = session.current()
-view = s.view or "grid"
 
 
 def show(v: str) -> None:
@@ -172,11 +173,12 @@ if predicted and not s.present:
 
 if not s.present:
     st.divider()
-    d1, d2, d3 = st.columns([1, 1, 3])
-    d1.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result),
-                       file_name=file_stem(s, "weights", result) + ".csv", mime="text/csv", on_click="ignore",
-                       key="dl_csv", icon=":material/download:")
-    d2.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=file_stem(s, "run", result) + ".json",
-                       mime="application/json", on_click="ignore", key="dl_json", icon=":material/download:")
-    d3.caption(_("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
+    files = row()
+    files.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result),
+                          file_name=file_stem(s, "weights", result) + ".csv", mime="text/csv", on_click="ignore",
+                          key="dl_csv", icon=":material/download:")
+    files.download_button(_("Run (JSON)"), data=lambda: run_json(result),
+                          file_name=file_stem(s, "run", result) + ".json", mime="application/json",
+                          on_click="ignore", key="dl_json", icon=":material/download:")
+    files.caption(_("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
                  "copy it to share this exact view."))

@@ -35,6 +35,14 @@ def after_loads(at: AppTest, timeout: float = 60) -> AppTest:
     return at
 
 
+def more_settings(at: AppTest) -> AppTest:
+    """Switch the sidebar's "More settings" on (its widgets are drawn only then)."""
+    from ui.session import MORE
+
+    at.toggle(key=MORE).set_value(True).run()
+    return at
+
+
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 

@@ -8,7 +8,7 @@ import pytest
 from attnviz import AttentionConfig, compute
 from attnviz.plots import plain_label
 
-from .apphelp import app, figures, grid_heads, heatmaps, no_errors, warnings_shown, z
+from .apphelp import app, figures, grid_heads, heatmaps, more_settings, no_errors, warnings_shown, z
 
 
 def test_default_run_shows_the_grid_and_mirrors_the_url():
@@ -50,7 +50,7 @@ def test_mask_control_changes_the_weights():
 
 @pytest.mark.parametrize("key, value", [("seed", 3), ("window", 1), ("pad_to", 14), ("dropout", 0.3)])
 def test_numeric_controls_recompute(key, value):
-    at = app("mask=window")
+    at = more_settings(app("mask=window"))
     before = z(grid_heads(figures(at)[0])[0])
     widget = at.number_input(key=key) if key != "dropout" else at.slider(key=key)
     widget.set_value(value).run()
@@ -61,7 +61,7 @@ def test_numeric_controls_recompute(key, value):
 
 
 def test_positional_and_tokenize_controls():
-    at = app()
+    at = more_settings(app())
     before = z(grid_heads(figures(at)[0])[0])
     at.toggle(key="positional").set_value(False).run()
     assert not np.array_equal(before, z(grid_heads(figures(at)[0])[0]))
@@ -76,11 +76,13 @@ def test_view_changes_do_not_recompute(monkeypatch):
     real = ui_compute.compute
     monkeypatch.setattr(ui_compute, "compute", lambda cfg: calls.append(cfg) or real(cfg))
     ui_compute.RESULTS.clear()
-    at = app()
+    at = more_settings(app())
     assert len(calls) == 1
     at.selectbox(key="colors").set_value("Cividis").run()
     assert figures(at)[0]["layout"]["coloraxis"]["colorscale"][0][1] == "#00224e"  # Cividis
+    at.segmented_control(key="view").set_value("head").run()
     at.selectbox(key="head").set_value(2).run()
+    at.segmented_control(key="view").set_value("query").run()
     at.selectbox(key="query").set_value(3).run()
     at.segmented_control(key="view").set_value("mean").run()
     no_errors(at)
@@ -244,3 +246,39 @@ def test_the_cheap_plain_dict_is_plotlys_to_dict(view):
     state = DEFAULTS.with_(text="the cat sat on the mat", view=view)
     fig = view_figure(compute(state.config), state)
     assert C.plain_dict(fig) == fig.to_dict()
+
+
+def test_more_settings_are_drawn_only_when_on_and_keep_their_values():
+    from ui.session import MORE
+
+    at = app("heads=2")
+    assert at.toggle(key=MORE).value is False
+    assert not [w for w in at.number_input if w.key in ("seed", "pad_to")]
+    at.toggle(key=MORE).set_value(True).run()
+    at.number_input(key="seed").set_value(7).run()
+    at.toggle(key=MORE).set_value(False).run()  # closed again: seed 7 still runs and stays in the link
+    no_errors(at)
+    assert not [w for w in at.number_input if w.key == "seed"]
+    assert _qp(at, "seed") == "7"
+    r = compute(AttentionConfig(num_heads=2, mask="causal", seed=7))
+    np.testing.assert_array_equal(z(grid_heads(figures(at)[0])[1]), r.weights[0, 1].numpy())
+
+
+@pytest.mark.parametrize("query, opened", [("seed=4", True), ("colors=Magma", True), ("positional=0", True),
+                                           ("heads=2&mask=none", False)])
+def test_a_link_that_sets_a_setting_behind_more_opens_it(query, opened):
+    from ui.session import MORE
+
+    at = app(query)
+    assert at.toggle(key=MORE).value is opened
+    if opened:
+        name = query.split("=")[0]
+        assert any(w.key == name for w in [*at.number_input, *at.selectbox, *at.toggle])
+
+
+@pytest.mark.parametrize("view, picks", [("grid", set()), ("mean", set()), ("output", set()), ("head", {"head"}),
+                                         ("table", {"head"}), ("mask", {"head"}), ("query", {"query"})])
+def test_each_view_draws_only_the_head_or_query_it_reads(view, picks):
+    at = app(f"view={view}&heads=4")
+    no_errors(at)
+    assert {w.key for w in at.selectbox if w.key in ("head", "query")} == picks

@@ -360,7 +360,7 @@ def test_chinese_pages_render_with_a_cjk_font(server, page, path, name):
 def test_every_control_is_reachable_and_usable_with_the_keyboard(server, page):
     """Tab through the page: the sidebar's and the main area's controls all take focus,
     and a select opened with the arrow keys changes the view."""
-    page.goto(server + "/?heads=4&mask=causal")
+    page.goto(server + "/?heads=4&mask=causal&view=head")
     wait_idle(page)
     names = set()
     for _ in range(60):
@@ -368,8 +368,15 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(server, page):
         names.add(page.evaluate("""() => { const e = document.activeElement;
             return (e.getAttribute('aria-label') || e.innerText || e.value || e.tagName).trim().slice(0, 40); }"""))
     joined = " | ".join(sorted(names))
-    for control in ("Heads", "Mask", "Window", "Seed", "Text", "All heads", "Head"):
+    for control in ("Heads", "Mask", "Window", "More settings", "Text", "All heads", "Head"):
         assert any(control in n for n in names), (control, joined)
+    # "More settings" opens with the keyboard, and what it holds takes focus too
+    page.get_by_role("switch", name="More settings").focus()
+    page.keyboard.press("Space")
+    page.get_by_label("Seed", exact=True).wait_for(timeout=30_000)
+    page.get_by_label("Seed", exact=True).focus()
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label') || ''").startswith("Seed")
+    wait_idle(page)
     # choose the mask with the keyboard only: focus it, open it, move down, confirm
     page.get_by_role("combobox", name="Mask", exact=True).focus()
     page.keyboard.press("ArrowDown")

@@ -17,6 +17,13 @@ MASK_NAMES = {"none": N_("none"), "causal": N_("causal"), "padding": N_("padding
               "causal+window": N_("causal+window")}
 
 
+def row(where=None, *, wrap: bool = True):
+    """Widgets side by side: one horizontal container (one element on the wire, where
+    ``st.columns(2)`` sends three: every element is a message the server handles).
+    ``wrap=False`` keeps a pair side by side in the narrow sidebar."""
+    return (where or st).container(horizontal=True, gap="small", wrap=wrap)
+
+
 def label_of(name: str) -> str:
     spec = SETTINGS[name].spec
     return _(spec.label) if spec.label else name

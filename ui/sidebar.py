@@ -11,11 +11,15 @@ from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
 from attnviz.models.registry import MODEL_LABELS, available_models, layer_count, model_kind
 from attnviz.views.registry import Page
-from attnviz.views.state import SETTINGS
-from ui.controls import MASK_NAMES, control
+from attnviz.views.state import DEFAULTS, SETTINGS
+from ui.controls import MASK_NAMES, control, row
+from ui.session import MORE
 
 LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",
             "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
+
+
+BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors")
 
 
 @st.cache_resource(show_spinner=False)
@@ -24,6 +28,22 @@ def _layer_count(model: str, stack: str) -> int:
         return layer_count(model, stack)
     except ModelError:
         return 1
+
+
+def more_settings(sb) -> bool:
+    """The "More settings" switch: the settings behind it are drawn only while it is on.
+
+    Every widget is a message the server makes and sends on every run (a class joining
+    at once waits for thirty runs of them), and these are the settings a lesson rarely
+    changes. It opens by itself when a link sets one of them, so a shared view shows the
+    knob that made it; closed, they keep their values (``ui.session`` keeps every setting).
+    It is about the sidebar, not the view, so links do not carry it.
+    """
+    ss = st.session_state
+    if MORE not in ss:
+        ss[MORE] = any(ss.get(name, getattr(DEFAULTS, name)) != getattr(DEFAULTS, name) for name in BEHIND_MORE)
+    return sb.toggle(_("More settings"), key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional "
+                                                         "encoding and the colour scale."))
 
 
 def sidebar(page: Page) -> None:
@@ -54,25 +74,26 @@ def sidebar(page: Page) -> None:
     random_only = _("(the random model only)") if pretrained else ""
     suffix = random_only if page.text else _("(text pages only)")
     off = pretrained or not page.text
-    c1, c2 = sb.columns(2)
-    control("d_model", c1, disabled=pretrained, suffix=random_only)
-    control("heads", c2, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
+    pair = row(sb, wrap=False)
+    control("d_model", pair, disabled=pretrained, suffix=random_only)
+    control("heads", pair, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
-    c1, c2 = sb.columns(2)
-    control("window", c1, disabled=not page.text)
-    control("pad_to", c2, disabled=not page.text)
+    pair = row(sb, wrap=False)
+    control("window", pair, disabled=not page.text)
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
     if ss.get("device") not in labels:
         ss["device"] = "cpu"
-    control("device", sb, options=list(labels), format_func=labels.get)
-    c1, c2 = sb.columns(2)
-    control("seed", c1, disabled=pretrained, suffix=random_only)
-    control("tokenize", c2, disabled=off, suffix=suffix)
-    control("dropout", sb, step=0.05, disabled=off, suffix=suffix)
-    control("projections", sb, disabled=off, suffix=suffix)
-    control("positional", sb, disabled=off, suffix=suffix)
-    control("colors", sb)
+    control("device", pair, options=list(labels), format_func=labels.get)
+    if more_settings(sb):
+        pair = row(sb, wrap=False)
+        control("seed", pair, disabled=pretrained, suffix=random_only)
+        control("pad_to", pair, disabled=not page.text)
+        control("tokenize", sb, disabled=off, suffix=suffix)
+        control("dropout", sb, step=0.05, disabled=off, suffix=suffix)
+        control("projections", sb, disabled=off, suffix=suffix)
+        control("positional", sb, disabled=off, suffix=suffix)
+        control("colors", sb)
     control("present", sb)
     # A setting declared with sidebar=True that the layout above does not place yet.
     for name, entry in SETTINGS.items():

@@ -6,13 +6,14 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
-from ui.controls import control
+from ui.controls import control, row
 
 
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
-                   with_head: bool = True) -> tuple[int, int]:
+                   with_head: bool = True, with_query: bool = True) -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``), their
-    options from the run; ``with_head=False`` for a page that shows every head at once."""
+    options from the run; ``with_head=False`` for a page that shows every head at once,
+    ``with_query=False`` for a view that reads no query."""
     H, L = result.heads, result.weights.shape[2]
     ss = st.session_state
     if not 0 <= ss.get("head", 0) < H:
@@ -20,9 +21,10 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None
     if not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
         ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
-    c1, c2, _spacer = st.columns([1, 2, 3])
-    h = control("head", c1, options=range(H)) if with_head else ss.get("head", 0)
-    q = control("query", c2, options=range(L), label=query_label, format_func=lambda i: f"{i}: {tokens[i]}")
+    pair = row() if with_head and with_query else st
+    h = control("head", pair, options=range(H), width=140) if with_head else ss.get("head", 0)
+    q = control("query", pair, options=range(L), label=query_label, format_func=lambda i: f"{i}: {tokens[i]}",
+                width=280) if with_query else ss["query"]
     return int(h), int(q)
 
 

@@ -42,6 +42,9 @@ INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and gra
 
 VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis")
 FIGURE_VIEWS = tuple(v for v in VIEWS if v != "table")  # views that are one figure
+# The selection each view reads besides the sentence: the explorer draws only these
+# widgets (the head grid, the mean and the output read neither).
+VIEW_PICKS = {"head": ("head",), "table": ("head",), "mask": ("head",), "query": ("query",)}
 VIEW_TITLES = {  # marked for translation; translated where shown
     "grid": N_("All heads"),
     "head": N_("One head"),
