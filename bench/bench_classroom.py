@@ -8,6 +8,10 @@ Plotly heatmap of the same size, bench/floor_app.py) runs in the same process an
 with the same settings, and each setup's ratios to the floor with as many sessions (the
 60-session setups: to the 30-session floor, as each replica serves 30) are printed too.
 
+Then joins alone (``--join-rounds``, 7): waves of 30 and of 100 sessions joining at once,
+alternately on the floor and on attnviz, their p50s' median and ratio; a single wave's
+ratio varies by ±25 % between runs on this machine, so the join target is read there.
+
 Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
 sessions, one replica killed midway, counting the sessions that could not go on
@@ -26,6 +30,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -153,9 +158,14 @@ class Server:
         else:
             cmd = [py, str(ROOT / "deploy" / "serve.py"), "--replicas", str(self.replicas), "--port", str(self.port),
                    "--bind", "127.0.0.1"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        self.log = tempfile.TemporaryFile()  # the server's output, read back if it fails to start
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        wait_healthy(self.base, self.proc)
+        try:
+            wait_healthy(self.base, self.proc)
+        except RuntimeError as e:
+            self.log.seek(0)
+            raise RuntimeError(f"{e} {self.log.read()[-2000:].decode(errors='replace')}") from None
         return self
 
     def pids(self) -> list[int]:
@@ -218,6 +228,44 @@ def run_setup(label: str, server: Server, n: int, *, seed: int, fault: bool = Fa
     return label, tally
 
 
+async def join_wave(base: str, n: int, seed: int) -> tuple[float, float]:
+    """n sessions join at once (page load, websocket, first run) and leave: (p50, max) seconds."""
+    start, joins = asyncio.Event(), []
+
+    async def one(i: int) -> None:
+        s = Session(base)
+        url = link(random.Random(seed * 1000 + i))
+        await start.wait()
+        t0 = time.perf_counter()
+        await s.connect()
+        r = await s.rerun(url)
+        joins.append(time.perf_counter() - t0)
+        if not r.ok:
+            raise RuntimeError(r.error or "join failed")
+        await s.close()
+
+    tasks = [asyncio.create_task(one(i)) for i in range(n)]
+    await asyncio.sleep(0.05)  # every session waits at the gate before any starts
+    start.set()
+    await asyncio.gather(*tasks)
+    return pct(joins, .5), max(joins)
+
+
+def join_rounds(n: int, rounds: int, seed: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Waves of n joins, alternately on the floor page and on attnviz (both servers up for
+    the whole run), so that each pair of waves meets the machine in the same state:
+    ([(p50, max)] of the floor, of attnviz)."""
+    floor, app = [], []
+    with Server("floor") as f, Server("app") as a:
+        for server in (f, a):
+            asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for both
+        for r in range(rounds):
+            for server, out in ((f, floor), (a, app)):
+                out.append(asyncio.run(join_wave(server.base, n, seed + r)))
+                time.sleep(0.5)
+    return floor, app
+
+
 def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -229,6 +277,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the floor and one process with 30 sessions")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--join-rounds", type=int, default=7,
+                    help="waves of joins per size for the join table, alternating floor and attnviz (0: none)")
     args = ap.parse_args()
     plan = [("floor page, 1 process", Server("floor"), 30, False),
             ("attnviz, 1 process", Server("app"), 30, False)]
@@ -264,6 +314,20 @@ def main() -> None:
               f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
         for e in sorted(set(t.errors))[:3]:
             print(f"  error: {e}", file=sys.stderr)
+    if args.join_rounds:
+        print()
+        print(f"Joins alone: {args.join_rounds} waves of sessions joining at once, alternately on the floor page "
+              "and on attnviz; the median of the waves' p50s, and each wave's ratio to the floor wave before it:")
+        print()
+        print("| sessions | floor join p50 | attnviz join p50 | attnviz join max | join p50 / floor | each wave |")
+        print("|---:|---:|---:|---:|---:|---|")
+        for n in (30,) if args.quick else (30, 100):
+            print(f"running: {args.join_rounds} waves of {n} joins ...", file=sys.stderr, flush=True)
+            floor, app = join_rounds(n, args.join_rounds, args.seed)
+            f50, a50 = statistics.median(p for p, _ in floor), statistics.median(p for p, _ in app)
+            each = " ".join(f"{a[0] / f[0]:.2f}" for f, a in zip(floor, app, strict=True))
+            print(f"| {n} | {f50:.3f} s | {a50:.3f} s | {statistics.median(m for _, m in app):.3f} s "
+                  f"| {a50 / f50:.2f} | {each} |", flush=True)
 
 
 if __name__ == "__main__":
