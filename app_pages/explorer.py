@@ -48,8 +48,9 @@ if not s.present:
 
 control("view", kind="segmented", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
 view = st.session_state.get("view") or "grid"
-if VIEW_PICKS.get(view):  # only the head or query this view reads (the grid reads neither)
-    widgets.head_and_query(result, s.seq, with_head="head" in VIEW_PICKS[view], with_query="query" in VIEW_PICKS[view])
+reads = VIEW_PICKS.get(view, ())  # only the head or query this view reads (the grid reads neither)
+if reads:
+    widgets.head_and_query(result, s.seq, with_head="head" in reads, with_query="query" in reads)
 s = session.current()
 
 

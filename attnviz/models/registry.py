@@ -22,7 +22,6 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from attnviz.i18n import N_, _
@@ -109,7 +108,7 @@ def model_kind(model: str) -> str:
     return _folder_kind(*key)
 
 
-@lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256)
 def _folder_kind(model: str, folder: str, stamp: int) -> str:
     path = Path(folder)
     if is_bert(path):
@@ -207,7 +206,7 @@ class Loading:
 
 _LOADED: OrderedDict[tuple, object] = OrderedDict()  # least recently used first
 _LOADING: dict[tuple, Loading] = {}
-_SIZES: dict[tuple, tuple[str, int]] = {}  # a loaded model's weight bytes
+_SIZES: dict[tuple, int] = {}  # a loaded model's weight bytes
 _LOCK = threading.RLock()  # guards the dicts; held only for moments
 _LOAD_ONE = threading.Lock()  # one model loads at a time, within the memory bound
 
@@ -258,7 +257,7 @@ def load(model: str, phase=lambda what: None):
             raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                              f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
         with _LOCK:  # room first, so the new one never sits beside what it replaces
-            while _LOADED and sum(m[1] for m in _SIZES.values()) + size > most:
+            while _LOADED and loaded_bytes() + size > most:
                 old, _model = _LOADED.popitem(last=False)
                 _SIZES.pop(old, None)
         name = model if model in MODELS or model in listed_models() else str(folder)
@@ -272,14 +271,14 @@ def load(model: str, phase=lambda what: None):
             loaded = HFModel.from_folder(name, folder, phase)
         with _LOCK:
             _LOADED[key] = loaded
-            _SIZES[key] = (model, size)
+            _SIZES[key] = size
         return loaded
 
 
 def loaded_bytes() -> int:
     """The weight bytes of every model loaded now."""
     with _LOCK:
-        return sum(size for _model, size in _SIZES.values())
+        return sum(_SIZES.values())
 
 
 def load_in_background(model: str) -> Loading | None:
