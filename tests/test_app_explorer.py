@@ -230,22 +230,40 @@ def test_a_frozen_figures_json_is_made_once_and_is_plotlys_own():
     fig = view_figure(compute(AttentionConfig(text="the cat sat")), DEFAULTS.with_(text="the cat sat"))
     want = C._to_json(fig.to_dict(), validate=False)
     frozen = C.freeze(fig)
-    assert frozen.to_dict().json == want and pio.to_json(frozen.to_dict(), validate=False) is frozen.to_dict().json
+    assert json.loads(frozen.to_dict().json) == json.loads(want)  # what Plotly would send, made without its encoder
+    assert pio.to_json(frozen.to_dict(), validate=False) is frozen.to_dict().json
     at = app("?text=the+cat+sat&view=grid")  # what the page sends is that JSON
     no_errors(at)
     assert json.loads(at.get("plotly_chart")[0].proto.spec) == json.loads(want)
 
 
 @pytest.mark.parametrize("view", ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"])
-def test_the_cheap_plain_dict_is_plotlys_to_dict(view):
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_cheap_plain_dict_and_its_json_are_plotlys_own(view, theme):
     from attnviz import compute
     from attnviz.views.explorer import view_figure
+    from attnviz.views.selection import style_for
     from attnviz.views.state import DEFAULTS
     from ui import compute as C
 
     state = DEFAULTS.with_(text="the cat sat on the mat", view=view)
-    fig = view_figure(compute(state.config), state)
-    assert C.plain_dict(fig) == fig.to_dict()
+    fig = view_figure(compute(state.config), state, style=style_for(state, theme=theme))
+    plain = C.plain_dict(fig)
+    assert plain == fig.to_dict()
+    # The JSON reuses a template encoded once per theme: the two themes must not mix up.
+    assert json.loads(C.spec_json(plain)) == json.loads(C._to_json(fig.to_dict(), validate=False))
+
+
+def test_a_spec_with_nan_or_numpy_scalars_still_gets_plotlys_strict_json():
+    import numpy as np
+
+    from ui import compute as C
+
+    spec = {"data": [{"type": "heatmap", "zmin": np.float32(0.5), "zmax": float("nan")}], "layout": {"height": 300}}
+    text = C.spec_json(spec)
+    assert "NaN" not in text  # strict JSON, as Plotly writes it: NaN becomes null
+    assert json.loads(text) == json.loads(C._to_json(spec, validate=False))
+    assert json.loads(text)["data"][0]["zmax"] is None
 
 
 def test_more_settings_are_drawn_only_when_on_and_keep_their_values():

@@ -13,6 +13,7 @@ keyed on plain values (a config, a view, a style):
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import astuple
@@ -112,7 +113,7 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     array as base64, and describing it reads every cell. The dict is shared read-only
     (Streamlit only serialises it)."""
     frozen = FrozenSpec(plain_dict(fig))
-    frozen.json = _to_json(frozen, validate=False)
+    frozen.json = spec_json(frozen)
     object.__setattr__(fig, "to_dict", lambda: frozen)
     object.__setattr__(fig, "_attnviz_alt", (alt or describe_figure)(fig))
     return fig
@@ -131,14 +132,53 @@ def _containers(x):
 
 def plain_dict(fig) -> dict:
     """``fig.to_dict()`` without its deep copy of every array: ``convert_to_base64`` only
-    replaces arrays inside the dicts it is given, so copying the containers is enough."""
+    replaces arrays inside the dicts it is given, so copying the containers is enough.
+    The template (hundreds of small dicts, no arrays) is shared with the figure, not
+    walked: the frozen dict is only read."""
     from _plotly_utils.utils import convert_to_base64
 
     if fig._frame_objs:
         return fig.to_dict()
-    out = {"data": _containers(fig._data), "layout": _containers(fig._layout)}
+    layout = {k: _containers(v) for k, v in fig._layout.items() if k != "template"}
+    out = {"data": _containers(fig._data), "layout": layout}
     convert_to_base64(out)
+    if "template" in fig._layout:
+        layout["template"] = fig._layout["template"]
     return out
+
+
+_TEMPLATE_JSON: list[tuple[dict, str]] = []  # (template, its JSON): one per theme in use
+
+
+def _template_json(tpl: dict) -> str:
+    for known, text in _TEMPLATE_JSON:
+        if known == tpl:  # a comparison in C, far cheaper than encoding it again
+            return text
+    text = _plain_json(tpl)
+    if len(_TEMPLATE_JSON) < 8:
+        _TEMPLATE_JSON.append((tpl, text))
+    return text
+
+
+def _plain_json(obj) -> str:
+    """JSON by the standard library's C encoder; Plotly's own encoder (a Python pass over
+    every value) for what it cannot write: NumPy scalars, dates, or NaN and infinities,
+    which Plotly writes as null to keep the JSON strict."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return _to_json(obj, validate=False)
+
+
+def spec_json(spec: dict) -> str:
+    """A plain figure dict's JSON, equal to ``plotly.io.to_json``'s once parsed: its
+    template is encoded once per theme, the rest by the C encoder."""
+    layout = spec.get("layout", {})
+    if set(spec) - {"data", "layout"} or not isinstance(layout.get("template"), dict):
+        return _plain_json(spec)
+    rest = _plain_json({k: v for k, v in layout.items() if k != "template"})
+    layout_json = '{"template":' + _template_json(layout["template"]) + ("," + rest[1:] if rest != "{}" else "}")
+    return '{"data":' + _plain_json(spec.get("data", [])) + ',"layout":' + layout_json + "}"
 
 
 def style_key(style) -> tuple:
