@@ -21,6 +21,7 @@ with admission.page_run():
     pages = app_pages()
     current = st.navigation(list(pages.values()), expanded=True)  # every page listed, none behind "more"
     page = next(p for p in PAGES if pages[p.name] is current or pages[p.name].url_path == current.url_path)
+    session.keep(page.name)
     sidebar(page)
     session.write_url(session.current())
     session.show_url_warnings()

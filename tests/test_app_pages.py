@@ -253,3 +253,52 @@ def test_url_warnings_are_escaped_and_go_away_once_fixed():
 def test_teaching_pages_show_url_warnings_too():
     at = app("mask=sideways", page="app_pages/mask_lab.py")
     assert any('mask="sideways"' in shown(w.value) for w in at.warning)
+
+
+def test_a_pages_own_settings_wait_outside_the_session_state_while_another_page_runs():
+    from attnviz.views.state import NAMES
+    from ui.session import live_names
+
+    at = app("patch=4&heads=2", page="app_pages/image_patches.py")
+    no_errors(at)
+    assert at.number_input(key="patch").value == 4
+    at.switch_page("app_pages/explorer.py").run()
+    no_errors(at)
+    held = set(at.session_state._state._state.filtered_state) & set(NAMES)
+    # Only the explorer's settings are there: every widget call walks the whole session state.
+    assert "patch" not in held and held <= live_names("explorer") and "heads" in held
+    assert at.query_params["patch"] == "4"  # still in the link
+    at.switch_page("app_pages/image_patches.py").run()
+    no_errors(at)
+    assert at.number_input(key="patch").value == 4 and at.selectbox(key="heads").value == 2
+
+
+def test_every_widget_a_page_draws_is_a_setting_declared_for_that_page():
+    """``ui.controls.control`` refuses a setting the page's declarations leave out (it would
+    start from its own default, not the link's): every page, opened first, draws."""
+    from attnviz.views.registry import PAGES as ALL
+    from attnviz.views.state import NAMES
+    from ui.session import live_names
+
+    for page in ALL:
+        at = app("", page=f"app_pages/{page.script}")
+        no_errors(at)
+        held = set(at.session_state._state._state.filtered_state) & set(NAMES)
+        assert held <= live_names(page.name), page.name
+
+
+def test_a_widget_for_a_setting_its_page_does_not_declare_is_refused():
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        from ui import session
+        from ui.controls import control
+
+        session.load()
+        session.keep("explorer")
+        control("heads")  # a sidebar setting: kept everywhere
+        control("patch")  # the image page's: not kept on the explorer
+
+    at = AppTest.from_function(script, default_timeout=30).run()
+    assert [w.key for w in at.number_input] == ["heads"]  # drawn, from its kept value
+    assert at.exception and "is drawn on a page that its declaration" in "".join(at.exception[0].stack_trace)

@@ -26,6 +26,7 @@ from attnviz.inputs.audio import AUDIO_SAMPLES
 from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS, parse_edges
 from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
 from attnviz.inputs.text import check_text
+from attnviz.learn.train import PAGES as LEARN
 from attnviz.learn.train import LearnSettings
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
@@ -36,7 +37,6 @@ from attnviz.views.registry import VIEWS
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 LONG = ("long-sequences",)
-LEARN = ("watch-it-learn",)
 INPUTS = IMAGE + AUDIO + GRAPH
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
