@@ -35,9 +35,11 @@ PAGES = ("watch-it-learn",)  # the one page that trains
 class LearnSettings:
     layers: int = setting(2, url="learn_layers", pages=PAGES, lo=1, hi=limits.MAX_LEARN_LAYERS, label=N_("Layers"),
                           help=N_("Induction needs two: a previous-token head, then a prefix-matching head."))
-    heads: int = setting(2, url="learn_heads", pages=PAGES, lo=1, hi=limits.MAX_LEARN_HEADS, label=N_("Heads per layer"))
+    heads: int = setting(2, url="learn_heads", pages=PAGES, lo=1, hi=limits.MAX_LEARN_HEADS,
+                         label=N_("Heads per layer"))
     d_model: int = setting(32, url="learn_width", pages=PAGES, choices=limits.LEARN_WIDTHS, label=N_("Width"))
-    steps: int = setting(2000, url="learn_steps", pages=PAGES, lo=limits.LEARN_EVERY, hi=limits.MAX_LEARN_STEPS, label=N_("Steps"))
+    steps: int = setting(2000, url="learn_steps", pages=PAGES, lo=limits.LEARN_EVERY, hi=limits.MAX_LEARN_STEPS,
+                         label=N_("Steps"))
     lr: float = setting(3e-3, url="learn_lr", pages=PAGES, lo=1e-5, hi=0.1, label=N_("Learning rate"))
     seed: int = setting(0, url="learn_seed", pages=PAGES, lo=0, hi=limits.MAX_SEED, label=N_("Seed"))
     task: str = setting("induction", url="learn_task", pages=PAGES, choices=TASKS, label=N_("Task"),
