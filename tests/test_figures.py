@@ -132,3 +132,18 @@ def test_verify_figure_shows_where_differences_sit():
     assert heads.marker.color[1] == rows.marker.color[2] == "#d62728"  # over the threshold: red
     assert heads.marker.color[0] == rows.marker.color[0] != "#d62728"
     assert min(heads.y) > 0  # zeros drawn at a floor on the log axis, never NaN
+
+
+@pytest.mark.parametrize("words", [5, 300])  # 300 tokens: max-pooled to the grid's cells
+def test_the_grids_shared_labels_give_each_head_its_own_data(words):
+    from dataclasses import asdict
+
+    from attnviz.plots.data import grid_data, head_data
+
+    r = compute(AttentionConfig(text=" ".join(f"w{i % 7}" for i in range(words)), num_heads=4, mask="causal"))
+    shared = grid_data(r, 0)
+    for h, d in enumerate(shared):
+        alone = head_data(r, 0, h, max_cells=F.DEFAULT_MAX_CELLS)
+        np.testing.assert_array_equal(d.z, alone.z)
+        assert {k: v for k, v in asdict(d).items() if k != "z"} == {k: v for k, v in asdict(alone).items() if k != "z"}
+    assert shared[0].pooled == (1 if words == 5 else 4)

@@ -5,7 +5,7 @@ check them; drawing is elsewhere. Long texts are max-pooled to stay light in a b
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -80,8 +80,16 @@ def head_data(result: AttentionResult, n: int = 0, h: int = 0, *,
 
 def grid_data(result: AttentionResult, n: int = 0, *,
               max_cells: int | None = DEFAULT_MAX_CELLS) -> list[HeatmapData]:
-    """One ``HeatmapData`` per head, pooled when the text is long."""
-    return [head_data(result, n, h, max_cells=max_cells) for h in range(result.weights.shape[1])]
+    """One ``HeatmapData`` per head, pooled when the text is long. Every head has the same
+    rows and columns: their labels are made once and shared."""
+    first = head_data(result, n, 0, max_cells=max_cells)
+    out = [first]
+    for h in range(1, result.weights.shape[1]):
+        z = np.asarray(result.weights[n, h].numpy(), dtype=np.float32)  # (L, S)
+        if first.pooled > 1:
+            z, _block = max_pool(z, max_cells)
+        out.append(replace(first, z=z, title=_("head {h}").format(h=h), notes=list(first.notes)))
+    return out
 
 
 def mean_data(result: AttentionResult, n: int = 0, *,

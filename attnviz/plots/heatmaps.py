@@ -81,13 +81,20 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     head = np.full((R, C), -1, dtype=np.int8 if H < 128 else np.int16)  # which block each cell shows
     x_raw, y_raw = ["\u2007"] * C, ["\u2007"] * R  # gaps: a figure space, blank but not empty
     annotations = []
+    plain: dict[int, list[str]] = {}  # the heads of one text share their label lists: strip each once
+
+    def plain_labels(labels: list[str]) -> list[str]:
+        if id(labels) not in plain:
+            plain[id(labels)] = [plain_label(t) for t in labels]
+        return plain[id(labels)]
+
     for i, d in enumerate(data):
         r, c = divmod(i, cols)
         y0, x0 = r * (L + gap_y), c * (S + gap_x)
         z[y0:y0 + L, x0:x0 + S] = d.z
         head[y0:y0 + L, x0:x0 + S] = i
-        x_raw[x0:x0 + S] = [plain_label(t) for t in d.x]
-        y_raw[y0:y0 + L] = [plain_label(t) for t in d.y]
+        x_raw[x0:x0 + S] = plain_labels(d.x)
+        y_raw[y0:y0 + L] = plain_labels(d.y)
         annotations.append({"text": d.title, "x": x0 + (S - 1) / 2, "y": y0 - 0.5, "xref": "x", "yref": "y",
                             "xanchor": "center", "yanchor": "bottom", "showarrow": False,
                             "font": {"size": style.font_size + 1}})
