@@ -8,9 +8,11 @@ Plotly heatmap of the same size, bench/floor_app.py) runs in the same process an
 with the same settings, and each setup's ratios to the floor with as many sessions (the
 60-session setups: to the 30-session floor, as each replica serves 30) are printed too.
 
-Then joins alone (``--join-rounds``, 7): waves of 30 and of 100 sessions joining at once,
-alternately on the floor and on attnviz, their p50s' median and ratio; a single wave's
-ratio varies by ±25 % between runs on this machine, so the join target is read there.
+Then joins alone (``--join-rounds``, 7): rounds of 30 and of 100 sessions joining at once
+on the floor, on a second floor server and on attnviz, their p50s' median and ratio. A
+single wave's ratio varies by ±25 % between runs on this machine, so the join target is
+read from the median; the second floor shows what the ratio reads between two identical
+servers.
 
 Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
@@ -251,19 +253,21 @@ async def join_wave(base: str, n: int, seed: int) -> tuple[float, float]:
     return pct(joins, .5), max(joins)
 
 
-def join_rounds(n: int, rounds: int, seed: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """Waves of n joins, alternately on the floor page and on attnviz (both servers up for
-    the whole run), so that each pair of waves meets the machine in the same state:
-    ([(p50, max)] of the floor, of attnviz)."""
-    floor, app = [], []
-    with Server("floor") as f, Server("app") as a:
-        for server in (f, a):
-            asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for both
+def join_rounds(n: int, rounds: int, seed: int) -> dict[str, list[tuple[float, float]]]:
+    """Waves of n joins on three servers, up for the whole run: the floor page, a second
+    floor page (what the ratio reads between two identical servers: its noise) and
+    attnviz. Each round visits the three in a rotated order, so that no server always
+    follows the same one: {"floor" | "floor again" | "attnviz": [(p50, max)] per round}."""
+    out: dict[str, list[tuple[float, float]]] = {"floor": [], "floor again": [], "attnviz": []}
+    with Server("floor") as f, Server("floor") as f2, Server("app") as a:
+        servers = list(zip(out, (f, f2, a), strict=True))
+        for _name, server in servers:
+            asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for each
         for r in range(rounds):
-            for server, out in ((f, floor), (a, app)):
-                out.append(asyncio.run(join_wave(server.base, n, seed + r)))
+            for name, server in servers[r % 3:] + servers[:r % 3]:
+                out[name].append(asyncio.run(join_wave(server.base, n, seed + r)))  # the same links for each
                 time.sleep(0.5)
-    return floor, app
+    return out
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -316,19 +320,22 @@ def main() -> None:
             print(f"  error: {e}", file=sys.stderr)
     if args.join_rounds:
         print()
-        print(f"Joins alone: {args.join_rounds} waves of sessions joining at once, alternately on the floor page "
-              "and on attnviz; the median of the waves' p50s, and each wave's ratio to the floor wave before it:")
+        print(f"Joins alone: {args.join_rounds} rounds of sessions joining at once on the floor page, on a second "
+              "floor server and on attnviz (the same links for each, in a rotated order); the median of the rounds' "
+              "p50s, and each round's ratio to that round's floor. The second floor's ratio is what the measure "
+              "reads between two identical servers:")
         print()
-        print("| sessions | floor join p50 | attnviz join p50 | attnviz join max | join p50 / floor | each wave |")
-        print("|---:|---:|---:|---:|---:|---|")
+        print("| sessions | server | join p50 | join max | join p50 / floor | each round |")
+        print("|---:|---|---:|---:|---:|---|")
         for n in (30,) if args.quick else (30, 100):
-            print(f"running: {args.join_rounds} waves of {n} joins ...", file=sys.stderr, flush=True)
-            floor, app = join_rounds(n, args.join_rounds, args.seed)
-            f50, a50 = statistics.median(p for p, _ in floor), statistics.median(p for p, _ in app)
-            each = " ".join(f"{a[0] / f[0]:.2f}" for f, a in zip(floor, app, strict=True))
-            print(f"| {n} | {f50:.3f} s | {a50:.3f} s | {statistics.median(m for _, m in app):.3f} s "
-                  f"| {a50 / f50:.2f} | {each} |", flush=True)
-
+            print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
+            waves = join_rounds(n, args.join_rounds, args.seed)
+            f50 = statistics.median(p for p, _ in waves["floor"])
+            for name, got in waves.items():
+                p50 = statistics.median(p for p, _ in got)
+                each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
+                print(f"| {n} | {name} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
+                      f"| {p50 / f50:.2f} | {each} |", flush=True)
 
 if __name__ == "__main__":
     main()
