@@ -282,16 +282,22 @@ def test_more_settings_are_drawn_only_when_on_and_keep_their_values():
     np.testing.assert_array_equal(z(grid_heads(figures(at)[0])[1]), r.weights[0, 1].numpy())
 
 
-@pytest.mark.parametrize("query, opened", [("seed=4", True), ("colors=Magma", True), ("positional=0", True),
-                                           ("heads=2&mask=none", False)])
-def test_a_link_that_sets_a_setting_behind_more_opens_it(query, opened):
+@pytest.mark.parametrize("query, named", [("seed=4", "Seed 4"), ("colors=Magma", "Colour scale Magma"),
+                                          ("positional=0", "Positional encoding off"), ("heads=2&mask=none", None)])
+def test_a_link_that_sets_a_setting_behind_more_names_it_there(query, named):
     from ui.session import MORE
 
     at = app(query)
-    assert at.toggle(key=MORE).value is opened
-    if opened:
+    no_errors(at)
+    assert at.toggle(key=MORE).value is False  # closed: one caption, not seven widgets
+    assert not [w for w in at.number_input if w.key in ("seed", "pad_to")]
+    captions = [c.value for c in at.sidebar.caption]
+    assert any(named in c for c in captions) if named else not any("Set behind it" in c for c in captions)
+    if named:  # and the link's value is what runs
+        more_settings(at)
         name = query.split("=")[0]
         assert any(w.key == name for w in [*at.number_input, *at.selectbox, *at.toggle])
+        assert not any("Set behind it" in c.value for c in at.sidebar.caption)  # open, the widgets say it
 
 
 @pytest.mark.parametrize("view, picks", [("grid", set()), ("mean", set()), ("output", set()), ("head", {"head"}),

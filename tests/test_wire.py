@@ -4,8 +4,8 @@ browser (tests/stclient.py), against the app as `make run` serves it.
 Every element is a message the server makes, queues and sends on each run, and a class
 joining at once waits for thirty first runs of them (docs/serving.md). The explorer's first
 run sends 27 messages (50 before the sidebar's pairs shared one container and the rarely
-changed settings went behind "More settings"; a link that sets one of those draws them,
-and sends more). The budget below leaves room for a few, so a change that adds many
+changed settings went behind "More settings"; a link that sets one of those adds one
+caption that names it). The budget below leaves room for a few, so a change that adds many
 elements to every first run is a decision, not an accident.
 """
 
@@ -60,7 +60,8 @@ def _messages(base: str, query: str) -> int:
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("query", ["", "heads=8&mask=causal", "view=head&head=2", "view=query&query=1"])
+@pytest.mark.parametrize("query", ["", "heads=8&mask=causal", "view=head&head=2", "view=query&query=1",
+                                   "seed=7&dropout=0.1&colors=Magma"])  # behind More settings: named, not drawn
 def test_the_explorers_first_run_stays_within_its_message_budget(server, query):
     assert _messages(server, query) <= FIRST_RUN_MESSAGES
 

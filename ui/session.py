@@ -37,7 +37,7 @@ _PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mo
 _URL = "_attnviz_url"  # the query string this session last parsed or wrote
 _WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
 _KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widget
-MORE = "_attnviz_more"  # the sidebar's "More settings" switch: decided again for each new link
+MORE = "_attnviz_more"  # the sidebar's "More settings" switch: closed again for each new link
 
 
 def load() -> None:
@@ -57,7 +57,7 @@ def load() -> None:
         ss[_WARNINGS] = [(w, values[w.name]) for w in warnings]
         ss[_URL] = url
         ss[_PRESENT_AT_LOAD] = state.present
-        ss.pop(MORE, None)  # ui.sidebar opens it when this link sets what is behind it
+        ss.pop(MORE, None)  # a new link starts with "More settings" closed (ui.sidebar names what it set)
     set_language(str(ss.get("lang") or (ss.get(_KNOWN) or DEFAULTS.values())["lang"]))
 
 

@@ -12,7 +12,8 @@ from attnviz.models.base import ModelError
 from attnviz.models.registry import MODEL_LABELS, available_models, layer_count, model_kind
 from attnviz.views.registry import Page
 from attnviz.views.state import DEFAULTS, SETTINGS
-from ui.controls import MASK_NAMES, control, row
+from ui.controls import MASK_NAMES, control, label_of, row
+from ui.safe import md
 from ui.session import MORE
 
 LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",
@@ -30,20 +31,36 @@ def _layer_count(model: str, stack: str) -> int:
         return 1
 
 
+def set_behind_more(ss) -> list[str]:
+    """The settings behind "More settings" that differ from their defaults, as
+    "label value" (a link's seed, an earlier change of the colour scale)."""
+    out = []
+    for name in BEHIND_MORE:
+        value, default = ss.get(name, getattr(DEFAULTS, name)), getattr(DEFAULTS, name)
+        if value != default:
+            shown = (_("on") if value else _("off")) if isinstance(value, bool) else str(value)
+            out.append(f"{label_of(name)} {shown}")
+    return out
+
+
 def more_settings(sb) -> bool:
     """The "More settings" switch: the settings behind it are drawn only while it is on.
 
     Every widget is a message the server makes and sends on every run (a class joining
     at once waits for thirty runs of them), and these are the settings a lesson rarely
-    changes. It opens by itself when a link sets one of them, so a shared view shows the
-    knob that made it; closed, they keep their values (``ui.session`` keeps every setting).
-    It is about the sidebar, not the view, so links do not carry it.
+    changes. Closed, it names those that a link or an earlier change set, in one caption
+    rather than their seven widgets (a class whose links each carry a seed drew all of
+    them on every join), and they keep their values (``ui.session`` keeps every setting).
+    A new link starts with it closed; it is about the sidebar, not the view, so links do
+    not carry it.
     """
-    ss = st.session_state
-    if MORE not in ss:
-        ss[MORE] = any(ss.get(name, getattr(DEFAULTS, name)) != getattr(DEFAULTS, name) for name in BEHIND_MORE)
-    return sb.toggle(_("More settings"), key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional "
-                                                         "encoding and the colour scale."))
+    on = sb.toggle(_("More settings"), key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional "
+                                                        "encoding and the colour scale."))
+    if not on:
+        chosen = set_behind_more(st.session_state)
+        if chosen:
+            sb.caption(_("Set behind it: {settings}").format(settings=md(" · ".join(chosen))))
+    return on
 
 
 def sidebar(page: Page) -> None:
