@@ -56,7 +56,7 @@ s = session.current()
 
 def show(v: str) -> None:
     fig = compute.figure(view_key(s, v), lambda: view_figure(result, s, v),
-                         alt=lambda f: view_description(result, s, v, f))
+                         alt=lambda f: view_description(result, s, v, f), plain=True)
     compute.chart(fig, key=f"chart_{v}", filename=file_stem(s, v, result))
 
 

@@ -20,12 +20,19 @@ sessions, one replica killed midway, counting the sessions that could not go on
 after reconnecting (and how long they took).
 
     python bench/bench_classroom.py [--quick]
+    python bench/bench_classroom.py --joins-only --against ../base   # a change against its base
+
+``--against DIR`` adds another checkout of attnviz (a git worktree of a change's base) to
+the join rounds: its waves meet the machine in the same states as this checkout's, so the
+median of the rounds' ratios between the two is the change's effect, read far more
+precisely than the two ratios to the floor taken apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -145,8 +152,8 @@ async def classroom(base: str, n: int, *, seed: int, reconnect: bool = False, du
 class Server:
     """One of the setups, started and stopped around a run."""
 
-    def __init__(self, kind: str, replicas: int = 1) -> None:
-        self.kind, self.replicas = kind, replicas
+    def __init__(self, kind: str, replicas: int = 1, root: Path = ROOT) -> None:
+        self.kind, self.replicas, self.root = kind, replicas, root  # root: the checkout an "app" serves
         self.port = free_port_block(replicas)
         self.base = f"http://127.0.0.1:{self.port}"
 
@@ -161,7 +168,8 @@ class Server:
             cmd = [py, str(ROOT / "deploy" / "serve.py"), "--replicas", str(self.replicas), "--port", str(self.port),
                    "--bind", "127.0.0.1"]
         self.log = tempfile.TemporaryFile()  # the server's output, read back if it fails to start
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(cmd, cwd=self.root if self.kind == "app" else ROOT, stdout=self.log,
+                                     stderr=subprocess.STDOUT,
                                      start_new_session=True)
         try:
             wait_healthy(self.base, self.proc)
@@ -253,18 +261,23 @@ async def join_wave(base: str, n: int, seed: int) -> tuple[float, float]:
     return pct(joins, .5), max(joins)
 
 
-def join_rounds(n: int, rounds: int, seed: int) -> dict[str, list[tuple[float, float]]]:
-    """Waves of n joins on three servers, up for the whole run: the floor page, a second
-    floor page (what the ratio reads between two identical servers: its noise) and
-    attnviz. Each round visits the three in a rotated order, so that no server always
-    follows the same one: {"floor" | "floor again" | "attnviz": [(p50, max)] per round}."""
-    out: dict[str, list[tuple[float, float]]] = {"floor": [], "floor again": [], "attnviz": []}
-    with Server("floor") as f, Server("floor") as f2, Server("app") as a:
-        servers = list(zip(out, (f, f2, a), strict=True))
+def join_rounds(n: int, rounds: int, seed: int, against: Path | None = None) -> dict[str, list[tuple[float, float]]]:
+    """Waves of n joins on servers up for the whole run: the floor page, a second floor
+    page (what the ratio reads between two identical servers: its noise), attnviz and,
+    with ``against``, attnviz from that other checkout. Each round visits them in a
+    rotated order, so that no server always follows the same one:
+    {"floor" | "floor again" | "attnviz" | "against": [(p50, max)] per round}."""
+    kinds = {"floor": Server("floor"), "floor again": Server("floor"), "attnviz": Server("app")}
+    if against is not None:
+        kinds["against"] = Server("app", root=against)
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    with contextlib.ExitStack() as stack:
+        servers = [(name, stack.enter_context(server)) for name, server in kinds.items()]
         for _name, server in servers:
             asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for each
         for r in range(rounds):
-            for name, server in servers[r % 3:] + servers[:r % 3]:
+            k = r % len(servers)
+            for name, server in servers[k:] + servers[:k]:
                 out[name].append(asyncio.run(join_wave(server.base, n, seed + r)))  # the same links for each
                 time.sleep(0.5)
     return out
@@ -282,60 +295,78 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="only the floor and one process with 30 sessions")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--join-rounds", type=int, default=7,
-                    help="waves of joins per size for the join table, alternating floor and attnviz (0: none)")
+                    help="rounds of joins per size for the join table, on the floor and attnviz (0: none)")
+    ap.add_argument("--joins-only", action="store_true", help="only the join table (no classroom setups)")
+    ap.add_argument("--against", type=Path, metavar="DIR",
+                    help="another checkout of attnviz (e.g. a git worktree of a change's base) that joins in the "
+                         "same rounds: its row, and each round's ratio of this checkout to it")
     args = ap.parse_args()
-    plan = [("floor page, 1 process", Server("floor"), 30, False),
-            ("attnviz, 1 process", Server("app"), 30, False)]
-    if not args.quick:
-        plan += [("floor page, 1 process", Server("floor"), 100, False),
-                 ("attnviz, 1 process", Server("app"), 100, False),
-                 ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
-                 ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
-    print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
-    costs = {name: rerun_cost(Server(kind)) for name, kind in (("floor page", "floor"), ("explorer", "app"))}
-    print("| page | rerun that recomputes | rerun that changes only the head | KiB per rerun |")
-    print("|---|---:|---:|---:|")
-    for name, (new, view, size) in costs.items():
-        print(f"| {name} | {new * 1e3:.1f} ms | {view * 1e3:.1f} ms | {size / 1024:,.0f} |", flush=True)
-    print()
-    rows = []
-    for label, server, n, fault in plan:
-        print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
-        rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
-    floors = {n: t for n, label, t in rows if label.startswith("floor")}  # each setup against the floor's
-    print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
-          "| peak RSS | join p50 / floor | edit p95 / floor |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, label, t in rows:
-        floor = floors.get(n, rows[0][2])  # the floor with as many sessions (else the first one)
-        extra = ""
-        if t.reconnects or t.lost:
-            extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
-        print(f"| {label}{extra} | {n} | {pct(t.joins, .5):.2f} s | {max(t.joins, default=float('nan')):.2f} s "
-              f"| {pct(t.edits, .5):.3f} s | {pct(t.edits, .95):.3f} s | {max(t.edits, default=float('nan')):.2f} s "
-              f"| {statistics.mean(t.bytes) / 1024 if t.bytes else 0:,.0f} | {len(t.errors)} "
-              f"| {t.peak_rss / 2**20:,.0f} MiB | {pct(t.joins, .5) / pct(floor.joins, .5):.2f} "
-              f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
-        for e in sorted(set(t.errors))[:3]:
-            print(f"  error: {e}", file=sys.stderr)
+    if args.against is not None and not (args.against / "ui" / "server.py").is_file():
+        sys.exit(f"bench_classroom: {args.against} is not a checkout of attnviz (no ui/server.py)")
+    if not args.joins_only:
+        plan = [("floor page, 1 process", Server("floor"), 30, False),
+                ("attnviz, 1 process", Server("app"), 30, False)]
+        if not args.quick:
+            plan += [("floor page, 1 process", Server("floor"), 100, False),
+                     ("attnviz, 1 process", Server("app"), 100, False),
+                     ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
+                     ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
+        print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
+        costs = {name: rerun_cost(Server(kind)) for name, kind in (("floor page", "floor"), ("explorer", "app"))}
+        print("| page | rerun that recomputes | rerun that changes only the head | KiB per rerun |")
+        print("|---|---:|---:|---:|")
+        for name, (new, view, size) in costs.items():
+            print(f"| {name} | {new * 1e3:.1f} ms | {view * 1e3:.1f} ms | {size / 1024:,.0f} |", flush=True)
+        print()
+        rows = []
+        for label, server, n, fault in plan:
+            print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
+            rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
+        floors = {n: t for n, label, t in rows if label.startswith("floor")}  # each setup against the floor's
+        print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
+              "| peak RSS | join p50 / floor | edit p95 / floor |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n, label, t in rows:
+            floor = floors.get(n, rows[0][2])  # the floor with as many sessions (else the first one)
+            extra = ""
+            if t.reconnects or t.lost:
+                extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
+            print(f"| {label}{extra} | {n} | {pct(t.joins, .5):.2f} s | {max(t.joins, default=float('nan')):.2f} s "
+                  f"| {pct(t.edits, .5):.3f} s | {pct(t.edits, .95):.3f} s "
+                  f"| {max(t.edits, default=float('nan')):.2f} s "
+                  f"| {statistics.mean(t.bytes) / 1024 if t.bytes else 0:,.0f} | {len(t.errors)} "
+                  f"| {t.peak_rss / 2**20:,.0f} MiB | {pct(t.joins, .5) / pct(floor.joins, .5):.2f} "
+                  f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
+            for e in sorted(set(t.errors))[:3]:
+                print(f"  error: {e}", file=sys.stderr)
     if args.join_rounds:
         print()
         print(f"Joins alone: {args.join_rounds} rounds of sessions joining at once on the floor page, on a second "
-              "floor server and on attnviz (the same links for each, in a rotated order); the median of the rounds' "
-              "p50s, and each round's ratio to that round's floor. The second floor's ratio is what the measure "
-              "reads between two identical servers:")
+              "floor server and on attnviz" + (f" and on attnviz at {args.against}" if args.against else "") +
+              " (the same links for each, in a rotated order); the median of the rounds' p50s, and each round's "
+              "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
+              "identical servers:")
         print()
         print("| sessions | server | join p50 | join max | join p50 / floor | each round |")
         print("|---:|---|---:|---:|---:|---|")
+        paired = []
         for n in (30,) if args.quick else (30, 100):
             print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
-            waves = join_rounds(n, args.join_rounds, args.seed)
+            waves = join_rounds(n, args.join_rounds, args.seed, args.against)
             f50 = statistics.median(p for p, _ in waves["floor"])
             for name, got in waves.items():
                 p50 = statistics.median(p for p, _ in got)
                 each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
-                print(f"| {n} | {name} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
+                label = f"attnviz at {args.against}" if name == "against" else name
+                print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
                       f"| {p50 / f50:.2f} | {each} |", flush=True)
+            if "against" in waves:
+                ratios = [a[0] / b[0] for a, b in zip(waves["attnviz"], waves["against"], strict=True)]
+                paired.append((n, statistics.median(ratios), ratios))
+        for n, mid, ratios in paired:
+            print(f"\n{n} sessions, this checkout's join p50 over {args.against}'s, round by round: median "
+                  f"{mid:.3f} ({' '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -254,6 +254,25 @@ def test_the_cheap_plain_dict_and_its_json_are_plotlys_own(view, theme):
     assert json.loads(C.spec_json(plain)) == json.loads(C._to_json(fig.to_dict(), validate=False))
 
 
+@pytest.mark.parametrize("view", ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"])
+@pytest.mark.parametrize("words", [6, 700])  # 700 tokens: the long-text figures (an image, pooled grid)
+def test_a_view_built_as_plain_dicts_sends_what_its_go_figure_would(view, words):
+    from attnviz.plots.style import PlainFigure, plain_figures
+    from attnviz.views.explorer import view_figure
+    from attnviz.views.state import DEFAULTS
+    from ui import compute as C
+
+    state = DEFAULTS.with_(text=" ".join(f"w{i % 9}" for i in range(words)), view=view, heads=2)
+    result = compute(state.config)
+    with plain_figures():
+        plain = view_figure(result, state)
+    fig = view_figure(result, state)
+    assert isinstance(plain, PlainFigure) and not isinstance(fig, PlainFigure)
+    assert C.plain_dict(plain) == C.plain_dict(fig) == fig.to_dict()
+    assert C.plain_dict(plain) == C.plain_dict(plain)  # reading it leaves the builder's dicts as they were
+    assert json.loads(C.freeze(plain).to_dict().json) == json.loads(C.freeze(fig).to_dict().json)
+
+
 def test_a_spec_with_nan_or_numpy_scalars_still_gets_plotlys_strict_json():
     import numpy as np
 

@@ -26,6 +26,7 @@ from attnviz.analysis.describe import describe_figure
 from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import _
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
+from attnviz.plots.style import PlainFigure, plain_figures
 
 _budget = cache_budget_bytes()
 RESULTS = ByteBudgetCache(_budget * 3 // 4)
@@ -101,10 +102,18 @@ def guard(fn: Callable):
     raise AssertionError("unreachable")  # st.stop() raises
 
 
-def figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None):
+def figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None, plain: bool = False):
     """A figure built once per ``key`` (plain values: config, view, selection, style),
-    with its text alternative (``alt(fig)``, or one generated from the figure)."""
-    return FIGURES.get_or_compute(key, lambda: freeze(build(), alt))
+    with its text alternative (``alt(fig)``, or one generated from the figure).
+    ``plain``: the builder returns ``attnviz.plots.style.figure(...)`` as it is, so it can
+    be built as plain dicts (``plain_figures``), without a ``go.Figure``'s copies."""
+    def made():
+        if not plain:
+            return build()
+        with plain_figures():
+            return build()
+
+    return FIGURES.get_or_compute(key, lambda: freeze(made(), alt))
 
 
 def freeze(fig, alt: Callable[[object], str] | None = None):
@@ -137,13 +146,17 @@ def plain_dict(fig) -> dict:
     walked: the frozen dict is only read."""
     from _plotly_utils.utils import convert_to_base64
 
-    if fig._frame_objs:
+    if isinstance(fig, PlainFigure):  # the builder's own dicts, read, never changed
+        data, source = _containers(fig.to_dict()["data"]), fig.to_dict()["layout"]
+    elif fig._frame_objs:
         return fig.to_dict()
-    layout = {k: _containers(v) for k, v in fig._layout.items() if k != "template"}
-    out = {"data": _containers(fig._data), "layout": layout}
+    else:
+        data, source = _containers(fig._data), fig._layout
+    layout = {k: _containers(v) for k, v in source.items() if k != "template"}
+    out = {"data": data, "layout": layout}
     convert_to_base64(out)
-    if "template" in fig._layout:
-        layout["template"] = fig._layout["template"]
+    if "template" in source:
+        layout["template"] = source["template"]
     return out
 
 

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.basedatatypes import BaseFigure
 
 COLOR_SCALES = ("Viridis", "Cividis", "Magma", "Blues", "Greys", "Hot")  # first: colour-blind safe
 
@@ -115,8 +119,38 @@ def template(theme: str) -> dict:
     return _TEMPLATE_CACHE[name]
 
 
+class PlainFigure(BaseFigure):
+    """A figure kept as the plain dicts its builder wrote (``plain_figures``): for a server
+    that only serialises it. ``st.plotly_chart`` reads nothing but ``to_dict()``; anything
+    else a ``go.Figure`` offers (``.layout``, ``update_layout``) is not there."""
+
+    def __init__(self, data: list[dict], layout: dict) -> None:  # no BaseFigure.__init__: no copies
+        object.__setattr__(self, "_spec", {"data": data, "layout": layout})
+
+    def to_dict(self) -> dict:
+        return self._spec
+
+
+_PLAIN: ContextVar[bool] = ContextVar("attnviz_plain_figures", default=False)
+
+
+@contextmanager
+def plain_figures() -> Iterator[None]:
+    """Within it, ``figure`` returns a ``PlainFigure``: wrapping a builder's dicts in a
+    ``go.Figure`` deep-copies them, every label and the theme's template included
+    (0.44 ms of a grid's 0.77), for a page that only sends the figure on. For builders
+    that return ``figure(...)`` as it is (not one that adds to it afterwards)."""
+    token = _PLAIN.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN.reset(token)
+
+
 def figure(data: list[dict], layout: dict) -> go.Figure:
     """Wrap plain trace and layout dicts without re-validating them (see the module doc)."""
+    if _PLAIN.get():
+        return PlainFigure(data, layout)
     return go.Figure(data=data, layout=layout, _validate=False)
 
 
