@@ -325,3 +325,14 @@ def test_each_view_draws_only_the_head_or_query_it_reads(view, picks):
     at = app(f"view={view}&heads=4")
     no_errors(at)
     assert {w.key for w in at.selectbox if w.key in ("head", "query")} == picks
+
+
+def test_a_result_cached_for_one_language_gives_another_session_its_own_words():
+    """Thirty students share a result; its notes are words, so a session in English must
+    not get the notes that a session in Chinese computed a moment before."""
+    zh = app("lang=zh&text=a+b+c&mask=window&window=9")  # the window covers the whole text: a note says so
+    en = app("lang=en&text=a+b+c&mask=window&window=9")
+    no_errors(zh)
+    no_errors(en)
+    assert any("窗口" in i.value for i in zh.info)
+    assert any("The window (9) covers the whole text" in i.value for i in en.info)

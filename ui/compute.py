@@ -24,7 +24,7 @@ import streamlit as st
 from attnviz import AttentionConfig, AttentionResult, compute
 from attnviz.analysis.describe import describe_figure
 from attnviz.cache import ByteBudgetCache
-from attnviz.i18n import _
+from attnviz.i18n import _, language
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 from attnviz.plots.style import PlainFigure, plain_figures
 
@@ -62,12 +62,16 @@ def _compute(config: AttentionConfig) -> AttentionResult:
 
 
 def cached_result(config: AttentionConfig) -> AttentionResult:
-    """The (shared, read-only) result of ``config``; raises what ``compute`` raises."""
-    return RESULTS.get_or_compute(("result", config), lambda: _compute(config))
+    """The (shared, read-only) result of ``config``; raises what ``compute`` raises.
+
+    Keyed by the page's language too: a result's notes are written in the language of the
+    session that computed it, and a session in another language must not get them."""
+    return RESULTS.get_or_compute(("result", config, language()), lambda: _compute(config))
 
 
 def cached(key: Hashable, build: Callable, *, limited: bool = True):
-    """Any other derived value (verification, gradients), cached with the results.
+    """Any other derived value (verification, gradients), cached with the results (and,
+    as they may hold words, by language).
 
     ``limited``: count the build against the concurrent-run limit (for heavy work).
     """
@@ -77,7 +81,7 @@ def cached(key: Hashable, build: Callable, *, limited: bool = True):
         with _RUNS:
             return build()
 
-    return RESULTS.get_or_compute(key, run)
+    return RESULTS.get_or_compute((key, language()), run)
 
 
 def run(config: AttentionConfig) -> AttentionResult:
