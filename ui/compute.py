@@ -13,9 +13,10 @@ keyed on plain values (a config, a view, a style):
 
 from __future__ import annotations
 
+import contextvars
 import json
-import threading
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple
 
 import plotly.io as pio
@@ -53,12 +54,19 @@ def _to_json_once(fig, validate=True, pretty=False, remove_uids=True, engine=Non
 
 
 pio.to_json = _to_json_once
-_RUNS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
+# The computations run on long-lived worker threads, MAX_CONCURRENT_RUNS at most, not on
+# the page's own thread: Streamlit gives every session's run a new thread, and torch sets
+# up each new thread that runs an op (its OpenMP team, its caches) once more.
+_RUNS = ThreadPoolExecutor(MAX_CONCURRENT_RUNS, thread_name_prefix="attnviz-run")
+
+
+def _on_worker(fn: Callable, *args):
+    """``fn(*args)`` on a worker, in this run's context (its language): its value, or its exception."""
+    return _RUNS.submit(contextvars.copy_context().run, fn, *args).result()
 
 
 def _compute(config: AttentionConfig) -> AttentionResult:
-    with _RUNS:
-        return compute(config)
+    return _on_worker(compute, config)
 
 
 def cached_result(config: AttentionConfig) -> AttentionResult:
@@ -75,13 +83,7 @@ def cached(key: Hashable, build: Callable, *, limited: bool = True):
 
     ``limited``: count the build against the concurrent-run limit (for heavy work).
     """
-    def run():
-        if not limited:
-            return build()
-        with _RUNS:
-            return build()
-
-    return RESULTS.get_or_compute((key, language()), run)
+    return RESULTS.get_or_compute((key, language()), (lambda: _on_worker(build)) if limited else build)
 
 
 def run(config: AttentionConfig) -> AttentionResult:
