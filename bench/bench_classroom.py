@@ -290,6 +290,75 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def print_setups(args: argparse.Namespace) -> None:
+    """The rerun cost and the classroom table: every setup with its edits."""
+    plan = [("floor page, 1 process", Server("floor"), 30, False),
+            ("attnviz, 1 process", Server("app"), 30, False)]
+    if not args.quick:
+        plan += [("floor page, 1 process", Server("floor"), 100, False),
+                 ("attnviz, 1 process", Server("app"), 100, False),
+                 ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
+                 ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
+    print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
+    costs = {name: rerun_cost(Server(kind)) for name, kind in (("floor page", "floor"), ("explorer", "app"))}
+    print("| page | rerun that recomputes | rerun that changes only the head | KiB per rerun |")
+    print("|---|---:|---:|---:|")
+    for name, (new, view, size) in costs.items():
+        print(f"| {name} | {new * 1e3:.1f} ms | {view * 1e3:.1f} ms | {size / 1024:,.0f} |", flush=True)
+    print()
+    rows = []
+    for label, server, n, fault in plan:
+        print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
+        rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
+    floors = {n: t for n, label, t in rows if label.startswith("floor")}  # each setup against the floor's
+    print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
+          "| peak RSS | join p50 / floor | edit p95 / floor |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, label, t in rows:
+        floor = floors.get(n, rows[0][2])  # the floor with as many sessions (else the first one)
+        extra = ""
+        if t.reconnects or t.lost:
+            extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
+        print(f"| {label}{extra} | {n} | {pct(t.joins, .5):.2f} s | {max(t.joins, default=float('nan')):.2f} s "
+              f"| {pct(t.edits, .5):.3f} s | {pct(t.edits, .95):.3f} s "
+              f"| {max(t.edits, default=float('nan')):.2f} s "
+              f"| {statistics.mean(t.bytes) / 1024 if t.bytes else 0:,.0f} | {len(t.errors)} "
+              f"| {t.peak_rss / 2**20:,.0f} MiB | {pct(t.joins, .5) / pct(floor.joins, .5):.2f} "
+              f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
+        for e in sorted(set(t.errors))[:3]:
+            print(f"  error: {e}", file=sys.stderr)
+
+
+def print_join_rounds(args: argparse.Namespace) -> None:
+    """The table of joins alone (and, with --against, the change against its base)."""
+    print()
+    print(f"Joins alone: {args.join_rounds} rounds of sessions joining at once on the floor page, on a second "
+          "floor server and on attnviz" + (f" and on attnviz at {args.against}" if args.against else "") +
+          " (the same links for each, in a rotated order); the median of the rounds' p50s, and each round's "
+          "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
+          "identical servers:")
+    print()
+    print("| sessions | server | join p50 | join max | join p50 / floor | each round |")
+    print("|---:|---|---:|---:|---:|---|")
+    paired = []
+    for n in (30,) if args.quick else (30, 100):
+        print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
+        waves = join_rounds(n, args.join_rounds, args.seed, args.against)
+        f50 = statistics.median(p for p, _ in waves["floor"])
+        for name, got in waves.items():
+            p50 = statistics.median(p for p, _ in got)
+            each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
+            label = f"attnviz at {args.against}" if name == "against" else name
+            print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
+                  f"| {p50 / f50:.2f} | {each} |", flush=True)
+        if "against" in waves:
+            ratios = [a[0] / b[0] for a, b in zip(waves["attnviz"], waves["against"], strict=True)]
+            paired.append((n, statistics.median(ratios), ratios))
+    for n, mid, ratios in paired:
+        print(f"\n{n} sessions, this checkout's join p50 over {args.against}'s, round by round: median "
+              f"{mid:.3f} ({' '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="only the floor and one process with 30 sessions")
@@ -304,68 +373,9 @@ def main() -> None:
     if args.against is not None and not (args.against / "ui" / "server.py").is_file():
         sys.exit(f"bench_classroom: {args.against} is not a checkout of attnviz (no ui/server.py)")
     if not args.joins_only:
-        plan = [("floor page, 1 process", Server("floor"), 30, False),
-                ("attnviz, 1 process", Server("app"), 30, False)]
-        if not args.quick:
-            plan += [("floor page, 1 process", Server("floor"), 100, False),
-                     ("attnviz, 1 process", Server("app"), 100, False),
-                     ("attnviz, make serve (2 replicas)", Server("serve", 2), 60, False),
-                     ("attnviz, 2 replicas, one killed at 8 s", Server("serve", 2), 60, True)]
-        print("One rerun, one session alone (64 tokens × 8 heads, p50 of 30):", file=sys.stderr)
-        costs = {name: rerun_cost(Server(kind)) for name, kind in (("floor page", "floor"), ("explorer", "app"))}
-        print("| page | rerun that recomputes | rerun that changes only the head | KiB per rerun |")
-        print("|---|---:|---:|---:|")
-        for name, (new, view, size) in costs.items():
-            print(f"| {name} | {new * 1e3:.1f} ms | {view * 1e3:.1f} ms | {size / 1024:,.0f} |", flush=True)
-        print()
-        rows = []
-        for label, server, n, fault in plan:
-            print(f"running: {label}, {n} sessions ...", file=sys.stderr, flush=True)
-            rows.append((n, *run_setup(label, server, n, seed=args.seed, fault=fault)))
-        floors = {n: t for n, label, t in rows if label.startswith("floor")}  # each setup against the floor's
-        print("| setup | sessions | join p50 | join max | edit p50 | edit p95 | edit max | KiB per rerun | errors "
-              "| peak RSS | join p50 / floor | edit p95 / floor |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for n, label, t in rows:
-            floor = floors.get(n, rows[0][2])  # the floor with as many sessions (else the first one)
-            extra = ""
-            if t.reconnects or t.lost:
-                extra = f" ({len(t.reconnects)} reconnected, max {max(t.reconnects, default=0):.1f} s; {t.lost} lost)"
-            print(f"| {label}{extra} | {n} | {pct(t.joins, .5):.2f} s | {max(t.joins, default=float('nan')):.2f} s "
-                  f"| {pct(t.edits, .5):.3f} s | {pct(t.edits, .95):.3f} s "
-                  f"| {max(t.edits, default=float('nan')):.2f} s "
-                  f"| {statistics.mean(t.bytes) / 1024 if t.bytes else 0:,.0f} | {len(t.errors)} "
-                  f"| {t.peak_rss / 2**20:,.0f} MiB | {pct(t.joins, .5) / pct(floor.joins, .5):.2f} "
-                  f"| {pct(t.edits, .95) / pct(floor.edits, .95):.2f} |", flush=True)
-            for e in sorted(set(t.errors))[:3]:
-                print(f"  error: {e}", file=sys.stderr)
+        print_setups(args)
     if args.join_rounds:
-        print()
-        print(f"Joins alone: {args.join_rounds} rounds of sessions joining at once on the floor page, on a second "
-              "floor server and on attnviz" + (f" and on attnviz at {args.against}" if args.against else "") +
-              " (the same links for each, in a rotated order); the median of the rounds' p50s, and each round's "
-              "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
-              "identical servers:")
-        print()
-        print("| sessions | server | join p50 | join max | join p50 / floor | each round |")
-        print("|---:|---|---:|---:|---:|---|")
-        paired = []
-        for n in (30,) if args.quick else (30, 100):
-            print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
-            waves = join_rounds(n, args.join_rounds, args.seed, args.against)
-            f50 = statistics.median(p for p, _ in waves["floor"])
-            for name, got in waves.items():
-                p50 = statistics.median(p for p, _ in got)
-                each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
-                label = f"attnviz at {args.against}" if name == "against" else name
-                print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
-                      f"| {p50 / f50:.2f} | {each} |", flush=True)
-            if "against" in waves:
-                ratios = [a[0] / b[0] for a, b in zip(waves["attnviz"], waves["against"], strict=True)]
-                paired.append((n, statistics.median(ratios), ratios))
-        for n, mid, ratios in paired:
-            print(f"\n{n} sessions, this checkout's join p50 over {args.against}'s, round by round: median "
-                  f"{mid:.3f} ({' '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+        print_join_rounds(args)
 
 
 if __name__ == "__main__":

@@ -153,7 +153,8 @@ def plain_dict(fig) -> dict:
     from _plotly_utils.utils import convert_to_base64
 
     if isinstance(fig, PlainFigure):  # the builder's own dicts, read, never changed
-        data, source = _containers(fig.to_dict()["data"]), fig.to_dict()["layout"]
+        spec = fig.to_dict()
+        data, source = _containers(spec["data"]), spec["layout"]
     elif fig._frame_objs:
         return fig.to_dict()
     else:

@@ -36,7 +36,8 @@ def set_behind_more(ss) -> list[str]:
     "label value" (a link's seed, an earlier change of the colour scale)."""
     out = []
     for name in BEHIND_MORE:
-        value, default = ss.get(name, getattr(DEFAULTS, name)), getattr(DEFAULTS, name)
+        default = getattr(DEFAULTS, name)
+        value = ss.get(name, default)
         if value != default:
             shown = (_("on") if value else _("off")) if isinstance(value, bool) else str(value)
             out.append(f"{label_of(name)} {shown}")

@@ -59,12 +59,15 @@ def _block_labels(n: int, block: int) -> list[str]:
     return [f"{i}–{min(i + block, n) - 1}" for i in range(0, n, block)]
 
 
+def _cells(z, max_cells: int | None) -> tuple[np.ndarray, int]:
+    """A (rows, cols) matrix as float32, max-pooled to ``max_cells`` when given: (z, block)."""
+    z = np.asarray(z, dtype=np.float32)
+    return max_pool(z, max_cells) if max_cells is not None else (z, 1)
+
+
 def matrix_data(z, rows: list[str], cols: list[str], title: str, max_cells: int | None,
                  **kw) -> HeatmapData:
-    z = np.asarray(z, dtype=np.float32)
-    block = 1
-    if max_cells is not None:
-        z, block = max_pool(z, max_cells)
+    z, block = _cells(z, max_cells)
     if block > 1:
         x, y = _block_labels(len(cols), block), _block_labels(len(rows), block)
         return HeatmapData(z, x, y, title, pooled=block, notes=[pooling_note(len(rows), len(cols), block)], **kw)
@@ -85,9 +88,7 @@ def grid_data(result: AttentionResult, n: int = 0, *,
     first = head_data(result, n, 0, max_cells=max_cells)
     out = [first]
     for h in range(1, result.weights.shape[1]):
-        z = np.asarray(result.weights[n, h].numpy(), dtype=np.float32)  # (L, S)
-        if first.pooled > 1:
-            z, _block = max_pool(z, max_cells)
+        z, _block = _cells(result.weights[n, h].numpy(), max_cells)  # (L, S), pooled as the first
         out.append(replace(first, z=z, title=_("head {h}").format(h=h), notes=list(first.notes)))
     return out
 
