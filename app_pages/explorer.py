@@ -26,8 +26,6 @@ from ui.controls import control, row
 from ui.safe import md
 
 s = session.current()
-if not s.present:
-    st.title(_("Attention explorer"))
 result = compute.run(s.config)
 clamped, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
@@ -42,9 +40,12 @@ tokens = result.tokens[s.seq]
 if not s.present:
     shapes = " → ".join(f"{name} {tuple(shape)}" for name, shape in result.shapes().items())
     ms = sum(result.timings_ms.values())
-    st.caption(_("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight.") + "  \n" +
-               _("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
-                   shapes=shapes, device=result.device, ms=f"{ms:.1f}"))
+    widgets.header(_("Attention explorer"),
+                   _("softmax(QKᵀ/√d_k + M)·V, per head — hover a cell for its query, key and weight."),
+                   _("**Shapes** {shapes} · device **{device}** · {ms} ms").format(
+                       shapes=shapes, device=result.device, ms=f"{ms:.1f}"),
+                   _("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
+                     "copy it to share this exact view."))
 
 control("view", kind="segmented", format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
 view = st.session_state.get("view") or "grid"
@@ -173,7 +174,6 @@ if predicted and not s.present:
                       key="gen_all", filename=file_stem(s, "generated", result))
 
 if not s.present:
-    st.divider()
     files = row()
     files.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result),
                           file_name=file_stem(s, "weights", result) + ".csv", mime="text/csv", on_click="ignore",
@@ -181,5 +181,3 @@ if not s.present:
     files.download_button(_("Run (JSON)"), data=lambda: run_json(result),
                           file_name=file_stem(s, "run", result) + ".json", mime="application/json",
                           on_click="ignore", key="dl_json", icon=":material/download:")
-    files.caption(_("Each chart's toolbar (camera icon) saves it as PNG. The address bar holds every setting: "
-                 "copy it to share this exact view."))

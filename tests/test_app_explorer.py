@@ -143,9 +143,38 @@ def test_invalid_url_parameters_warn_and_fall_back(query, name):
 
 
 def test_cuda_link_on_a_cpu_machine_says_so():
+    from attnviz.core.devices import available_devices
+
     at = app("device=cuda&heads=2")
     assert any("running on cpu" in w for w in warnings_shown(at))
-    assert at.selectbox(key="device").value == "cpu"
+    assert at.session_state["device"] == "cpu"
+    devices = [w for w in at.sidebar.selectbox if w.key == "device"]
+    if len(available_devices()) == 1:  # no choice to make: no widget, and the caption names the device
+        assert not devices
+        assert "device **cpu**" in at.markdown[0].value
+    else:
+        assert devices[0].value == "cpu"
+
+
+@pytest.mark.parametrize("mask, page, drawn", [("causal", None, False), ("window", None, True),
+                                               ("causal%2Bwindow", None, True), ("none", "long_sequences", True)])
+def test_the_window_is_drawn_only_where_it_changes_something(mask, page, drawn):
+    at = app(f"mask={mask}&window=2&text=a+b+c+d", page=None if page is None else f"app_pages/{page}.py",
+             timeout=120)
+    no_errors(at)
+    assert bool([w for w in at.sidebar.number_input if w.key == "window"]) is drawn
+    assert _qp(at, "window") == "2"  # drawn or not, the link keeps it
+    if drawn:
+        at.sidebar.number_input(key="window").set_value(1).run()
+        assert _qp(at, "window") == "1"
+
+
+def test_the_explorer_heads_its_page_with_one_element():
+    at = app("heads=2")
+    no_errors(at)
+    head = at.markdown[0].value
+    assert head.startswith("# Attention explorer") and "softmax" in head and "camera icon" in head
+    assert not at.title and not at.main.caption and not at.get("divider")
 
 
 @pytest.mark.parametrize(
@@ -308,15 +337,18 @@ def test_a_link_that_sets_a_setting_behind_more_names_it_there(query, named):
 
     at = app(query)
     no_errors(at)
-    assert at.toggle(key=MORE).value is False  # closed: one caption, not seven widgets
+    switch = at.toggle(key=MORE)
+    assert switch.value is False  # closed: its label names them, not seven widgets
     assert not [w for w in at.number_input if w.key in ("seed", "pad_to")]
-    captions = [c.value for c in at.sidebar.caption]
-    assert any(named in c for c in captions) if named else not any("Set behind it" in c for c in captions)
+    assert not at.sidebar.caption
+    assert (named in switch.label) if named else switch.label == "More settings"
     if named:  # and the link's value is what runs
         more_settings(at)
         name = query.split("=")[0]
         assert any(w.key == name for w in [*at.number_input, *at.selectbox, *at.toggle])
-        assert not any("Set behind it" in c.value for c in at.sidebar.caption)  # open, the widgets say it
+        assert at.toggle(key=MORE).label == "More settings"  # open, the widgets say it
+        at.toggle(key=MORE).set_value(False).run()  # the label changed twice: the switch kept its state
+        assert at.toggle(key=MORE).value is False and named in at.toggle(key=MORE).label
 
 
 @pytest.mark.parametrize("view, picks", [("grid", set()), ("mean", set()), ("output", set()), ("head", {"head"}),

@@ -108,7 +108,7 @@ def test_an_unknown_language_falls_back_to_english_with_an_escaped_warning():
     no_errors(at)
     (w,) = at.warning
     assert "\\[fr\\]" in w.value and "using English" in shown(w.value)
-    assert at.title[0].value == "Attention explorer"
+    assert at.markdown[0].value.startswith("# Attention explorer")
 
 
 def test_the_cli_draws_chinese_titles(tmp_path):

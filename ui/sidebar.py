@@ -49,19 +49,20 @@ def more_settings(sb) -> bool:
 
     Every widget is a message the server makes and sends on every run (a class joining
     at once waits for thirty runs of them), and these are the settings a lesson rarely
-    changes. Closed, it names those that a link or an earlier change set, in one caption
+    changes. Closed, its own label names those that a link or an earlier change set,
     rather than their seven widgets (a class whose links each carry a seed drew all of
-    them on every join), and they keep their values (``ui.session`` keeps every setting).
+    them on every join) or a caption (one more message); they keep their values
+    (``ui.session`` keeps every setting). The toggle's identity is its key, so a label
+    that changes keeps its state.
     A new link starts with it closed; it is about the sidebar, not the view, so links do
     not carry it.
     """
-    on = sb.toggle(_("More settings"), key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional "
-                                                        "encoding and the colour scale."))
-    if not on:
-        chosen = set_behind_more(st.session_state)
-        if chosen:
-            sb.caption(_("Set behind it: {settings}").format(settings=md(" · ".join(chosen))))
-    return on
+    chosen = [] if st.session_state.get(MORE) else set_behind_more(st.session_state)
+    label = _("More settings")
+    if chosen:
+        label += " · " + _("set: {settings}").format(settings=md(" · ".join(chosen)))
+    return sb.toggle(label, key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional encoding and "
+                                             "the colour scale."))
 
 
 def sidebar(page: Page) -> None:
@@ -96,13 +97,19 @@ def sidebar(page: Page) -> None:
     control("d_model", pair, disabled=pretrained, suffix=random_only)
     control("heads", pair, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
-    pair = row(sb, wrap=False)
-    control("window", pair, disabled=not page.text)
+    # Only a widget that can change something is drawn (each is a message on every run):
+    # the window for a window mask (or a page that reads it anyway), the device only where
+    # there is a choice (the explorer's caption names the device either way).
+    windowed = page.window or "window" in str(ss.get("mask", ""))
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
     if ss.get("device") not in labels:
         ss["device"] = "cpu"
-    control("device", pair, options=list(labels), format_func=labels.get)
+    pair = row(sb, wrap=False) if windowed and len(labels) > 1 else sb
+    if windowed:
+        control("window", pair, disabled=not page.text)
+    if len(labels) > 1:
+        control("device", pair, options=list(labels), format_func=labels.get)
     if more_settings(sb):
         pair = row(sb, wrap=False)
         control("seed", pair, disabled=pretrained, suffix=random_only)

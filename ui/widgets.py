@@ -9,6 +9,19 @@ from attnviz.run.result import AttentionResult
 from ui.controls import control, row
 
 
+def header(title: str, *notes: str) -> None:
+    """A page's title and the small grey notes under it, as one Markdown element.
+
+    ``st.title`` and ``st.caption`` would be two: every element is a message that the
+    server makes and sends on every run, and a class joining at once waits for thirty
+    runs of them (docs/benchmarks.md: ten captions made a bare page's join 1.35× slower).
+    Each note is Markdown, as a caption's would be, inside ``:small[:gray[…]]``: its
+    square brackets must pair (a link's do; ``ui.safe.md`` escapes a user's).
+    """
+    small = "\n\n".join(f":small[:gray[{note}]]" for note in notes if note)
+    st.markdown(f"# {title}" + (f"\n\n{small}" if small else ""))
+
+
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
                    with_head: bool = True, with_query: bool = True) -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``), their

@@ -18,6 +18,7 @@ class Page:
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
     modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
+    window: bool = False  # reads the sidebar's window whatever the mask (elsewhere only a window mask does)
 
 
 PAGES = (
@@ -33,7 +34,7 @@ PAGES = (
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
          modality=True),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
-    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed"),
+    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False),
 )
