@@ -18,10 +18,11 @@ from ui.controls import control
 PICKLES = ["pt", "pth", "bin", "pkl", "pickle"]  # accepted by the uploader only to be refused with a reason
 
 s = session.current()
-st.title(_("Your attention"))
-st.caption(_("Attention weights computed anywhere — a Hugging Face model with output_attentions=True, TransformerLens, "
-             "your own code — saved with attnviz.save_attention(path, attention, tokens) as .safetensors or .npz, "
-             "then seen here with every view of the explorer. Never a pickle: those run code when loaded."))
+widgets.header(_("Your attention"),
+               _("Attention weights computed anywhere — a Hugging Face model with output_attentions=True, "
+                 "TransformerLens, your own code — saved with attnviz.save_attention(path, attention, tokens) as "
+                 ".safetensors or .npz, then seen here with every view of the explorer. Never a pickle: those run "
+                 "code when loaded."))
 upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz", *PICKLES],
                                 key="attention_upload",
                                 help=_("Up to the server's upload limit. Not part of the link."))

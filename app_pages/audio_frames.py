@@ -11,10 +11,10 @@ from ui.controls import control
 from ui.safe import md
 
 s = session.current()
-st.title(_("Audio frames"))
-st.caption(_("The sound is cut into frames; the log-magnitude spectrum of each (torch.stft) is projected to d_model "
-             "and given a position. The same multi-head attention then runs over the frames: a repeated sound can "
-             "attend to its earlier self."))
+widgets.header(_("Audio frames"),
+               _("The sound is cut into frames; the log-magnitude spectrum of each (torch.stft) is projected to "
+                 "d_model and given a position. The same multi-head attention then runs over the frames: a repeated "
+                 "sound can attend to its earlier self."))
 source, read = widgets.upload_or_sample(
     _("Your own sound (WAV)"), ["wav"], "audio_upload",
     _("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."), "audio_sample", I.read_wav)

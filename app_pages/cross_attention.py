@@ -11,9 +11,9 @@ from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-st.title(_("Cross-attention"))
-st.caption(_("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
-             "(the encoder side). Weights have shape L_target × S_source per head."))
+widgets.header(_("Cross-attention"),
+               _("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
+                 "(the encoder side). Weights have shape L_target × S_source per head."))
 control("source", kind="text_area", height=80)
 s = session.current()
 if s.model != "random" and s.cross_config().model == "random":

@@ -9,10 +9,10 @@ from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-st.title(_("Graph nodes"))
-st.caption(_("Each node is a token: a seeded embedding plus its degree. With the adjacency matrix (plus self-loops) "
-             "as the mask, a node attends only to its neighbours and itself — graph attention. With no mask it "
-             "attends to every node, for contrast."))
+widgets.header(_("Graph nodes"),
+               _("Each node is a token: a seeded embedding plus its degree. With the adjacency matrix (plus "
+                 "self-loops) as the mask, a node attends only to its neighbours and itself — graph attention. With "
+                 "no mask it attends to every node, for contrast."))
 c1, c2 = st.columns([1, 2])
 control("graph", c1, disabled=bool(str(st.session_state.get("edges", "")).strip()))
 control("edges", c2, placeholder="0-1, 1-2, 2-0")

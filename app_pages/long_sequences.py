@@ -10,14 +10,14 @@ from attnviz.core.efficient import attention_memory
 from attnviz.i18n import _, fixed
 from attnviz.views import longseq as V
 from attnviz.views.selection import style_for
-from ui import compute, session
+from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-st.title(_("Long sequences"))
-st.caption(_("Attention holds an L × L matrix of weights per head: memory and time grow with L². Three ideas get "
-             "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
-             "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens."))
+widgets.header(_("Long sequences"),
+               _("Attention holds an L × L matrix of weights per head: memory and time grow with L². Three ideas get "
+                 "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
+                 "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens."))
 c1, c2, c3 = st.columns(3)
 control("length", c1, kind="slider", step=16)
 control("block_q", c2, step=16)

@@ -13,9 +13,9 @@ from ui.controls import MASK_NAMES, control
 from ui.safe import md
 
 s = session.current()
-st.title(_("Mask lab"))
-st.caption(_("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
-             "Every mask but 'none' also blocks [PAD] keys."))
+widgets.header(_("Mask lab"),
+               _("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
+                 "Every mask but 'none' also blocks [PAD] keys."))
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = mask_kinds(session.current())
 kinds = control("masks", kind="multiselect", options=MASK_KINDS, format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))

@@ -7,14 +7,14 @@ from attnviz.analysis.verify import verify
 from attnviz.i18n import _
 from attnviz.views.pages import verify_figure
 from attnviz.views.selection import style_for
-from ui import compute, session
+from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-st.title(_("Verify against PyTorch"))
-st.caption(_("The current settings run through torch.nn.MultiheadAttention (with this run's weights copied in) "
-             "and torch.nn.functional.scaled_dot_product_attention (with this run's per-head Q, K, V). "
-             "Pass: every max |difference| ≤ 1e-5 in float32."))
+widgets.header(_("Verify against PyTorch"),
+               _("The current settings run through torch.nn.MultiheadAttention (with this run's weights copied in) "
+                 "and torch.nn.functional.scaled_dot_product_attention (with this run's per-head Q, K, V). "
+                 "Pass: every max |difference| ≤ 1e-5 in float32."))
 control("float64")
 s = session.current()
 style = style_for(s)

@@ -9,15 +9,16 @@ from attnviz.learn.train import LENGTH, best, phase_change
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
 from attnviz.views.selection import style_for
-from ui import compute, session
+from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-st.title(_("Watch it learn"))
-st.caption(_("An attention-only transformer (embeddings, causal attention layers, no MLP) learns to continue random "
-             "tokens in which a block repeats. With two layers it forms an induction head — \"I saw this token before: "
-             "predict what followed it\" — suddenly, at a phase change in the loss (Olsson et al., 2022). One layer "
-             "cannot. Training runs in a worker process shared by everyone who opens the same settings."))
+widgets.header(_("Watch it learn"),
+               _("An attention-only transformer (embeddings, causal attention layers, no MLP) learns to continue "
+                 "random tokens in which a block repeats. With two layers it forms an induction head — \"I saw this "
+                 "token before: predict what followed it\" — suddenly, at a phase change in the loss (Olsson et al., "
+                 "2022). One layer cannot. Training runs in a worker process shared by everyone who opens the same "
+                 "settings."))
 cols = st.columns(4)
 for col, name in zip(cols, ("learn_layers", "learn_heads", "learn_width", "learn_task"), strict=True):
     control(name, col)

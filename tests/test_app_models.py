@@ -207,7 +207,7 @@ def test_a_weights_only_models_shapes_line_names_its_weights_not_empty_vectors(l
     assert r.shapes() == {"weights": (1, 4, 3, 3), "every layer's weights": (2, 1, 4, 3, 3)}
     at = app("?model=gpt2&text=the+cat+sat")
     no_errors(at)
-    line = next(c.value for c in at.caption if "Shapes" in c.value)
+    line = next(m.value for m in at.markdown if "Shapes" in m.value)
     assert "(2, 1, 4, 3, 3)" in line and ", 0)" not in line
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
 from ui.controls import control, row
+
+_UNESCAPED_BRACKET = re.compile(r"(?<!\\)([\[\]])")
 
 
 def header(title: str, *notes: str) -> None:
@@ -15,10 +19,12 @@ def header(title: str, *notes: str) -> None:
     ``st.title`` and ``st.caption`` would be two: every element is a message that the
     server makes and sends on every run, and a class joining at once waits for thirty
     runs of them (docs/benchmarks.md: ten captions made a bare page's join 1.35× slower).
-    Each note is Markdown, as a caption's would be, inside ``:small[:gray[…]]``: its
-    square brackets must pair (a link's do; ``ui.safe.md`` escapes a user's).
+    Each note is Markdown, as a caption's would be, inside ``:small[:gray[…]]``; its square
+    brackets ("[PAD]") are escaped so that none can end that early (so a note holds no
+    links), and those already escaped (``ui.safe.md``) are left as they are.
     """
-    small = "\n\n".join(f":small[:gray[{note}]]" for note in notes if note)
+    escaped = (_UNESCAPED_BRACKET.sub(r"\\\1", note) for note in notes if note)
+    small = "\n\n".join(f":small[:gray[{note}]]" for note in escaped)
     st.markdown(f"# {title}" + (f"\n\n{small}" if small else ""))
 
 
