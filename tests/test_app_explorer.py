@@ -157,7 +157,8 @@ def test_cuda_link_on_a_cpu_machine_says_so():
 
 
 @pytest.mark.parametrize("mask, page, drawn", [("causal", None, False), ("window", None, True),
-                                               ("causal%2Bwindow", None, True), ("none", "long_sequences", True)])
+                                               ("causal%2Bwindow", None, True), ("none", "long_sequences", True),
+                                               ("causal", "mask_lab", True), ("causal", "step_by_step", False)])
 def test_the_window_is_drawn_only_where_it_changes_something(mask, page, drawn):
     at = app(f"mask={mask}&window=2&text=a+b+c+d", page=None if page is None else f"app_pages/{page}.py",
              timeout=120)

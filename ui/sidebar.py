@@ -98,7 +98,7 @@ def sidebar(page: Page) -> None:
     control("heads", pair, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
     # Only a widget that can change something is drawn (each is a message on every run):
-    # the window for a window mask (or a page that reads it anyway), the device only where
+    # the window for a window mask (or on a page that reads it anyway: Page.window), the device only where
     # there is a choice (the explorer's caption names the device either way).
     windowed = page.window or "window" in str(ss.get("mask", ""))
     devices = available_devices()

@@ -18,13 +18,13 @@ class Page:
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
     modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
-    window: bool = False  # reads the sidebar's window whatever the mask (elsewhere only a window mask does)
+    window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
 
 
 PAGES = (
     Page("", "explorer", "explorer.py", N_("Explorer"), "search"),
     Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs"),
-    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on"),
+    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True),
     Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz"),
     Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified"),
     Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down"),
