@@ -52,11 +52,13 @@ class RandomLayer:
         x = inp.vectors()  # (N, L, E)
         if x.shape[-1] != self.width:
             raise ValueError(f"The input vectors have width {x.shape[-1]}, the model {self.width}.")
+        on_cpu = device.type == "cpu"  # the layer is drawn there: no Module.to walk (a torch call per tensor)
         with torch.no_grad():
-            module = self.module.to(device)
+            module = self.module if on_cpu else self.module.to(device)
             run = module.lean_steps if lean else module.steps
-            steps = run(x.to(device), None if source is None else source.vectors().to(device), None,
-                        None if mask is None else mask.to(device), dropout_p=dropout, generator=self.generator)
+            here = (lambda t: t) if on_cpu else (lambda t: None if t is None else t.to(device))
+            steps = run(here(x), None if source is None else here(source.vectors()), None, here(mask),
+                        dropout_p=dropout, generator=self.generator)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-        return ModelRun(steps, self.module.cpu(), x)
+        return ModelRun(steps, module if on_cpu else self.module.cpu(), x)

@@ -154,9 +154,16 @@ def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int
 
 
 def to_cpu(steps: MultiHeadSteps) -> MultiHeadSteps:
-    """Every tensor of ``steps`` on the CPU (a no-op there)."""
+    """Every tensor of ``steps`` on the CPU, detached (as they are already after a CPU run
+    under ``no_grad``: those are left alone, for every torch call lets another thread take
+    the GIL, and a class joining at once has the server's event loop waiting for it)."""
     a = steps.attention
-    mv = lambda t: None if t is None else t.detach().cpu()  # noqa: E731
+
+    def mv(t):
+        if t is None or (t.device.type == "cpu" and not t.requires_grad):
+            return t
+        return t.detach().cpu()
+
     att = type(a)(mv(a.scores), mv(a.scaled), mv(a.masked), mv(a.weights), mv(a.dropped),
                   mv(a.output), a.scale, mv(a.fully_masked_rows))
     return MultiHeadSteps(mv(steps.q), mv(steps.k), mv(steps.v), att, mv(steps.joined),
