@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.core.devices import available_devices
+from attnviz.core.masks import WINDOW_KINDS
 from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
@@ -98,9 +99,9 @@ def sidebar(page: Page) -> None:
     control("heads", pair, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
     # Only a widget that can change something is drawn (each is a message on every run):
-    # the window for a window mask (or on a page that reads it anyway: Page.window), the device only where
-    # there is a choice (the explorer's caption names the device either way).
-    windowed = page.window or "window" in str(ss.get("mask", ""))
+    # the window for a mask that reads it (or on a page that reads it anyway: Page.window),
+    # the device where there is a choice (the explorer's caption names the device either way).
+    windowed = page.window or ss.get("mask") in WINDOW_KINDS
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
     if ss.get("device") not in labels:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import torch
 
 MASK_KINDS = ("none", "causal", "padding", "window", "causal+window")
+WINDOW_KINDS = ("window", "causal+window")  # the kinds that read the window
 
 
 def _check_len(name: str, value: int) -> None:
@@ -107,7 +108,7 @@ def build_mask(
     mask: torch.Tensor | None = None
     if kind in ("causal", "causal+window"):
         mask = causal_mask(L, S, device=device)
-    if kind in ("window", "causal+window"):
+    if kind in WINDOW_KINDS:
         band = local_window_mask(L, window, S, device=device)
         mask = band if mask is None else mask & band  # (L, S)
     if lengths is not None:

@@ -56,9 +56,11 @@ class RandomLayer:
         with torch.no_grad():
             module = self.module if on_cpu else self.module.to(device)
             run = module.lean_steps if lean else module.steps
-            here = (lambda t: t) if on_cpu else (lambda t: None if t is None else t.to(device))
-            steps = run(here(x), None if source is None else here(source.vectors()), None, here(mask),
+            def here(t):  # on the run's device
+                return t if on_cpu or t is None else t.to(device)
+
+            steps = run(here(x), here(None if source is None else source.vectors()), None, here(mask),
                         dropout_p=dropout, generator=self.generator)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-        return ModelRun(steps, module if on_cpu else self.module.cpu(), x)
+        return ModelRun(steps, module if on_cpu else module.cpu(), x)

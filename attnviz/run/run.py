@@ -19,7 +19,7 @@ import torch
 
 from attnviz import limits
 from attnviz.core.devices import resolve_device
-from attnviz.core.masks import build_mask
+from attnviz.core.masks import WINDOW_KINDS, build_mask
 from attnviz.core.multihead import MultiHeadSteps
 from attnviz.i18n import _
 from attnviz.inputs.record import Input
@@ -141,7 +141,7 @@ def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int
                            "mask applies to the random model.").format(model=model.name, own=own))
         return build_mask(own, L, S, lengths=kv.lengths), own  # (N, 1, L, S) or (N, 1, 1, S)
     mask = build_mask(kind, L, S, window=window, lengths=kv.lengths if kv.padded else None)
-    if kind in ("window", "causal+window") and window >= max(L, S) - 1:
+    if kind in WINDOW_KINDS and window >= max(L, S) - 1:
         notes.append(_("The window ({w}) covers the whole text ({n} tokens), so it blocks nothing.").format(
             w=window, n=max(L, S)))
     if kv.padded and kind == "none":
