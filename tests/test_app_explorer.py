@@ -130,6 +130,20 @@ def test_url_restores_the_view():
     np.testing.assert_array_equal(z(heatmaps(head)[0]), r.weights[0, 1].numpy())
 
 
+def test_a_new_link_in_the_same_session_wins_over_every_value_it_had():
+    at = app("text=I+love+AI&heads=2&seed=5&view=head&head=1")
+    no_errors(at)
+    assert at.session_state["seed"] == 5 and at.session_state["view"] == "head"
+    at.query_params.clear()
+    at.query_params["text"] = "a new link"  # back/forward, or a link opened in this tab
+    at.query_params["heads"] = "8"
+    at.run()
+    no_errors(at)
+    assert at.selectbox(key="heads").value == 8 and at.text_area(key="text").value == "a new link"
+    assert at.session_state["seed"] == 0 and at.session_state["view"] == "grid"  # not this session's old values
+    assert at.query_params["seed"] in ("0", ["0"])
+
+
 @pytest.mark.parametrize(
     "query, name",
     [("heads=3", "heads"), ("device=cuda", "device"), ("mask=sideways", "mask"), ("window=-2", "window"),
@@ -301,6 +315,33 @@ def test_a_view_built_as_plain_dicts_sends_what_its_go_figure_would(view, words)
     assert C.plain_dict(plain) == C.plain_dict(fig) == fig.to_dict()
     assert C.plain_dict(plain) == C.plain_dict(plain)  # reading it leaves the builder's dicts as they were
     assert json.loads(C.freeze(plain).to_dict().json) == json.loads(C.freeze(fig).to_dict().json)
+
+
+def test_the_one_pass_encoding_leaves_what_plotlys_walk_would_on_every_kind_of_value():
+    import copy
+
+    import numpy as np
+    import pandas as pd
+    from _plotly_utils.utils import convert_to_base64
+
+    from ui import compute as C
+
+    z = np.arange(12, dtype=np.float32).reshape(3, 4)
+    spec = {"data": [
+        {"type": "heatmap", "z": z.T, "customdata": np.array([[1, -2], [3, 4]], dtype=np.int64),  # z.T: not contiguous
+         "x": ["a", "b", 3, None], "y": np.array([1.5, 2.5], dtype=">f8"),  # big-endian: Plotly leaves it an array
+         "text": [np.zeros(2, dtype=np.float32), "kept in a list"], "range": np.ones(2, dtype=np.float32),
+         "empty": np.zeros(0, dtype=np.float32), "series": pd.Series([1.0, 2.0]), "zmin": np.float32(0.0),
+         "meta": ({"inner": np.ones((2, 2), dtype=np.uint8)},)},
+    ], "layout": {"xaxis": {"range": [0, 1], "tickvals": np.array([0, 1], dtype=np.int32)}}}
+    want = copy.deepcopy(spec)
+    convert_to_base64(want)
+    got = C._encoded(spec)
+    assert json.loads(C._to_json(got, validate=False)) == json.loads(C._to_json(want, validate=False))
+    assert got["data"][0]["z"] == want["data"][0]["z"] and got["data"][0]["z"]["shape"] == "4, 3"
+    assert isinstance(got["data"][0]["y"], np.ndarray) and isinstance(got["data"][0]["range"], np.ndarray)
+    assert isinstance(spec["data"][0]["z"], np.ndarray)  # the builder's own dicts are left as they were
+    assert got["data"][0]["x"] is spec["data"][0]["x"]  # a list of labels is shared, not copied
 
 
 def test_a_spec_with_nan_or_numpy_scalars_still_gets_plotlys_strict_json():

@@ -15,6 +15,16 @@ def test_default_config_runs():
     assert r.shapes()["Q"] == (1, 4, L, 16)
 
 
+def test_a_results_settings_are_its_configs_fields_as_plain_values():
+    from dataclasses import asdict
+
+    cfg = AttentionConfig(text="I love AI", num_heads=2, mask="causal", seed=3, dropout=0.1)
+    settings = compute(cfg).settings
+    assert settings == asdict(cfg)  # the shallow dict the run makes is asdict's
+    # ...which holds only while every field is a plain, immutable value (a list would be shared)
+    assert {type(v) for v in settings.values()} <= {str, int, float, bool}
+
+
 def test_same_config_same_bits_and_seed_matters():
     cfg = AttentionConfig(text="I love AI\n我爱人工智能", mask="padding", dropout=0.2, seed=7)
     a, b = compute(cfg), compute(cfg)

@@ -13,14 +13,18 @@ keyed on plain values (a config, a view, a style):
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import json
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple
 
+import numpy as np
 import plotly.io as pio
 import streamlit as st
+from _plotly_utils.basevalidators import is_homogeneous_array
+from _plotly_utils.utils import is_skipped_key, plotlyjsShortTypes, to_typed_array_spec
 
 from attnviz import AttentionConfig, AttentionResult, compute
 from attnviz.analysis.describe import describe_figure
@@ -134,36 +138,64 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     return fig
 
 
-def _containers(x):
-    """A copy of every dict and list in ``x``, sharing its leaves (arrays, strings, numbers)."""
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _encoded(x):
+    """``x`` as ``convert_to_base64`` would leave a copy of it, in one pass: every array that
+    is a dict's value becomes a typed-array spec; dicts are new, and so are lists and
+    tuples that hold containers; a list of only strings and numbers (a figure's labels,
+    hundreds of them) is shared, not walked item by item as Plotly's walk and a copy
+    would each do."""
     if isinstance(x, dict):
-        return {k: _containers(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_containers(v) for v in x]
-    if isinstance(x, tuple):
-        return tuple(_containers(v) for v in x)
+        out = {}
+        for k, v in x.items():
+            if type(v) in _LEAVES or is_skipped_key(k):  # Plotly does not convert under a skipped key
+                out[k] = v
+            elif type(v) is np.ndarray:
+                out[k] = _typed(v)
+            elif isinstance(v, (dict, list, tuple)):  # never a homogeneous array for Plotly
+                out[k] = _encoded(v)
+            elif is_homogeneous_array(v):  # a pandas Series, a tensor...
+                out[k] = to_typed_array_spec(v)
+            else:
+                out[k] = v
+        return out
+    if isinstance(x, (list, tuple)):
+        if set(map(type, x)) <= _LEAVES:
+            return x
+        items = [_encoded(v) for v in x]
+        return items if isinstance(x, list) else tuple(items)
     return x
 
 
-def plain_dict(fig) -> dict:
-    """``fig.to_dict()`` without its deep copy of every array: ``convert_to_base64`` only
-    replaces arrays inside the dicts it is given, so copying the containers is enough.
-    The template (hundreds of small dicts, no arrays) is shared with the figure, not
-    walked: the frozen dict is only read."""
-    from _plotly_utils.utils import convert_to_base64
+def _typed(v: np.ndarray):
+    """``to_typed_array_spec(v)`` for a NumPy array, without its detour through narwhals
+    and its copy: a native numeric array of a type plotly.js reads, or else Plotly's own."""
+    short = plotlyjsShortTypes.get(v.dtype.name)
+    if short is None or not v.size or not v.dtype.isnative:
+        return to_typed_array_spec(v)
+    spec = {"dtype": short, "bdata": base64.b64encode(np.ascontiguousarray(v)).decode("ascii")}
+    if v.ndim > 1:
+        spec["shape"] = str(v.shape)[1:-1]
+    return spec
 
+
+def plain_dict(fig) -> dict:
+    """``fig.to_dict()`` without its deep copy of every array: the containers are new, their
+    leaves (arrays, strings, numbers) shared, and the arrays encoded as Plotly's
+    ``convert_to_base64`` does (``_encoded``). The template (hundreds of small dicts, no
+    arrays) is shared with the figure, not walked: the frozen dict is only read."""
     if isinstance(fig, PlainFigure):  # the builder's own dicts, read, never changed
         spec = fig.to_dict()
-        data, source = _containers(spec["data"]), spec["layout"]
+        data, source = spec["data"], spec["layout"]
     elif fig._frame_objs:
         return fig.to_dict()
     else:
-        data, source = _containers(fig._data), fig._layout
-    layout = {k: _containers(v) for k, v in source.items() if k != "template"}
-    out = {"data": data, "layout": layout}
-    convert_to_base64(out)
+        data, source = fig._data, fig._layout
+    out = {"data": _encoded(data), "layout": _encoded({k: v for k, v in source.items() if k != "template"})}
     if "template" in source:
-        layout["template"] = source["template"]
+        out["layout"]["template"] = source["template"]
     return out
 
 

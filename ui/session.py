@@ -51,8 +51,10 @@ def load() -> None:
         set_language(str(url.get("lang", DEFAULTS.lang)))  # the warnings below speak the link's language
         state, warnings = parse(url)
         values = state.values()
+        held = ss.to_dict()  # one pass: a pop() of a key that is not there costs a KeyError through the proxy
         for k in NAMES:  # the link wins over every value this session had: keep() sets them from it
-            ss.pop(k, None)
+            if k in held:
+                del ss[k]
         ss[_KNOWN] = values
         ss[_WARNINGS] = [(w, values[w.name]) for w in warnings]
         ss[_URL] = url

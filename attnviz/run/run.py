@@ -13,7 +13,7 @@ the text run the app, the CLI and the tests use; the image, audio and graph page
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import fields
 
 import torch
 
@@ -112,7 +112,8 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     x_kv = x if source is None else source.vectors()
     timings.update(inp.timings_ms)  # what reading the input measured (a text's embedding)
     if settings is None:
-        settings = asdict(config) if config is not None else {}
+        # Its fields are plain values: a shallow dict equals asdict's, without its deep copies.
+        settings = {f.name: getattr(config, f.name) for f in fields(config)} if config is not None else {}
     return AttentionResult(
         # source_tokens: its own lists, so a view can tell query rows from key rows
         config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths,
