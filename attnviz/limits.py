@@ -106,6 +106,11 @@ def max_loaded_bytes() -> int:
     return int(_env_mb("ATTNVIZ_MAX_LOADED_MB", 2048, lowest=0) * 2**20)
 
 
+# The random model's layers kept once drawn (``attnviz.models.random.LAYERS``): a
+# d_model=64 layer is 66 KB, so about 250 of them; the widest (512) 4.2 MB.
+LAYER_CACHE_BYTES = 16 * 2**20
+
+
 def cache_budget_bytes() -> int:
     return int(_env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20)
 

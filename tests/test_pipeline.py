@@ -33,6 +33,39 @@ def test_same_config_same_bits_and_seed_matters():
     assert not torch.equal(a.weights, c.weights)
 
 
+def test_a_shared_random_layer_gives_the_bits_and_the_dropout_of_a_fresh_draw():
+    from attnviz.core.multihead import MultiHeadAttention
+    from attnviz.models.random import LAYERS
+
+    cfg = AttentionConfig(text="I love AI\nthe cat sat", mask="causal", num_heads=2, dropout=0.3, seed=11)
+    LAYERS.clear()
+    drawn = compute(cfg)  # draws the layer
+    shared = compute(cfg)  # reuses it: the generator must go on from where drawing left it
+    assert LAYERS.hits >= 1 and shared.model is drawn.model
+    assert torch.equal(drawn.weights, shared.weights) and torch.equal(drawn.output, shared.output)
+    # By hand, as the layer always ran: one generator draws the weights, then the dropout.
+    g = torch.Generator().manual_seed(11)
+    by_hand = MultiHeadAttention(64, 2, generator=g)
+    assert torch.equal(by_hand.in_proj_weight, drawn.model.in_proj_weight)
+    with torch.no_grad():
+        steps = by_hand.steps(drawn.embeddings, None, None, drawn.mask, dropout_p=0.3, generator=g)
+    assert torch.equal(steps.weights, drawn.weights) and torch.equal(steps.weights, shared.weights)
+    off = compute(cfg.with_(projections=False))  # another key: its own layer, the identity
+    assert off.model is not drawn.model and torch.equal(off.model.out_proj.weight, torch.eye(64))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_a_run_on_another_device_leaves_the_shared_layer_on_the_cpu():
+    from attnviz.models.random import LAYERS
+
+    cfg = AttentionConfig(text="I love AI", num_heads=2, seed=12)
+    LAYERS.clear()
+    cpu = compute(cfg)
+    compute(cfg.with_(device="cuda"))
+    assert cpu.model.in_proj_weight.device.type == "cpu"
+    assert torch.equal(compute(cfg).weights, cpu.weights)
+
+
 def test_padded_batch_labels_and_mask():
     r = compute(AttentionConfig(text="I love AI\n我爱人工智能", mask="causal"))
     assert r.tokens[0] == ["I", "love", "AI", PAD, PAD, PAD]

@@ -13,6 +13,7 @@ bytes created by the call, tracked operator by operator (``peak_tensor_bytes``).
 
 from __future__ import annotations
 
+import copy
 import math
 import statistics
 import time
@@ -79,8 +80,10 @@ def long_input(config: AttentionConfig, length: int) -> LongInput:
     x = embed_batch([tokens], length, config.d_model, config.positional)  # (1, L, E)
     module = RandomLayer(config.d_model, config.num_heads, config.seed, config.projections).module
     dev = resolve_device(config.device)
+    if dev.type != "cpu":  # the drawn layer is shared (attnviz.models.random.LAYERS): moved, it is a copy
+        module = copy.deepcopy(module).to(dev)
     with torch.no_grad():
-        q, k, v = module.to(dev).project(x.to(dev))  # 3 × (1, H, L, D)
+        q, k, v = module.project(x.to(dev))  # 3 × (1, H, L, D)
     return LongInput(tokens, q, k, v, str(dev), length / len(seq))
 
 
