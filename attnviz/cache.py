@@ -13,6 +13,7 @@ An entry larger than the whole budget is computed and returned but not kept.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -21,10 +22,13 @@ from typing import Any
 import numpy as np
 import torch
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
 
 def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
     """An estimate of the memory held by ``obj``: its tensors and arrays, counted once
-    (views of one storage count once), plus a small constant per object."""
+    (views of one storage count once), plus a small constant per object (a string shared
+    by two lists of plain values counts in each)."""
     seen = set() if _seen is None else _seen
     if id(obj) in seen:
         return 0
@@ -41,11 +45,15 @@ def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
     if isinstance(obj, (str, bytes)):
         return len(obj) + 48
     if isinstance(obj, dict):
+        if set(map(type, obj)) | set(map(type, obj.values())) <= _SCALARS:  # settings, timings
+            return 64 + 96 * len(obj) + sum(len(v) for v in (*obj, *obj.values()) if type(v) is str)
         return 64 + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in obj.items())
     if isinstance(obj, (list, tuple, set, frozenset)):
+        if set(map(type, obj)) <= _SCALARS:  # a text's tokens: hundreds of strings, no call each
+            return 56 + 48 * len(obj) + sum(len(v) for v in obj if type(v) is str)
         return 56 + sum(nbytes(v, seen) for v in obj)
     if isinstance(obj, torch.nn.Module):
-        return 64 + sum(nbytes(t, seen) for t in obj.state_dict().values())
+        return 64 + sum(nbytes(t, seen) for t in itertools.chain(obj.parameters(), obj.buffers()))
     if hasattr(obj, "__dict__"):
         return 64 + sum(nbytes(v, seen) for v in vars(obj).values())
     return 32
