@@ -71,3 +71,23 @@ def test_rollout_of_two_layers_by_hand():
     # Â = ½·mean + ½·I = [[1, 0], [¼, ¾]]
     two = torch.stack([torch.stack([a1, torch.eye(2)])])
     assert torch.allclose(rollout(two), torch.tensor([[1.0, 0.0], [0.25, 0.75]], dtype=torch.float64))
+
+
+def test_the_strongest_link_of_every_head_at_once_is_each_heads_own_then_the_first_largest():
+    import numpy as np
+
+    from attnviz.analysis.describe import strongest, strongest_of_heads
+
+    rng = np.random.default_rng(0)
+    for t in range(400):
+        H, L, S = (int(x) for x in rng.integers(1, 9, 3))
+        w = rng.random((H, L, S)).astype(np.float32)
+        if t % 3 == 0:
+            w[w < 0.7] = 0  # rows that see one key, or none
+        if t % 5 == 0:
+            w = np.round(w, 1)  # ties, within a head and between heads
+        if t % 7 == 0:
+            w[:, :, 1:] = 0  # every row sees one key: then every row counts
+        lengths = (int(rng.integers(1, L + 1)), int(rng.integers(1, S + 1)))
+        one_by_one = max((strongest(w[h], lengths) + (h,) for h in range(H)), key=lambda x: x[2])
+        assert strongest_of_heads(w, lengths) == one_by_one

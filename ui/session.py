@@ -23,7 +23,7 @@ instead of 88.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 import streamlit as st
 
@@ -117,7 +117,14 @@ def current() -> ViewState:
     values = {k: ss[k] if k in ss else known[k] for k in NAMES}
     if isinstance(values["masks"], (list, tuple)):  # the mask lab's multiselect holds a list
         values["masks"] = ",".join(values["masks"])
-    return ViewState.of(**values)
+    return _state(tuple(values.values()))
+
+
+@lru_cache(maxsize=256)
+def _state(values: tuple) -> ViewState:
+    """The (immutable) state of these settings' values, in ``NAMES`` order: a run asks for
+    it several times, each time building and checking every setting of a ViewState."""
+    return ViewState.of(**dict(zip(NAMES, values, strict=True)))
 
 
 def write_url(state: ViewState) -> None:

@@ -32,6 +32,20 @@ def strongest(w: np.ndarray, lengths: tuple[int, int]) -> tuple[int, int, float]
     return int(rows[i]), int(j), float(sub[i, j])
 
 
+def strongest_of_heads(w: np.ndarray, lengths: tuple[int, int]) -> tuple[int, int, float, int]:
+    """(query, key, weight, head): ``strongest`` of every head of ``w`` (H, L, S) at once, and
+    the first head whose strongest weight is the largest."""
+    L, S = lengths
+    w = np.asarray(w)[:, :L, :S]  # (H, L, S)
+    open_rows = (w > 0).sum(2) > 1  # (H, L)
+    rows = open_rows | ~open_rows.any(1, keepdims=True)  # a head with no open row: every row
+    flat = np.where(rows[:, :, None], w, -np.inf).reshape(w.shape[0], -1)  # (H, L·S)
+    best = flat.argmax(1)  # first in row-major order, as strongest's argmax over its rows
+    h = int(np.argmax(flat[np.arange(w.shape[0]), best]))  # the first head with the largest
+    q, k = divmod(int(best[h]), S)
+    return q, k, float(w[h, q, k]), h
+
+
 def mask_sentence(result, n: int) -> str:
     """How many query rows the mask touches (empty when none)."""
     if result.mask is None:
@@ -54,9 +68,7 @@ def describe_head(result, n: int, h: int) -> str:
 
 def describe_grid(result, n: int) -> str:
     N, H, L, S = result.weights.shape
-    best = max((strongest(result.weights[n, h].numpy(), (result.lengths[n], result.source_lengths[n])) + (h,)
-                for h in range(H)), key=lambda t: t[2])
-    q, k, v, h = best
+    q, k, v, h = strongest_of_heads(result.weights[n].numpy(), (result.lengths[n], result.source_lengths[n]))
     first = _("{H} heads over {L} tokens; the strongest link is in head {h}: {query} attends to {key} ({w}).").format(
         H=H, L=result.lengths[n], h=h, query=_tok(result.tokens[n][q]), key=_tok(result.source_tokens[n][k]),
         w=f"{v:.2f}")

@@ -23,7 +23,8 @@ RANDOM = "random"
 
 # The layers drawn so far and the generator's state after each, shared read-only by the
 # runs (as a pretrained model's layers are): (d_model, heads, seed, projections) -> both.
-LAYERS = ByteBudgetCache(limits.LAYER_CACHE_BYTES)
+LAYERS = ByteBudgetCache(limits.LAYER_CACHE_BYTES,
+                         size_of=lambda drawn: 4 * sum(p.numel() for p in drawn[0].parameters()) + drawn[1].numel())
 
 
 class RandomLayer:
