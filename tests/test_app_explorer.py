@@ -342,6 +342,11 @@ def test_the_one_pass_encoding_leaves_what_plotlys_walk_would_on_every_kind_of_v
     assert isinstance(got["data"][0]["y"], np.ndarray) and isinstance(got["data"][0]["range"], np.ndarray)
     assert isinstance(spec["data"][0]["z"], np.ndarray)  # the builder's own dicts are left as they were
     assert got["data"][0]["x"] is spec["data"][0]["x"]  # a list of labels is shared, not copied
+    # Its JSON writes the typed arrays it made without the encoder, and still parses as Plotly's.
+    full = {"data": [*got["data"], {"type": "scatter", "y": C._typed(np.ones(3, dtype=np.float32))}],
+            "layout": {"template": {"layout": {}}}}
+    assert isinstance(full["data"][1]["y"], C.TypedArray)
+    assert json.loads(C.spec_json(full)) == json.loads(C._to_json(full, validate=False))
 
 
 def test_a_spec_with_nan_or_numpy_scalars_still_gets_plotlys_strict_json():

@@ -169,13 +169,18 @@ def _encoded(x):
     return x
 
 
+class TypedArray(dict):
+    """A typed-array spec made here (``_typed``): its text is base64, a dtype name and a
+    shape of digits, so its JSON needs no encoder (``_data_json``)."""
+
+
 def _typed(v: np.ndarray):
     """``to_typed_array_spec(v)`` for a NumPy array, without its detour through narwhals
     and its copy: a native numeric array of a type plotly.js reads, or else Plotly's own."""
     short = plotlyjsShortTypes.get(v.dtype.name)
     if short is None or not v.size or not v.dtype.isnative:
         return to_typed_array_spec(v)
-    spec = {"dtype": short, "bdata": base64.b64encode(np.ascontiguousarray(v)).decode("ascii")}
+    spec = TypedArray(dtype=short, bdata=base64.b64encode(np.ascontiguousarray(v)).decode("ascii"))
     if v.ndim > 1:
         spec["shape"] = str(v.shape)[1:-1]
     return spec
@@ -230,7 +235,26 @@ def spec_json(spec: dict) -> str:
         return _plain_json(spec)
     rest = _plain_json({k: v for k, v in layout.items() if k != "template"})
     layout_json = '{"template":' + _template_json(layout["template"]) + ("," + rest[1:] if rest != "{}" else "}")
-    return '{"data":' + _plain_json(spec.get("data", [])) + ',"layout":' + layout_json + "}"
+    return '{"data":' + _data_json(spec.get("data", [])) + ',"layout":' + layout_json + "}"
+
+
+def _data_json(data) -> str:
+    """The traces' JSON, each trace's own typed arrays written out as they are, after its
+    other keys: the C encoder reads every character of a string to escape it, and a grid's
+    base64 is most of its bytes (57 KB of a typical link's grid: 82 µs of its 118)."""
+    if not isinstance(data, list):
+        return _plain_json(data)
+    out = []
+    for trace in data:
+        arrays = [(k, v) for k, v in trace.items() if type(v) is TypedArray] if isinstance(trace, dict) else []
+        if not arrays:
+            out.append(_plain_json(trace))
+            continue
+        rest = _plain_json({k: v for k, v in trace.items() if type(v) is not TypedArray})
+        written = ",".join(json.dumps(k) + ':{"dtype":"' + v["dtype"] + '","bdata":"' + v["bdata"] + '"'
+                           + (',"shape":"' + v["shape"] + '"' if "shape" in v else "") + "}" for k, v in arrays)
+        out.append(rest[:-1] + ("," if rest != "{}" else "") + written + "}")
+    return "[" + ",".join(out) + "]"
 
 
 def style_key(style) -> tuple:
