@@ -51,3 +51,23 @@ def test_positional_formula():
     pe = sinusoidal_positions(5, 6)
     assert torch.allclose(pe[3, 2], torch.tensor(torch.sin(torch.tensor(3 / 10000 ** (2 / 6))).item()))
     assert torch.allclose(pe[3, 3], torch.tensor(torch.cos(torch.tensor(3 / 10000 ** (2 / 6))).item()))
+
+
+def test_a_padded_batch_is_each_lines_embedding_bit_for_bit_then_zeros():
+    import pytest
+
+    from attnviz.inputs.embeddings import embed_padded
+    from attnviz.inputs.text import embed_batch
+
+    seqs = [["the", "cat", "sat"], ["我", "爱", "人", "工", "智", "能"], ["a"]]
+    for positional in (True, False):
+        x = embed_padded(seqs, 8, 64, positional)  # (N, L, E)
+        assert x.shape == (3, 8, 64) and x.dtype == torch.float32
+        pe = sinusoidal_positions(8, 64) if positional else torch.zeros(8, 64)
+        for n, toks in enumerate(seqs):
+            row = torch.zeros(8, 64)
+            row[: len(toks)] = embed(toks, 64, positional=False)
+            assert torch.equal(x[n], row + pe)  # the same float32 numbers, not just close
+        assert torch.equal(embed_batch(seqs, 8, 64, positional), x)
+    with pytest.raises(ValueError, match="no tokens"):
+        embed_batch([["a"], []], 2, 8, True)

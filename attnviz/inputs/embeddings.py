@@ -83,6 +83,20 @@ def _positions(length: int, dim: int) -> torch.Tensor:
     return pe.to(torch.float32)
 
 
+def embed_padded(seqs: list[list[str]], L: int, d_model: int, positional: bool) -> torch.Tensor:
+    """Each sequence embedded (as ``embed``) and padded with zero vectors to ``L``:
+    (N, L, E) float32, the same numbers as ``embed`` per line. Made in NumPy and handed
+    to torch once: each torch call lets other threads take the GIL, and a server busy
+    with a class's connections keeps it a while each time."""
+    x = np.zeros((len(seqs), L, d_model), dtype=np.float32)  # (N, L, E)
+    for n, toks in enumerate(seqs):
+        if toks:  # an empty line stays zeros (text_input refuses one before)
+            x[n, : len(toks)] = np.stack([token_vector(t, d_model) for t in toks])  # float64 -> float32, as .float()
+    if positional:
+        x += _positions(L, d_model).numpy()  # (N, L, E) + (L, E), float32 as torch adds them
+    return torch.from_numpy(x)
+
+
 def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.Tensor:
     """Embed ``tokens`` as a float32 tensor of shape (L, E) with E = ``d_model``.
 

@@ -12,7 +12,7 @@ import time
 import torch
 
 from attnviz.i18n import N_, _
-from attnviz.inputs.embeddings import embed, sinusoidal_positions
+from attnviz.inputs.embeddings import embed_padded
 from attnviz.inputs.record import PAD, Input
 from attnviz.inputs.tokens import tokenize
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS
@@ -61,12 +61,11 @@ def tokenize_lines(lines: list[str], mode: str, max_tokens: int = MAX_TOKENS) ->
 
 def embed_batch(seqs: list[list[str]], L: int, d_model: int, positional: bool) -> torch.Tensor:
     """Embed each sequence and pad with zero vectors to L: (N, L, E)."""
-    x = torch.zeros(len(seqs), L, d_model)  # (N, L, E)
-    for n, toks in enumerate(seqs):
-        x[n, : len(toks)] = embed(toks, d_model, positional=False)  # (len, E)
-    if positional:
-        x = x + sinusoidal_positions(L, d_model)  # (N, L, E) + (L, E)
-    return x
+    if d_model < 1:
+        raise ValueError(f"d_model must be at least 1, got {d_model}.")
+    if not seqs or not all(seqs):  # as embed() says of a line without tokens
+        raise ValueError("There are no tokens to embed.")
+    return embed_padded(seqs, L, d_model, positional)
 
 
 def pad_tokens(seqs: list[list[str]], L: int) -> list[list[str]]:
