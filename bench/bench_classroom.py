@@ -12,7 +12,8 @@ Then joins alone (``--join-rounds``, 7): rounds of 30 and of 100 sessions joinin
 on the floor, on a second floor server and on attnviz, their p50s' median and ratio. A
 single wave's ratio varies by ±25 % between runs on this machine, so the join target is
 read from the median; the second floor shows what the ratio reads between two identical
-servers.
+servers. Each server's CPU time per join (read from /proc over each wave) is printed beside
+it: a steadier read of a change than the join time itself.
 
 Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
@@ -261,12 +262,26 @@ async def join_wave(base: str, n: int, seed: int) -> tuple[float, float]:
     return pct(joins, .5), max(joins)
 
 
-def join_rounds(n: int, rounds: int, seed: int, against: Path | None = None) -> dict[str, list[tuple[float, float]]]:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used (Linux /proc; 0 where unreadable)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def join_rounds(n: int, rounds: int, seed: int,
+                against: Path | None = None) -> dict[str, list[tuple[float, float, float]]]:
     """Waves of n joins on servers up for the whole run: the floor page, a second floor
     page (what the ratio reads between two identical servers: its noise), attnviz and,
     with ``against``, attnviz from that other checkout. Each round visits them in a
     rotated order, so that no server always follows the same one:
-    {"floor" | "floor again" | "attnviz" | "against": [(p50, max)] per round}."""
+    {"floor" | "floor again" | "attnviz" | "against": [(p50, max, server CPU seconds per
+    join)] per round}."""
     kinds = {"floor": Server("floor"), "floor again": Server("floor"), "attnviz": Server("app")}
     if against is not None:
         kinds["against"] = Server("app", root=against)
@@ -278,7 +293,9 @@ def join_rounds(n: int, rounds: int, seed: int, against: Path | None = None) -> 
         for r in range(rounds):
             k = r % len(servers)
             for name, server in servers[k:] + servers[:k]:
-                out[name].append(asyncio.run(join_wave(server.base, n, seed + r)))  # the same links for each
+                c0 = cpu_seconds(server.pids())
+                p50, most = asyncio.run(join_wave(server.base, n, seed + r))  # the same links for each
+                out[name].append((p50, most, (cpu_seconds(server.pids()) - c0) / n))
                 time.sleep(0.5)
     return out
 
@@ -338,25 +355,28 @@ def print_join_rounds(args: argparse.Namespace) -> None:
           "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
           "identical servers:")
     print()
-    print("| sessions | server | join p50 | join max | join p50 / floor | each round |")
-    print("|---:|---|---:|---:|---:|---|")
+    print("| sessions | server | join p50 | join max | server CPU per join | join p50 / floor | each round |")
+    print("|---:|---|---:|---:|---:|---:|---|")
     paired = []
     for n in (30,) if args.quick else (30, 100):
         print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
         waves = join_rounds(n, args.join_rounds, args.seed, args.against)
-        f50 = statistics.median(p for p, _ in waves["floor"])
+        f50 = statistics.median(p for p, _m, _c in waves["floor"])
         for name, got in waves.items():
-            p50 = statistics.median(p for p, _ in got)
+            p50 = statistics.median(p for p, _m, _c in got)
             each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
             label = f"attnviz at {args.against}" if name == "against" else name
-            print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _, m in got):.3f} s "
-                  f"| {p50 / f50:.2f} | {each} |", flush=True)
+            print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _p, m, _c in got):.3f} s "
+                  f"| {statistics.median(c for _p, _m, c in got) * 1e3:.1f} ms | {p50 / f50:.2f} | {each} |",
+                  flush=True)
         if "against" in waves:
             ratios = [a[0] / b[0] for a, b in zip(waves["attnviz"], waves["against"], strict=True)]
-            paired.append((n, statistics.median(ratios), ratios))
-    for n, mid, ratios in paired:
+            cpu = [a[2] / b[2] for a, b in zip(waves["attnviz"], waves["against"], strict=True) if b[2] > 0]
+            paired.append((n, statistics.median(ratios), ratios, statistics.median(cpu) if cpu else float("nan")))
+    for n, mid, ratios, cpu in paired:
         print(f"\n{n} sessions, this checkout's join p50 over {args.against}'s, round by round: median "
-              f"{mid:.3f} ({' '.join(f'{r:.2f}' for r in ratios)})", flush=True)
+              f"{mid:.3f} ({' '.join(f'{r:.2f}' for r in ratios)}); its server CPU per join over theirs: "
+              f"median {cpu:.3f}", flush=True)
 
 
 def main() -> None:
