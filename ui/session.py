@@ -117,7 +117,10 @@ def current() -> ViewState:
     values = {k: ss[k] if k in ss else known[k] for k in NAMES}
     if isinstance(values["masks"], (list, tuple)):  # the mask lab's multiselect holds a list
         values["masks"] = ",".join(values["masks"])
-    return _state(tuple(values.values()))
+    try:
+        return _state(tuple(values.values()))
+    except TypeError:  # a value that cannot be a cache key (a widget's list): built directly
+        return ViewState.of(**values)
 
 
 @lru_cache(maxsize=256)
