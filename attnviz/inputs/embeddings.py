@@ -83,18 +83,26 @@ def _positions(length: int, dim: int) -> torch.Tensor:
     return pe.to(torch.float32)
 
 
+def _check(d_model: int, seqs: list[list[str]]) -> None:
+    if d_model < 1:
+        raise ValueError(f"d_model must be at least 1, got {d_model}.")
+    if not seqs or not all(seqs):
+        raise ValueError("There are no tokens to embed.")
+
+
 def embed_padded(seqs: list[list[str]], L: int, d_model: int, positional: bool) -> torch.Tensor:
     """Each sequence embedded (as ``embed``) and padded with zero vectors to ``L``:
-    (N, L, E) float32, the same numbers as ``embed`` per line. Made in NumPy and handed
-    to torch once: each torch call lets other threads take the GIL, and a server busy
+    (N, L, E) float32, the same numbers as ``embed`` per line. Filled in NumPy, with one
+    torch call: each torch call lets other threads take the GIL, and a server busy
     with a class's connections keeps it a while each time."""
-    x = np.zeros((len(seqs), L, d_model), dtype=np.float32)  # (N, L, E)
+    _check(d_model, seqs)
+    out = torch.zeros(len(seqs), L, d_model)  # (N, L, E): torch's own (aligned) memory, filled through NumPy
+    x = out.numpy()
     for n, toks in enumerate(seqs):
-        if toks:  # an empty line stays zeros (text_input refuses one before)
-            x[n, : len(toks)] = np.stack([token_vector(t, d_model) for t in toks])  # float64 -> float32, as .float()
+        x[n, : len(toks)] = np.stack([token_vector(t, d_model) for t in toks])  # float64 -> float32, as .float()
     if positional:
         x += _positions(L, d_model).numpy()  # (N, L, E) + (L, E), float32 as torch adds them
-    return torch.from_numpy(x)
+    return out
 
 
 def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.Tensor:
@@ -104,10 +112,7 @@ def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.
     ``positional=True`` the sinusoidal position encoding is added, so the same
     token at two positions gets two different vectors.
     """
-    if d_model < 1:
-        raise ValueError(f"d_model must be at least 1, got {d_model}.")
-    if not tokens:
-        raise ValueError("There are no tokens to embed.")
+    _check(d_model, [tokens])
     x = torch.from_numpy(np.stack([token_vector(t, d_model) for t in tokens])).float()  # (L, E)
     if positional:
         x = x + _positions(len(tokens), d_model)  # (L, E), a new tensor

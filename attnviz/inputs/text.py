@@ -61,10 +61,6 @@ def tokenize_lines(lines: list[str], mode: str, max_tokens: int = MAX_TOKENS) ->
 
 def embed_batch(seqs: list[list[str]], L: int, d_model: int, positional: bool) -> torch.Tensor:
     """Embed each sequence and pad with zero vectors to L: (N, L, E)."""
-    if d_model < 1:
-        raise ValueError(f"d_model must be at least 1, got {d_model}.")
-    if not seqs or not all(seqs):  # as embed() says of a line without tokens
-        raise ValueError("There are no tokens to embed.")
     return embed_padded(seqs, L, d_model, positional)
 
 
