@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+# The types of a plain value (a setting, a label, a timing): what a list can hold and still be
+# sized, or shared by a figure, without a call per item.
+PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
@@ -45,11 +47,11 @@ def nbytes(obj: Any, _seen: set[int] | None = None) -> int:
     if isinstance(obj, (str, bytes)):
         return len(obj) + 48
     if isinstance(obj, dict):
-        if set(map(type, obj)) | set(map(type, obj.values())) <= _SCALARS:  # settings, timings
+        if set(map(type, obj)) | set(map(type, obj.values())) <= PLAIN_TYPES:  # settings, timings
             return 64 + 96 * len(obj) + sum(len(v) for v in (*obj, *obj.values()) if type(v) is str)
         return 64 + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in obj.items())
     if isinstance(obj, (list, tuple, set, frozenset)):
-        if set(map(type, obj)) <= _SCALARS:  # a text's tokens: hundreds of strings, no call each
+        if set(map(type, obj)) <= PLAIN_TYPES:  # a text's tokens: hundreds of strings, no call each
             return 56 + 48 * len(obj) + sum(len(v) for v in obj if type(v) is str)
         return 56 + sum(nbytes(v, seen) for v in obj)
     if isinstance(obj, torch.nn.Module):

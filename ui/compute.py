@@ -28,7 +28,7 @@ from _plotly_utils.utils import is_skipped_key, plotlyjsShortTypes, to_typed_arr
 
 from attnviz import AttentionConfig, AttentionResult, compute
 from attnviz.analysis.describe import describe_figure
-from attnviz.cache import ByteBudgetCache
+from attnviz.cache import PLAIN_TYPES, ByteBudgetCache
 from attnviz.i18n import _, language
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 from attnviz.plots.style import PlainFigure, plain_figures
@@ -138,9 +138,6 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     return fig
 
 
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
 def _encoded(x):
     """``x`` as ``convert_to_base64`` would leave a copy of it, in one pass: every array that
     is a dict's value becomes a typed-array spec; dicts are new, and so are lists and
@@ -150,7 +147,7 @@ def _encoded(x):
     if isinstance(x, dict):
         out = {}
         for k, v in x.items():
-            if type(v) in _LEAVES or is_skipped_key(k):  # Plotly does not convert under a skipped key
+            if type(v) in PLAIN_TYPES or is_skipped_key(k):  # Plotly does not convert under a skipped key
                 out[k] = v
             elif type(v) is np.ndarray:
                 out[k] = _typed(v)
@@ -162,7 +159,7 @@ def _encoded(x):
                 out[k] = v
         return out
     if isinstance(x, (list, tuple)):
-        if set(map(type, x)) <= _LEAVES:
+        if set(map(type, x)) <= PLAIN_TYPES:
             return x
         items = [_encoded(v) for v in x]
         return items if isinstance(x, list) else tuple(items)
