@@ -13,7 +13,9 @@ on the floor, on a second floor server and on attnviz, their p50s' median and ra
 single wave's ratio varies by ±25 % between runs on this machine, so the join target is
 read from the median; the second floor shows what the ratio reads between two identical
 servers. Each server's CPU time per join (read from /proc over each wave) is printed beside
-it: a steadier read of a change than the join time itself.
+it: a steadier read of a change than the join time itself. A last row has the class open one
+link, as a class given its teacher's link does (the target is read from the row where each
+session opens its own).
 
 Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
@@ -54,6 +56,7 @@ from tests.stclient import Session, free_port_block, rss_bytes, server_pid, wait
 WORDS = ("attention lets every token look at every other token and mix what it finds the weights say how "
          "much each key matters to each query").split()
 MASKS = ("none", "causal", "padding", "window", "causal+window")
+SHARED = "attnviz, one link for the class"  # the join table's row where every session opens the same link
 EDITS = 6
 
 
@@ -239,13 +242,15 @@ def run_setup(label: str, server: Server, n: int, *, seed: int, fault: bool = Fa
     return label, tally
 
 
-async def join_wave(base: str, n: int, seed: int) -> tuple[float, float]:
-    """n sessions join at once (page load, websocket, first run) and leave: (p50, max) seconds."""
+async def join_wave(base: str, n: int, seed: int, *, shared: bool = False) -> tuple[float, float]:
+    """n sessions join at once (page load, websocket, first run) and leave: (p50, max) seconds.
+    Each session opens a link of its own, or with ``shared`` all open the first one (a class
+    given its teacher's link)."""
     start, joins = asyncio.Event(), []
 
     async def one(i: int) -> None:
         s = Session(base)
-        url = link(random.Random(seed * 1000 + i))
+        url = link(random.Random(seed * 1000 + (0 if shared else i)))
         await start.wait()
         t0 = time.perf_counter()
         await s.connect()
@@ -278,24 +283,28 @@ def join_rounds(n: int, rounds: int, seed: int,
                 against: Path | None = None) -> dict[str, list[tuple[float, float, float]]]:
     """Waves of n joins on servers up for the whole run: the floor page, a second floor
     page (what the ratio reads between two identical servers: its noise), attnviz and,
-    with ``against``, attnviz from that other checkout. Each round visits them in a
-    rotated order, so that no server always follows the same one:
-    {"floor" | "floor again" | "attnviz" | "against": [(p50, max, server CPU seconds per
-    join)] per round}."""
+    with ``against``, attnviz from that other checkout; and attnviz once more with one link
+    for the whole class (``SHARED``). Each round visits them in a rotated order, so that no
+    wave always follows the same one: {"floor" | "floor again" | "attnviz" | "against" |
+    SHARED: [(p50, max, server CPU seconds per join)] per round}."""
     kinds = {"floor": Server("floor"), "floor again": Server("floor"), "attnviz": Server("app")}
     if against is not None:
         kinds["against"] = Server("app", root=against)
-    out: dict[str, list[tuple[float, float]]] = {name: [] for name in kinds}
+    plan = [(name, name, False) for name in kinds] + [(SHARED, "attnviz", True)]  # (row, server, shared)
+    out: dict[str, list[tuple[float, float, float]]] = {row: [] for row, _k, _s in plan}
     with contextlib.ExitStack() as stack:
-        servers = [(name, stack.enter_context(server)) for name, server in kinds.items()]
-        for _name, server in servers:
+        servers = {name: stack.enter_context(server) for name, server in kinds.items()}
+        for server in servers.values():
             asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for each
         for r in range(rounds):
-            k = r % len(servers)
-            for name, server in servers[k:] + servers[:k]:
+            k = r % len(plan)
+            for row, name, shared in plan[k:] + plan[:k]:
+                server = servers[name]
                 c0 = cpu_seconds(server.pids())
-                p50, most = asyncio.run(join_wave(server.base, n, seed + r))  # the same links for each
-                out[name].append((p50, most, (cpu_seconds(server.pids()) - c0) / n))
+                # The same links for each server, and a link of the round's own for the shared wave
+                # (its result is not cached yet when the class opens it).
+                p50, most = asyncio.run(join_wave(server.base, n, seed + r + (rounds if shared else 0), shared=shared))
+                out[row].append((p50, most, (cpu_seconds(server.pids()) - c0) / n))
                 time.sleep(0.5)
     return out
 
@@ -353,7 +362,8 @@ def print_join_rounds(args: argparse.Namespace) -> None:
           "floor server and on attnviz" + (f" and on attnviz at {args.against}" if args.against else "") +
           " (the same links for each, in a rotated order); the median of the rounds' p50s, and each round's "
           "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
-          "identical servers:")
+          "identical servers. The last row is a class given one link, its teacher's: every session opens "
+          "the same one (a new one each round), so the first computes it and the others share it:")
     print()
     print("| sessions | server | join p50 | join max | server CPU per join | join p50 / floor | each round |")
     print("|---:|---|---:|---:|---:|---:|---|")
