@@ -13,9 +13,11 @@ on the floor, on a second floor server and on attnviz, their p50s' median and ra
 single wave's ratio varies by ±25 % between runs on this machine, so the join target is
 read from the median; the second floor shows what the ratio reads between two identical
 servers. Each server's CPU time per join (read from /proc over each wave) is printed beside
-it: a steadier read of a change than the join time itself. A last row has the class open one
-link, as a class given its teacher's link does (the target is read from the row where each
-session opens its own).
+it: a steadier read of a change than the join time itself. Two more rows: the floor page
+with as many messages per run as attnviz's (``elements=N``, one-word Markdown elements:
+what the element count costs without attnviz's work), and attnviz with the whole class
+opening one link, as a class given its teacher's link does (the target is read from the
+row where each session opens its own).
 
 Setups: the floor with 30 and with 100 sessions; one process with 30 and with 100 sessions;
 ``make serve`` with 2 replicas and 60 sessions; and a fault run: 2 replicas, 60
@@ -57,6 +59,7 @@ WORDS = ("attention lets every token look at every other token and mix what it f
          "much each key matters to each query").split()
 MASKS = ("none", "causal", "padding", "window", "causal+window")
 SHARED = "attnviz, one link for the class"  # the join table's row where every session opens the same link
+MATCHED = "floor, as many messages as attnviz"  # the floor page with extra elements (bench/floor_app.py)
 EDITS = 6
 
 
@@ -242,15 +245,15 @@ def run_setup(label: str, server: Server, n: int, *, seed: int, fault: bool = Fa
     return label, tally
 
 
-async def join_wave(base: str, n: int, seed: int, *, shared: bool = False) -> tuple[float, float]:
+async def join_wave(base: str, n: int, seed: int, *, shared: bool = False, extra: str = "") -> tuple[float, float]:
     """n sessions join at once (page load, websocket, first run) and leave: (p50, max) seconds.
     Each session opens a link of its own, or with ``shared`` all open the first one (a class
-    given its teacher's link)."""
+    given its teacher's link); ``extra`` is added to every link's query string."""
     start, joins = asyncio.Event(), []
 
     async def one(i: int) -> None:
         s = Session(base)
-        url = link(random.Random(seed * 1000 + (0 if shared else i)))
+        url = link(random.Random(seed * 1000 + (0 if shared else i))) + extra
         await start.wait()
         t0 = time.perf_counter()
         await s.connect()
@@ -279,34 +282,48 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+async def messages_per_run(base: str, seed: int) -> int:
+    """How many messages a new session's first run of a benchmark link gets."""
+    s = Session(base)
+    await s.connect()
+    r = await s.rerun(link(random.Random(seed)))
+    await s.close()
+    return r.messages
+
+
 def join_rounds(n: int, rounds: int, seed: int,
-                against: Path | None = None) -> dict[str, list[tuple[float, float, float]]]:
+                against: Path | None = None) -> tuple[dict[str, list[tuple[float, float, float]]], int]:
     """Waves of n joins on servers up for the whole run: the floor page, a second floor
     page (what the ratio reads between two identical servers: its noise), attnviz and,
-    with ``against``, attnviz from that other checkout; and attnviz once more with one link
-    for the whole class (``SHARED``). Each round visits them in a rotated order, so that no
-    wave always follows the same one: {"floor" | "floor again" | "attnviz" | "against" |
-    SHARED: [(p50, max, server CPU seconds per join)] per round}."""
+    with ``against``, attnviz from that other checkout; the floor page once more with as
+    many messages per run as attnviz's (``MATCHED``: its extra elements); and attnviz once
+    more with one link for the whole class (``SHARED``). Each round visits them in a
+    rotated order, so that no wave always follows the same one. Returns ({row: [(p50, max,
+    server CPU seconds per join)] per round}, the extra elements of the matched floor)."""
     kinds = {"floor": Server("floor"), "floor again": Server("floor"), "attnviz": Server("app")}
     if against is not None:
         kinds["against"] = Server("app", root=against)
-    plan = [(name, name, False) for name in kinds] + [(SHARED, "attnviz", True)]  # (row, server, shared)
-    out: dict[str, list[tuple[float, float, float]]] = {row: [] for row, _k, _s in plan}
     with contextlib.ExitStack() as stack:
         servers = {name: stack.enter_context(server) for name, server in kinds.items()}
         for server in servers.values():
             asyncio.run(join_wave(server.base, 2, seed + 99))  # a served first page for each
+        extra = max(0, asyncio.run(messages_per_run(servers["attnviz"].base, seed))
+                    - asyncio.run(messages_per_run(servers["floor"].base, seed)))
+        plan = [(name, name, False, "") for name in kinds]  # (row, server, shared, added to the links)
+        plan += [(MATCHED, "floor", False, f"&elements={extra}"), (SHARED, "attnviz", True, "")]
+        out: dict[str, list[tuple[float, float, float]]] = {row: [] for row, *_rest in plan}
         for r in range(rounds):
             k = r % len(plan)
-            for row, name, shared in plan[k:] + plan[:k]:
+            for row, name, shared, added in plan[k:] + plan[:k]:
                 server = servers[name]
                 c0 = cpu_seconds(server.pids())
                 # The same links for each server, and a link of the round's own for the shared wave
                 # (its result is not cached yet when the class opens it).
-                p50, most = asyncio.run(join_wave(server.base, n, seed + r + (rounds if shared else 0), shared=shared))
+                p50, most = asyncio.run(join_wave(server.base, n, seed + r + (rounds if shared else 0),
+                                                  shared=shared, extra=added))
                 out[row].append((p50, most, (cpu_seconds(server.pids()) - c0) / n))
                 time.sleep(0.5)
-    return out
+    return out, extra
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -362,20 +379,24 @@ def print_join_rounds(args: argparse.Namespace) -> None:
           "floor server and on attnviz" + (f" and on attnviz at {args.against}" if args.against else "") +
           " (the same links for each, in a rotated order); the median of the rounds' p50s, and each round's "
           "ratio to that round's floor. The second floor's ratio is what the measure reads between two "
-          "identical servers. The last row is a class given one link, its teacher's: every session opens "
-          "the same one (a new one each round), so the first computes it and the others share it:")
+          "identical servers. The floor with as many messages per run as attnviz's (small Markdown "
+          "elements added) shows what the element count costs by itself; the last row is a class given "
+          "one link, its teacher's: every session opens the same one (a new one each round), so the "
+          "first computes it and the others share it:")
     print()
     print("| sessions | server | join p50 | join max | server CPU per join | join p50 / floor | each round |")
     print("|---:|---|---:|---:|---:|---:|---|")
     paired = []
     for n in (30,) if args.quick else (30, 100):
         print(f"running: {args.join_rounds} rounds of {n} joins ...", file=sys.stderr, flush=True)
-        waves = join_rounds(n, args.join_rounds, args.seed, args.against)
+        waves, extra = join_rounds(n, args.join_rounds, args.seed, args.against)
         f50 = statistics.median(p for p, _m, _c in waves["floor"])
         for name, got in waves.items():
             p50 = statistics.median(p for p, _m, _c in got)
             each = " ".join(f"{g[0] / f[0]:.2f}" for f, g in zip(waves["floor"], got, strict=True))
             label = f"attnviz at {args.against}" if name == "against" else name
+            if name == MATCHED:
+                label += f" ({extra} more elements)"
             print(f"| {n} | {label} | {p50:.3f} s | {statistics.median(m for _p, m, _c in got):.3f} s "
                   f"| {statistics.median(c for _p, _m, c in got) * 1e3:.1f} ms | {p50 / f50:.2f} | {each} |",
                   flush=True)

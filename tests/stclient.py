@@ -32,6 +32,7 @@ class RunReport:
     error: str = ""
     elements: int = 0
     charts: int = 0  # Plotly charts among the elements
+    messages: int = 0  # every message of the run, script_finished included
 
 
 @dataclass
@@ -73,14 +74,15 @@ class Session:
         msg.rerun_script.query_string = query_string
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
-        received, elements, error, charts = 0, 0, "", 0
+        received, elements, error, charts, messages = 0, 0, "", 0, 0
         deadline = t0 + timeout
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements, charts)
+                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements, charts, messages)
             data = await asyncio.wait_for(self.ws.recv(), remaining)
             received += len(data)
+            messages += 1
             fwd = ForwardMsg()
             fwd.ParseFromString(data)
             kind = fwd.WhichOneof("type")
@@ -94,7 +96,7 @@ class Session:
                 charts += el.WhichOneof("type") == "plotly_chart"
             elif kind == "script_finished":
                 ok = fwd.script_finished in FINISHED_OK and not error
-                return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts)
+                return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts, messages)
             elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
                 error = "compile error"
 
