@@ -31,7 +31,8 @@ from attnviz.core import efficient as E
 from attnviz.core.devices import resolve_device
 from attnviz.core.masks import dilated_window_mask, global_tokens_mask, local_window_mask
 from attnviz.i18n import N_
-from attnviz.inputs.text import embed_batch, lines_of, tokenize_lines
+from attnviz.inputs.embeddings import embed_padded
+from attnviz.inputs.text import lines_of, tokenize_lines
 from attnviz.models.random import RandomLayer
 from attnviz.run.config import AttentionConfig
 
@@ -77,7 +78,7 @@ def long_input(config: AttentionConfig, length: int) -> LongInput:
     check_length(length)
     seq = tokenize_lines(lines_of(config.text)[:1], config.tokenize_mode)[0]
     tokens = repeat_to(seq, length)
-    x = embed_batch([tokens], length, config.d_model, config.positional)  # (1, L, E)
+    x = embed_padded([tokens], length, config.d_model, config.positional)  # (1, L, E)
     module = RandomLayer(config.d_model, config.num_heads, config.seed, config.projections).module
     dev = resolve_device(config.device)
     if dev.type != "cpu":  # the drawn layer is shared (attnviz.models.random.LAYERS): moved, it is a copy

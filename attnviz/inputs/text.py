@@ -59,11 +59,6 @@ def tokenize_lines(lines: list[str], mode: str, max_tokens: int = MAX_TOKENS) ->
     return out
 
 
-def embed_batch(seqs: list[list[str]], L: int, d_model: int, positional: bool) -> torch.Tensor:
-    """Embed each sequence and pad with zero vectors to L: (N, L, E)."""
-    return embed_padded(seqs, L, d_model, positional)
-
-
 def pad_tokens(seqs: list[list[str]], L: int) -> list[list[str]]:
     return [t + [PAD] * (L - len(t)) for t in seqs]
 
@@ -77,7 +72,7 @@ def text_input(seqs: list[list[str]], *, d_model: int, positional: bool, pad_to:
 
     def make_x() -> torch.Tensor:  # after the run's memory plan: nothing of size L is made before it
         t0 = time.perf_counter()
-        x = embed_batch(seqs, L, d_model, positional)  # (N, L, E)
+        x = embed_padded(seqs, L, d_model, positional)  # (N, L, E)
         inp.timings_ms["embed"] = (time.perf_counter() - t0) * 1e3
         return x
 
