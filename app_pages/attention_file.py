@@ -62,8 +62,9 @@ else:
     fig = compute.figure(("attention-file-view", *key, *view_key(s)[1:]), lambda: view_figure(result, s, s.view),
                          alt=lambda f: view_description(result, s, s.view, f))
     compute.chart(fig, key=f"file_{s.view}", filename=file_stem(s, s.view, result))
-d1, d2, _spacer = st.columns([1, 1, 3])
-d1.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result), file_name="attnviz-attention-file.csv",
-                   mime="text/csv", on_click="ignore", key="file_csv", icon=":material/download:")
-d2.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name="attnviz-attention-file.json",
-                   mime="application/json", on_click="ignore", key="file_json", icon=":material/download:")
+widgets.downloads([
+    widgets.Download(_("Weights (CSV)"), lambda: weights_csv(result), "attnviz-attention-file.csv", "text/csv",
+                     "file_csv", _(widgets.WEIGHTS_CSV_HOLDS)),
+    widgets.Download(_("Run (JSON)"), lambda: run_json(result), "attnviz-attention-file.json", "application/json",
+                     "file_json", _(widgets.RUN_JSON_HOLDS)),
+], key="file_dl")

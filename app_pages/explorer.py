@@ -174,10 +174,9 @@ if predicted and not s.present:
                       key="gen_all", filename=file_stem(s, "generated", result))
 
 if not s.present:
-    files = row()
-    files.download_button(_("Weights (CSV)"), data=lambda: weights_csv(result),
-                          file_name=file_stem(s, "weights", result) + ".csv", mime="text/csv", on_click="ignore",
-                          key="dl_csv", icon=":material/download:")
-    files.download_button(_("Run (JSON)"), data=lambda: run_json(result),
-                          file_name=file_stem(s, "run", result) + ".json", mime="application/json",
-                          on_click="ignore", key="dl_json", icon=":material/download:")
+    widgets.downloads([
+        widgets.Download(_("Weights (CSV)"), lambda: weights_csv(result), file_stem(s, "weights", result) + ".csv",
+                         "text/csv", "dl_csv", _(widgets.WEIGHTS_CSV_HOLDS)),
+        widgets.Download(_("Run (JSON)"), lambda: run_json(result), file_stem(s, "run", result) + ".json",
+                         "application/json", "dl_json", _(widgets.RUN_JSON_HOLDS)),
+    ], key="dl")

@@ -43,6 +43,12 @@ def more_settings(at: AppTest) -> AppTest:
     return at
 
 
+def open_downloads(at: AppTest, key: str = "dl") -> AppTest:
+    """Click a page's "Download…" button: its dialog lists the files."""
+    at.button(key=key).click().run()
+    return at
+
+
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 

@@ -8,7 +8,7 @@ import pytest
 from attnviz import AttentionConfig, compute
 from attnviz.plots import plain_label
 
-from .apphelp import app, figures, grid_heads, heatmaps, more_settings, no_errors, warnings_shown, z
+from .apphelp import app, figures, grid_heads, heatmaps, more_settings, no_errors, open_downloads, warnings_shown, z
 
 
 def test_default_run_shows_the_grid_and_mirrors_the_url():
@@ -17,7 +17,7 @@ def test_default_run_shows_the_grid_and_mirrors_the_url():
     figs = figures(at)
     assert len(grid_heads(figs[0])) == 4
     assert at.query_params["heads"] == ["4"] or at.query_params["heads"] == "4"
-    assert at.download_button  # CSV and JSON
+    assert [b.label for b in at.button] == ["Download…"] and not at.download_button  # the files wait in its dialog
 
 
 def _qp(at, name):
@@ -239,9 +239,23 @@ def test_chart_toolbar_saves_png_with_a_meaningful_name_and_downloads_exist():
     names = [c["toImageButtonOptions"]["filename"] for c in configs]
     assert names == ["attnviz-grid-window-2h-64d-seed7", "attnviz-head-head1-window-2h-64d-seed7"]
     assert all(c["toImageButtonOptions"]["format"] == "png" for c in configs)
+    at = open_downloads(at)
+    no_errors(at)
     labels = [b.proto.label for b in at.download_button]
     assert labels == ["Weights (CSV)", "Run (JSON)"]
     assert all(b.proto.deferred_file_id or b.proto.url for b in at.download_button)  # data is served lazily
+    assert any("camera icon" in c.value for c in at.caption)  # and the dialog says where the PNG is
+    assert len(figures(at)) == 2  # the view is still drawn under the dialog
+
+
+def test_the_download_dialog_opens_only_when_asked_and_not_in_presenter_mode():
+    at = app("heads=2")
+    assert not at.download_button
+    at = open_downloads(at)
+    assert len(at.download_button) == 2
+    at.selectbox(key="heads").set_value(4).run()  # any other change closes it
+    assert not at.download_button and [b.label for b in at.button] == ["Download…"]
+    assert not app("heads=2&present=1").button  # presenter mode shows the view alone
 
 
 def test_downloaded_run_and_weights_match_the_computation():
@@ -378,7 +392,8 @@ def test_more_settings_are_drawn_only_when_on_and_keep_their_values():
 
 
 @pytest.mark.parametrize("query, named", [("seed=4", "Seed 4"), ("colors=Magma", "Colour scale Magma"),
-                                          ("positional=0", "Positional encoding off"), ("heads=2&mask=none", None)])
+                                          ("positional=0", "Positional encoding off"),
+                                          ("present=1", "Presenter mode on"), ("heads=2&mask=none", None)])
 def test_a_link_that_sets_a_setting_behind_more_names_it_there(query, named):
     from ui.session import MORE
 

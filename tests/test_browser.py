@@ -145,13 +145,15 @@ def test_html_in_the_text_is_shown_literally(server, page):
 
 
 def test_downloads_hold_the_runs_numbers(server, page):
-    """Click both download buttons; the files equal the export of the same run."""
+    """Open the download dialog, click both files; they equal the export of the same run."""
     from attnviz import AttentionConfig, compute
     from attnviz.views.files import run_json, weights_csv
 
     page.goto(server + "/?text=I+love+AI%0Ahi&heads=2&mask=padding&seed=3")
     wait_idle(page)
     expected = compute(AttentionConfig(text="I love AI\nhi", num_heads=2, mask="padding", seed=3))
+    page.get_by_role("button", name="Download…").click()
+    page.get_by_role("dialog").wait_for(timeout=30_000)
     for label, want in (("Weights (CSV)", weights_csv(expected)), ("Run (JSON)", run_json(expected))):
         with page.expect_download(timeout=60_000) as info:
             page.get_by_role("button", name=label).click()

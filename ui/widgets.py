@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import streamlit as st
 
-from attnviz.i18n import _
+from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 from ui.controls import control, row
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)([\[\]])")
+# What each download holds, said beside its button (translated when shown).
+WEIGHTS_CSV_HOLDS = N_("Every weight, one row each: sequence, head, query and key (position and token), weight.")
+RUN_JSON_HOLDS = N_("The whole run: settings, tokens, weights, output and each chart's text description.")
 
 
 def header(title: str, *notes: str) -> None:
@@ -26,6 +31,49 @@ def header(title: str, *notes: str) -> None:
     escaped = (_UNESCAPED_BRACKET.sub(r"\\\1", note) for note in notes if note)
     small = "\n\n".join(f":small[:gray[{note}]]" for note in escaped)
     st.markdown(f"# {title}" + (f"\n\n{small}" if small else ""))
+
+
+@dataclass(frozen=True)
+class Download:
+    """One file a page offers: made only when it is asked for (``data``)."""
+
+    label: str
+    data: Callable[[], str | bytes]
+    file_name: str
+    mime: str
+    key: str
+    what: str = ""  # what the file holds, said beside its button
+
+
+def _download_button(f: Download, *, with_help: bool = True) -> None:
+    st.download_button(f.label, data=f.data, file_name=f.file_name, mime=f.mime, on_click="ignore", key=f.key,
+                       icon=":material/download:", help=(f.what or None) if with_help else None)
+
+
+def downloads(files: Sequence[Download], *, key: str) -> None:
+    """A page's files: one file as its own button; more behind one "Download…" button
+    whose dialog lists them, each with what it holds.
+
+    Every element is a message the server makes and sends on every run, and a class
+    joining at once waits for thirty first runs of them (docs/serving.md): two buttons
+    side by side are three elements on every run (their row and each), the one button
+    is one, and the dialog's are drawn only when it is opened (a rerun of that session).
+    The files are made only when clicked (``on_click="ignore"``: no rerun either).
+    """
+    if len(files) == 1:
+        _download_button(files[0])
+        return
+    if st.button(_("Download…"), key=key, icon=":material/download:",
+                 help=" · ".join(f.label for f in files)):
+        st.dialog(_("Download this run"))(_download_list)(files)
+
+
+def _download_list(files: Sequence[Download]) -> None:
+    for f in files:
+        _download_button(f, with_help=False)  # what it holds is written under it
+        if f.what:
+            st.caption(f.what)
+    st.caption(_("Each chart saves itself as PNG from its own toolbar (the camera icon)."))
 
 
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
@@ -107,5 +155,6 @@ def input_results(key: tuple, inp, result, state, style, name: str, views: tuple
                                      lambda view=view: input_view_figure(inp, result, state.with_(view=view), style)),
                       key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
     verify_line(result)
-    st.download_button(_("Run (JSON)"), data=lambda: run_json(result), file_name=f"attnviz-{name}.json",
-                       mime="application/json", on_click="ignore", key=f"dl_{name}_json", icon=":material/download:")
+    downloads([Download(_("Run (JSON)"), lambda: run_json(result), f"attnviz-{name}.json", "application/json",
+                        f"dl_{name}_json", _(RUN_JSON_HOLDS))], key=f"dl_{name}")
+
