@@ -13,7 +13,7 @@ import torch
 
 from attnviz.i18n import LANGUAGES, _, catalogue, use
 
-from .apphelp import app, figures, no_errors, shown
+from .apphelp import app, figures, more_settings, no_errors, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -179,7 +179,7 @@ def test_descriptions_reach_screen_readers_presenter_mode_and_the_json_export():
 
 
 def test_switching_presenter_mode_on_mid_session_says_how_to_hide_the_sidebar():
-    at = app("heads=2")
+    at = more_settings(app("heads=2"))  # the switch is behind More settings
     assert not any("Presenter mode is on" in i.value for i in at.info)
     at.toggle(key="present").set_value(True).run()
     assert any("Presenter mode is on" in shown(i.value) for i in at.info)

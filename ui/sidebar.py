@@ -21,7 +21,7 @@ LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads"
             "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
-BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors")
+BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
 @st.cache_resource(show_spinner=False)
@@ -51,7 +51,7 @@ def more_settings(sb) -> bool:
     Every widget is a message the server makes and sends on every run (a class joining
     at once waits for thirty runs of them), and these are the settings a lesson rarely
     changes. Closed, its own label names those that a link or an earlier change set,
-    rather than their seven widgets (a class whose links each carry a seed drew all of
+    rather than their eight widgets (a class whose links each carry a seed drew all of
     them on every join) or a caption (one more message); they keep their values
     (``ui.session`` keeps every setting). The toggle's identity is its key, so a label
     that changes keeps its state.
@@ -62,8 +62,8 @@ def more_settings(sb) -> bool:
     label = _("More settings")
     if chosen:
         label += " · " + _("set: {settings}").format(settings=md(" · ".join(chosen)))
-    return sb.toggle(label, key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional encoding and "
-                                             "the colour scale."))
+    return sb.toggle(label, key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional encoding, "
+                                             "the colour scale and presenter mode."))
 
 
 def sidebar(page: Page) -> None:
@@ -94,9 +94,9 @@ def sidebar(page: Page) -> None:
     random_only = _("(the random model only)") if pretrained else ""
     suffix = random_only if page.text else _("(text pages only)")
     off = pretrained or not page.text
-    pair = row(sb, wrap=False)
-    control("d_model", pair, disabled=pretrained, suffix=random_only)
-    control("heads", pair, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
+    # One above the other: side by side they would need a row, one more element on every run.
+    control("d_model", sb, disabled=pretrained, suffix=random_only)
+    control("heads", sb, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
     control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
     # Only a widget that can change something is drawn (each is a message on every run):
     # the window for a mask that reads it (or on a page that reads it anyway: Page.window),
@@ -120,7 +120,9 @@ def sidebar(page: Page) -> None:
         control("projections", sb, disabled=off, suffix=suffix)
         control("positional", sb, disabled=off, suffix=suffix)
         control("colors", sb)
-    control("present", sb)
+        # A lesson turns it on once (or opens a link with present=1, which also closes the
+        # sidebar); behind More settings it is no element on every other run.
+        control("present", sb)
     # A setting declared with sidebar=True that the layout above does not place yet.
     for name, entry in SETTINGS.items():
         if entry.spec.sidebar and name not in LAID_OUT:
