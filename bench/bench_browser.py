@@ -3,17 +3,24 @@
 Load-to-drawn, best of --repeats (3): open a link in a fresh page, then wait until every chart of the page is drawn and
 Streamlit is idle. Bytes: what the server sent over the websocket for that load.
 The floor page (bench/floor_app.py, one Plotly heatmap of the same size) runs in
-the same process, with the same settings, and the table gives the ratios.
+the same process, with the same settings, and the table gives the ratios. Both servers
+are up together and their loads alternate (floor, explorer, floor, ...), so that each
+pair meets the machine in the same state: this machine runs in phases in which every
+load takes up to twice as long.
+
+``--against DIR`` adds another checkout's explorer (a git worktree of a change's base),
+its loads alternating with the others', and prints each case's ratio between the two.
 
 Cases: 64 and 512 tokens × 8 heads; 2048 tokens × 16 heads (the grid overview);
 2048 tokens, one head at full detail (an image, plus a hoverable close-up).
 
-    python bench/bench_browser.py [--repeats 3]
+    python bench/bench_browser.py [--repeats 3] [--against ../base]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -73,41 +80,58 @@ CASES = [  # label, tokens, heads, view, charts on the explorer
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--against", type=Path, metavar="DIR", help="another checkout's explorer, measured alongside")
     args = ap.parse_args()
     if chromium_path() is None:
         sys.exit(HOW_TO_GET_CHROMIUM)
-    rows = {}
-    with sync_playwright() as p:
+    lengths = (64, 512, 2048)
+    with sync_playwright() as p, contextlib.ExitStack() as up:
         browser = launch(p)
-        with streamlit_server(script=ROOT / "bench" / "floor_app.py") as floor:
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-            for n in (64, 512, 2048):
-                url = f"{floor}/?{urlencode({'text': text_of(n)})}"
-                load(ctx, url, 1)  # warm: the first load also fetches the frontend
-                runs = [load(ctx, url, 1) for _ in range(args.repeats)]
-                rows[("floor", n)] = (min(r[0] for r in runs), statistics.median(r[1] for r in runs))  # best of N
-                print(f"floor {n}: {rows[('floor', n)]}", file=sys.stderr, flush=True)
-            ctx.close()
-        with streamlit_server() as app:
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-            for label, n, heads, view, charts in CASES:
-                url = f"{app}/?{urlencode({'text': text_of(n), 'heads': heads, 'mask': 'causal', 'view': view})}"
-                load(ctx, url, charts)
-                runs = [load(ctx, url, charts) for _ in range(args.repeats)]
-                rows[label] = (min(r[0] for r in runs), statistics.median(r[1] for r in runs))  # best of N
-                print(f"{label}: {rows[label]}", file=sys.stderr, flush=True)
-            ctx.close()
+        floor = up.enter_context(streamlit_server(script=ROOT / "bench" / "floor_app.py"))
+        apps = {"explorer": up.enter_context(streamlit_server())}
+        if args.against:
+            apps[f"explorer at {args.against}"] = up.enter_context(streamlit_server(root=args.against.resolve()))
+        # One browser context per server: its static files are cached after the warm-up load.
+        ctx = {name: browser.new_context(viewport={"width": 1400, "height": 1000}) for name in ("floor", *apps)}
+        floor_url = {n: f"{floor}/?{urlencode({'text': text_of(n)})}" for n in lengths}
+        app_url = {(name, label): base + "/?" + urlencode({"text": text_of(n), "heads": heads, "mask": "causal",
+                                                           "view": view})
+                   for name, base in apps.items() for label, n, heads, view, _ in CASES}
+        charts = {label: c for label, _, _, _, c in CASES}
+        for n in lengths:  # warm: the first load also fetches the frontend
+            load(ctx["floor"], floor_url[n], 1)
+        for (name, label), url in app_url.items():
+            load(ctx[name], url, charts[label])
+        runs: dict = {}
+        for r in range(args.repeats):
+            for n in lengths:
+                runs.setdefault(("floor", n), []).append(load(ctx["floor"], floor_url[n], 1))
+                for label, ln, _, _, c in CASES:
+                    if ln != n:
+                        continue
+                    for name in apps:
+                        runs.setdefault((name, label), []).append(load(ctx[name], app_url[(name, label)], c))
+            print(f"round {r + 1} of {args.repeats} done", file=sys.stderr, flush=True)
+        for c in ctx.values():
+            c.close()
         browser.close()
+    rows = {k: (min(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in runs.items()}  # best of N
     print("| page | load-to-drawn | sent | floor at the same length | ratio to the floor |")
     print("|---|---:|---:|---:|---:|")
-    for n in (64, 512, 2048):
+    for n in lengths:
         t, b = rows[("floor", n)]
         print(f"| floor page, {n} tokens | {t:.2f} s | {b / 2**20:.2f} MiB | | |")
-    for label, n, _, _, _ in CASES:
-        t, b = rows[label]
-        ft = rows[("floor", min(n, 512) if "overview" in label else n)][0]
-        ref = "floor at 512" if "overview" in label else f"floor at {n}"
-        print(f"| explorer, {label} | {t:.2f} s | {b / 2**20:.2f} MiB | {ft:.2f} s ({ref}) | {t / ft:.2f} |")
+    for name in apps:
+        for label, n, _, _, _ in CASES:
+            t, b = rows[(name, label)]
+            ft = rows[("floor", min(n, 512) if "overview" in label else n)][0]
+            ref = "floor at 512" if "overview" in label else f"floor at {n}"
+            print(f"| {name}, {label} | {t:.2f} s | {b / 2**20:.2f} MiB | {ft:.2f} s ({ref}) | {t / ft:.2f} |")
+    if args.against:
+        other = f"explorer at {args.against}"
+        print()
+        print(f"This checkout's load-to-drawn over {args.against}'s: " + ", ".join(
+            f"{label} {rows[('explorer', label)][0] / rows[(other, label)][0]:.3f}" for label, *_ in CASES))
 
 
 if __name__ == "__main__":

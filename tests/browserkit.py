@@ -30,15 +30,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 60, script: Path | None = None):
+def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT):
     """Yield the base URL of the app as `make run` serves it (``python -m ui.server``), or
-    of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after."""
+    of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after.
+    ``root``: the checkout whose app is served (a benchmark's ``--against``)."""
     port = free_port()
     opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
            [sys.executable, "-m", "streamlit", "run", str(script), *opts])
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc, timeout)
