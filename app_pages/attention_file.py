@@ -9,7 +9,6 @@ import streamlit as st
 from attnviz.i18n import _, fixed
 from attnviz.views.attention_file import VIEWS, file_run, sample_file
 from attnviz.views.explorer import head_table, is_long, view_description, view_figure, view_key, weights_table
-from attnviz.views.files import run_json, weights_csv
 from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem
 from ui import compute, session, widgets
@@ -62,9 +61,5 @@ else:
     fig = compute.figure(("attention-file-view", *key, *view_key(s)[1:]), lambda: view_figure(result, s, s.view),
                          alt=lambda f: view_description(result, s, s.view, f))
     compute.chart(fig, key=f"file_{s.view}", filename=file_stem(s, s.view, result))
-widgets.downloads([
-    widgets.Download(_("Weights (CSV)"), lambda: weights_csv(result), "attnviz-attention-file.csv", "text/csv",
-                     "file_csv", _(widgets.WEIGHTS_CSV_HOLDS)),
-    widgets.Download(_("Run (JSON)"), lambda: run_json(result), "attnviz-attention-file.json", "application/json",
-                     "file_json", _(widgets.RUN_JSON_HOLDS)),
-], key="file_dl")
+widgets.run_downloads(result, key="file", csv_name="attnviz-attention-file.csv",
+                      json_name="attnviz-attention-file.json")

@@ -18,7 +18,6 @@ from attnviz.views.explorer import (
     view_key,
     weights_table,
 )
-from attnviz.views.files import run_json, weights_csv
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, picks, session, widgets
@@ -174,9 +173,5 @@ if predicted and not s.present:
                       key="gen_all", filename=file_stem(s, "generated", result))
 
 if not s.present:
-    widgets.downloads([
-        widgets.Download(_("Weights (CSV)"), lambda: weights_csv(result), file_stem(s, "weights", result) + ".csv",
-                         "text/csv", "dl_csv", _(widgets.WEIGHTS_CSV_HOLDS)),
-        widgets.Download(_("Run (JSON)"), lambda: run_json(result), file_stem(s, "run", result) + ".json",
-                         "application/json", "dl_json", _(widgets.RUN_JSON_HOLDS)),
-    ], key="dl")
+    widgets.run_downloads(result, key="dl", csv_name=file_stem(s, "weights", result) + ".csv",
+                          json_name=file_stem(s, "run", result) + ".json")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
+from attnviz.views.files import run_json, weights_csv
 from ui.controls import control, row
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)([\[\]])")
@@ -66,6 +67,16 @@ def downloads(files: Sequence[Download], *, key: str) -> None:
     if st.button(_("Download…"), key=key, icon=":material/download:",
                  help=" · ".join(f.label for f in files)):
         st.dialog(_("Download this run"))(_download_list)(files)
+
+
+def run_downloads(result: AttentionResult, *, key: str, json_name: str, csv_name: str | None = None) -> None:
+    """A run's files through ``downloads``: the weights as CSV (where ``csv_name`` is given)
+    and the whole run as JSON, keyed ``{key}_csv`` and ``{key}_json``."""
+    files = [] if csv_name is None else [Download(_("Weights (CSV)"), lambda: weights_csv(result), csv_name,
+                                                  "text/csv", f"{key}_csv", _(WEIGHTS_CSV_HOLDS))]
+    files.append(Download(_("Run (JSON)"), lambda: run_json(result), json_name, "application/json", f"{key}_json",
+                          _(RUN_JSON_HOLDS)))
+    downloads(files, key=key)
 
 
 def _download_list(files: Sequence[Download]) -> None:
@@ -146,7 +157,6 @@ def projections_toggle(disabled: bool = False) -> None:
 def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:
     """What every image/audio/graph page ends with: its views of the weights (the head
     grid, the mean), the one-line verification and the run's JSON download."""
-    from attnviz.views.files import run_json
     from attnviz.views.modality import input_view_figure
     from ui import compute
 
@@ -155,6 +165,4 @@ def input_results(key: tuple, inp, result, state, style, name: str, views: tuple
                                      lambda view=view: input_view_figure(inp, result, state.with_(view=view), style)),
                       key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
     verify_line(result)
-    downloads([Download(_("Run (JSON)"), lambda: run_json(result), f"attnviz-{name}.json", "application/json",
-                        f"dl_{name}_json", _(RUN_JSON_HOLDS))], key=f"dl_{name}")
-
+    run_downloads(result, key=f"dl_{name}", json_name=f"attnviz-{name}.json")
