@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
+from attnviz.plots import margins
 from attnviz.plots.data import HeatmapData, mask_data, output_data, query_data
 from attnviz.plots.style import (
     DIVERGING,
@@ -48,8 +49,12 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                   "title": {"text": _("key") if not diverging else _("dimension")},
                   "side": "top" if not diverging else "bottom"},
     }
-    return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
-                  layout_for(layout, style, d.title, top_axis=not diverging))
+    layout = layout_for(layout, style, d.title, top_axis=not diverging)
+    fs = style.font_size
+    # Room for the labels and the colour bar, so Plotly draws once (see attnviz.plots.margins).
+    layout["margin"].update(l=margins.left(d.y, fs, title=True), r=margins.colorbar("", fs, d.zmin, d.zmax),
+                            b=margins.bottom((), fs, title=True) if diverging else fs)
+    return figure([heatmap_trace(d, style, shared=False, diverging=diverging)], layout)
 
 
 def grid_layout(H: int, font_size: int) -> tuple[int, int]:
@@ -130,7 +135,13 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
         per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
         layout["height"] = per_row * rows + 80
-    return figure(traces, layout_for(layout, style, title))
+    layout = layout_for(layout, style, title)
+    fs = style.font_size
+    # Room for the labels and the colour bar, so Plotly draws once (see attnviz.plots.margins).
+    layout["margin"]["r"] = margins.colorbar(_("weight"), fs)
+    if ticks:
+        layout["margin"].update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
+    return figure(traces, layout)
 
 
 def _unique(labels: list[str]) -> list[str]:

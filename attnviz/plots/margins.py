@@ -1,0 +1,93 @@
+"""Room for a figure's tick labels, axis titles and colour bar, reserved before Plotly draws.
+
+Plotly's ``automargin`` (on in every template) measures the labels after drawing and,
+when a margin is too small for them, draws the whole figure again. The figures start
+from 10 px margins, so every heatmap was drawn twice: in Chromium the second pass was
+about 40 % of a 64-token grid's draw (96 ms against 55 ms with the room reserved), on
+every load and every redraw. An estimate of the room the labels need, made here from
+their text, keeps the first pass the only one.
+
+``automargin`` stays on: an estimate that falls short (a font wider than the one
+assumed, a label past ``LONGEST_EM``) costs the redraw it cost before, never a clipped
+label. Too generous only leaves white space; ``tests/test_margins.py`` measures what
+Plotly needs in Chromium and holds the estimates between the two.
+
+Widths are those of DejaVu Sans, the widest of the fonts Plotly's default family falls
+back to ("Open Sans", Verdana, Arial, sans-serif), in em (× the font size in px).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+
+# Labels longer than this (about 35 lowercase letters) are left to automargin: reserving
+# room for one long token would squeeze every chart of its text.
+LONGEST_EM = 20.0
+
+_NARROW, _WIDE = set("ijlt.,:;'|!Ifr()[]{} "), set("mwMW@%")
+
+
+def _char_em(c: str) -> float:
+    if c.isascii():
+        if c in _NARROW:
+            return 0.4
+        if c in _WIDE:
+            return 1.05
+        return 0.74 if c.isupper() else 0.64
+    if c == "\u2212":  # the minus sign of Plotly's negative ticks
+        return 0.84
+    category = unicodedata.category(c)
+    if category in ("Mn", "Me", "Cf"):  # combining marks, the invisible suffixes of repeated labels
+        return 0.0
+    if category == "So":  # emoji and other symbols
+        return 1.3
+    return 1.05 if unicodedata.east_asian_width(c) in ("W", "F") else 0.75
+
+
+@lru_cache(maxsize=65536)
+def text_em(text: str) -> float:
+    """Width of an (HTML-escaped) label in em."""
+    return sum(_char_em(c) for c in html.unescape(text))
+
+
+def labels_em(labels: Iterable[str]) -> float:
+    """The widest label's width in em, at most ``LONGEST_EM``."""
+    return min(LONGEST_EM, max((text_em(t) for t in set(labels)), default=0.0))
+
+
+_SIN45 = math.sin(math.pi / 4)
+
+
+def left(labels: Iterable[str], font_size: int, *, title: bool = False) -> int:
+    """A y axis on the left: its widest label, and its title beside it."""
+    return math.ceil(labels_em(labels) * font_size + 14 + (font_size + 15 if title else 0))
+
+
+def bottom(labels: Iterable[str], font_size: int, *, angle: int = 0, title: bool = False) -> int:
+    """An x axis below the plot, labels level (angle 0) or turned 45°, and its title."""
+    line = 1.4 * font_size
+    labels_px = (labels_em(labels) * font_size + line) * _SIN45 + 15 if angle else 1.25 * font_size + 15
+    return math.ceil(labels_px + (font_size + 15 if title else 0))
+
+
+def ticks_em(lo: float, hi: float) -> float:
+    """The widest tick label of a colour bar from ``lo`` to ``hi``, in em: Plotly steps by
+    1, 2 or 5 × 10ᵏ; a step of a twelfth of the range is as fine as it goes."""
+    if not hi > lo:  # a flat or unknown range: Plotly's own 0–1 ticks
+        lo, hi = 0.0, 1.0
+    span = max(abs(lo), abs(hi))
+    step = 10 ** math.floor(math.log10((hi - lo) / 12))
+    step = next(m * step for m in (1, 2, 5, 10) if m * step >= (hi - lo) / 12)
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    widest = f"{-span if lo < 0 else span:.{decimals}f}".replace("-", "\u2212")
+    return text_em(widest)
+
+
+def colorbar(title: str, font_size: int, lo: float | None = 0.0, hi: float | None = 1.0) -> int:
+    """A vertical colour bar on the right from ``lo`` to ``hi`` (None: unknown), titled above."""
+    lo, hi = (0.0, 1.0) if lo is None or hi is None else (float(lo), float(hi))
+    return math.ceil(max(82 + ticks_em(lo, hi) * font_size, text_em(title) * font_size + 58))
