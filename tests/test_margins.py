@@ -1,4 +1,4 @@
-"""The margins the heatmaps reserve (attnviz.plots.margins) against what Plotly needs,
+"""The margins the heatmaps and the query bars reserve (attnviz.plots.margins) against what Plotly needs,
 measured by drawing them with plotly.js in Chromium.
 
 Reserved too little, Plotly's automargin grows the margin and draws the figure a second
@@ -60,6 +60,14 @@ def figures(text: str, font_size: int):
     yield "grid of 8 heads", H.grid_figure(D.grid_data(result, 0), style)
     yield "one head", H.heatmap_figure(D.head_data(result, 0, 0), style)
     yield "output vectors", H.output_figure(result, 0, style)
+    yield "query focus", H.query_figure(result, 0, result.lengths[0] - 1, style)
+    yield "mask, keys above", H.mask_figure(result, 0, style)
+    yield "mask, keys below", H.mask_figure(result, 0, style, key_axis_top=False)
+    tokens = result.tokens[0]
+    scores = result.steps.attention.masked[0, 0].numpy()  # (L, S), −∞ where masked
+    yield "scores (diverging)", H.matrix_figure(scores, tokens, tokens, "scores", style)
+    yield "weights (0-1)", H.matrix_figure(result.weights[0, 0].numpy(), tokens, tokens, "weights", style,
+                                           zero_one=True)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

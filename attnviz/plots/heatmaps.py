@@ -167,8 +167,11 @@ def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
               for h in range(w.shape[0])]
     layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": _("weight")}},
               "xaxis": {"type": "category", "title": {"text": _("key")}}}
-    return figure(traces, layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(
-        token=qlab, q=q)))
+    layout = layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(token=qlab, q=q))
+    fs = style.font_size
+    layout["margin"].update(l=margins.left(["0.8"], fs, title=True), b=margins.bottom(keys, fs, title=True),
+                            r=margins.legend([t["name"] for t in traces], fs))
+    return figure(traces, layout)
 
 
 BARS_UP_TO = 128
@@ -197,7 +200,11 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
                         **_every_tick(d.x)}}
     if not key_axis_top:
         layout["height"] = matrix_height(len(d.y))
-    return figure([trace], layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top))
+    layout = layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top)
+    fs = style.font_size
+    layout["margin"].update(l=margins.left(d.y, fs, title=True),
+                            b=fs if key_axis_top else margins.bottom(d.x, fs, title=True))
+    return figure([trace], layout)
 
 
 # Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
@@ -240,4 +247,8 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
         layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                              "y0": highlight_row - 0.5, "y1": highlight_row + 0.5,
                              "line": {"color": "#111111", "width": 3}}]
-    return figure([trace], layout_for(layout, style, title))
+    layout = layout_for(layout, style, title)
+    fs = style.font_size
+    layout["margin"].update(l=margins.left(y, fs), b=margins.bottom(x, fs),
+                            r=margins.colorbar("", fs, trace["zmin"], trace["zmax"]))
+    return figure([trace], layout)

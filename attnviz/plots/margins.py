@@ -91,3 +91,8 @@ def colorbar(title: str, font_size: int, lo: float | None = 0.0, hi: float | Non
     """A vertical colour bar on the right from ``lo`` to ``hi`` (None: unknown), titled above."""
     lo, hi = (0.0, 1.0) if lo is None or hi is None else (float(lo), float(hi))
     return math.ceil(max(82 + ticks_em(lo, hi) * font_size, text_em(title) * font_size + 58))
+
+
+def legend(names: Iterable[str], font_size: int) -> int:
+    """A vertical legend on the right: a swatch and the widest name."""
+    return math.ceil(labels_em(names) * font_size + 74)
