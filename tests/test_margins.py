@@ -16,13 +16,11 @@ from attnviz import AttentionConfig, compute
 from attnviz.i18n import use
 from attnviz.plots import data as D
 from attnviz.plots import heatmaps as H
+from attnviz.plots import margins
 from attnviz.plots.style import FigureStyle
 from attnviz.views.selection import PRESENTER_FONT
 
 from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch
-
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
 
 SLACK = 32
 TEXTS = {
@@ -38,6 +36,7 @@ SIDES = ("l", "r", "b", "t")
 
 @pytest.fixture(scope="module")
 def draw():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
     with sync_api.sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -70,6 +69,8 @@ def figures(text: str, font_size: int):
                                            zero_one=True)
 
 
+@pytest.mark.browser
+@pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("font_size", [12, PRESENTER_FONT])
 @pytest.mark.parametrize("text", list(TEXTS), ids=list(TEXTS))
@@ -89,3 +90,16 @@ def test_the_heatmaps_reserve_the_room_their_labels_need_and_little_more(draw, t
         wasted = {k: (reserved[k], round(need[k])) for k in ("l", "r", "b")
                   if reserved[k] - need[k] > SLACK and not need["thinned"].get(k)}
         assert not wasted, f"{name}, {text}, {font_size}px: more than {SLACK} px to spare (reserved, needed) {wasted}"
+
+
+def test_a_colour_bar_with_a_flat_unknown_or_unbounded_range_gets_the_room_of_0_to_1():
+    zero_one = margins.colorbar("", 12)
+    for lo, hi in ((0.5, 0.5), (None, 1.0), (float("-inf"), 1.0), (0.0, float("nan")), (2.0, -2.0)):
+        assert margins.colorbar("", 12, lo, hi) == zero_one, (lo, hi)
+    assert margins.colorbar("", 12, -0.4, 0.4) > zero_one  # "−0.4" is wider than "0.2"
+
+
+def test_invisible_suffixes_take_no_room_and_escapes_count_as_the_character_shown():
+    assert margins.text_em("the\u200b\u200c\u2060") == margins.text_em("the")
+    assert margins.text_em("&amp;") == margins.text_em("&")
+    assert margins.labels_em(["a" * 200]) == margins.LONGEST_EM

@@ -1,4 +1,4 @@
-"""Room for a figure's tick labels, axis titles and colour bar, reserved before Plotly draws.
+"""Room for a figure's tick labels, axis titles, colour bar and legend, reserved before Plotly draws.
 
 Plotly's ``automargin`` (on in every template) measures the labels after drawing and,
 when a margin is too small for them, draws the whole figure again. The figures start
@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-# Labels longer than this (about 35 lowercase letters) are left to automargin: reserving
+# Labels longer than this (about 30 lowercase letters) are left to automargin: reserving
 # room for one long token would squeeze every chart of its text.
 LONGEST_EM = 20.0
 
@@ -77,7 +77,7 @@ def bottom(labels: Iterable[str], font_size: int, *, angle: int = 0, title: bool
 def ticks_em(lo: float, hi: float) -> float:
     """The widest tick label of a colour bar from ``lo`` to ``hi``, in em: Plotly steps by
     1, 2 or 5 × 10ᵏ; a step of a twelfth of the range is as fine as it goes."""
-    if not hi > lo:  # a flat or unknown range: Plotly's own 0–1 ticks
+    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):  # flat, unknown or unbounded: 0–1
         lo, hi = 0.0, 1.0
     span = max(abs(lo), abs(hi))
     step = 10 ** math.floor(math.log10((hi - lo) / 12))
