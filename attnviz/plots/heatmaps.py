@@ -49,12 +49,11 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                   "title": {"text": _("key") if not diverging else _("dimension")},
                   "side": "top" if not diverging else "bottom"},
     }
-    layout = layout_for(layout, style, d.title, top_axis=not diverging)
     fs = style.font_size
-    # Room for the labels and the colour bar, so Plotly draws once (see attnviz.plots.margins).
-    layout["margin"].update(l=margins.left(d.y, fs, title=True), r=margins.colorbar("", fs, d.zmin, d.zmax),
-                            b=margins.bottom((), fs, title=True) if diverging else fs)
-    return figure([heatmap_trace(d, style, shared=False, diverging=diverging)], layout)
+    room = {"l": margins.left(d.y, fs, title=True), "r": margins.colorbar("", fs, d.zmin, d.zmax),
+            "b": margins.bottom((), fs, title=True) if diverging else fs}
+    return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
+                  layout_for(layout, style, d.title, top_axis=not diverging, room=room))
 
 
 def grid_layout(H: int, font_size: int) -> tuple[int, int]:
@@ -135,13 +134,11 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
         per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
         layout["height"] = per_row * rows + 80
-    layout = layout_for(layout, style, title)
     fs = style.font_size
-    # Room for the labels and the colour bar, so Plotly draws once (see attnviz.plots.margins).
-    layout["margin"]["r"] = margins.colorbar(_("weight"), fs)
+    room = {"r": margins.colorbar(_("weight"), fs)}
     if ticks:
-        layout["margin"].update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
-    return figure(traces, layout)
+        room.update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
+    return figure(traces, layout_for(layout, style, title, room=room))
 
 
 def _unique(labels: list[str]) -> list[str]:
@@ -167,11 +164,11 @@ def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
               for h in range(w.shape[0])]
     layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": _("weight")}},
               "xaxis": {"type": "category", "title": {"text": _("key")}}}
-    layout = layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(token=qlab, q=q))
     fs = style.font_size
-    layout["margin"].update(l=margins.left(["0.8"], fs, title=True), b=margins.bottom(keys, fs, title=True),
-                            r=margins.legend([t["name"] for t in traces], fs))
-    return figure(traces, layout)
+    room = {"l": margins.left(["0.8"], fs, title=True), "b": margins.bottom(keys, fs, title=True),
+            "r": margins.legend([t["name"] for t in traces], fs)}
+    return figure(traces, layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(
+        token=qlab, q=q), room=room))
 
 
 BARS_UP_TO = 128
@@ -200,11 +197,10 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
                         **_every_tick(d.x)}}
     if not key_axis_top:
         layout["height"] = matrix_height(len(d.y))
-    layout = layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top)
     fs = style.font_size
-    layout["margin"].update(l=margins.left(d.y, fs, title=True),
-                            b=fs if key_axis_top else margins.bottom(d.x, fs, title=True))
-    return figure([trace], layout)
+    room = {"l": margins.left(d.y, fs, title=True), "b": fs if key_axis_top else margins.bottom(d.x, fs, title=True)}
+    return figure([trace], layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top,
+                                      room=room))
 
 
 # Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
@@ -247,8 +243,7 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
         layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                              "y0": highlight_row - 0.5, "y1": highlight_row + 0.5,
                              "line": {"color": "#111111", "width": 3}}]
-    layout = layout_for(layout, style, title)
     fs = style.font_size
-    layout["margin"].update(l=margins.left(y, fs), b=margins.bottom(x, fs),
-                            r=margins.colorbar("", fs, trace["zmin"], trace["zmax"]))
-    return figure([trace], layout)
+    room = {"l": margins.left(y, fs), "b": margins.bottom(x, fs),
+            "r": margins.colorbar("", fs, trace["zmin"], trace["zmax"])}
+    return figure([trace], layout_for(layout, style, title, room=room))

@@ -154,14 +154,17 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=data, layout=layout, _validate=False)
 
 
-def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool = False) -> dict:
+def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool = False,
+               room: dict[str, int] | None = None) -> dict:
+    """``room``: the left, right or bottom margin a builder reserved for its labels, colour
+    bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
     # A key axis drawn on top needs room between it and the title.
     top = 60 + style.font_size + (6 * style.font_size if top_axis else 0)
     layout.update(
         template=template(style.theme),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
         font={"size": style.font_size},
-        margin={"l": 10, "r": 10, "t": top, "b": 10},
+        margin={"l": 10, "r": 10, "t": top, "b": 10, **(room or {})},
     )
     # An explicit size wins; otherwise keep the height a builder chose for its content.
     if style.width is not None:
