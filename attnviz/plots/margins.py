@@ -24,6 +24,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
+from attnviz.plots.style import plain_label
+
 # Labels longer than this (about 30 lowercase letters) are left to automargin: reserving
 # room for one long token would squeeze every chart of its text.
 LONGEST_EM = 20.0
@@ -55,8 +57,9 @@ def text_em(text: str) -> float:
 
 
 def labels_em(labels: Iterable[str]) -> float:
-    """The widest label's width in em, at most ``LONGEST_EM``."""
-    return min(LONGEST_EM, max((text_em(t) for t in set(labels)), default=0.0))
+    """The widest label's width in em, at most ``LONGEST_EM``. Measured without the
+    invisible suffixes that tell repeats apart (no width), so each token is measured once."""
+    return min(LONGEST_EM, max((text_em(t) for t in {plain_label(t) for t in labels}), default=0.0))
 
 
 _SIN45 = math.sin(math.pi / 4)
