@@ -274,6 +274,26 @@ def test_the_grid_is_one_labelled_block_per_head_and_causal_is_empty_above_the_d
         assert np.triu(block, 1).max() == 0 and (np.diag(block) > 0).all()
 
 
+def test_each_heatmap_of_a_page_is_painted_once(server, browser):
+    """Streamlit's chart hands plotly.js a JSON copy of each drawn figure; with the template
+    written in, a data revision and fixed ranges (tests/test_drawn_once.py) the copy repaints
+    nothing. A heatmap's paint ends in one canvas toDataURL: the mask view's three heatmaps
+    (the grid, the mask, one head) were painted six times."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    ctx.add_init_script("""window.paints = 0; const _td = HTMLCanvasElement.prototype.toDataURL;
+        HTMLCanvasElement.prototype.toDataURL = function(...a) { window.paints++; return _td.apply(this, a); };""")
+    try:
+        pg = ctx.new_page()
+        pg.goto(server + "/?heads=4&mask=causal&view=mask")
+        pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 3", timeout=60_000)
+        wait_idle(pg)
+        pg.wait_for_timeout(1500)  # Streamlit's copy follows each first draw
+        assert pg.evaluate("() => document.querySelectorAll('.js-plotly-plot .hm image').length") == 3
+        assert pg.evaluate("() => window.paints") == 3
+    finally:
+        ctx.close()
+
+
 def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(server, page):
     """The overview of 16 heads, then one head as an image with a hoverable close-up."""
     from urllib.parse import urlencode

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import hashlib
 import json
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,7 @@ from attnviz.analysis.describe import describe_figure
 from attnviz.cache import PLAIN_TYPES, ByteBudgetCache
 from attnviz.i18n import _, language
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
-from attnviz.plots.style import PlainFigure, plain_figures
+from attnviz.plots.style import PlainFigure, apply_template, plain_figures
 
 _budget = cache_budget_bytes()
 RESULTS = ByteBudgetCache(_budget * 3 // 4)
@@ -130,12 +131,39 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     """Compute the figure's plain dict and its text alternative once: ``st.plotly_chart``
     calls ``to_dict()`` on every rerun, which deep-copies the figure and re-encodes each
     array as base64, and describing it reads every cell. The dict is shared read-only
-    (Streamlit only serialises it)."""
-    frozen = FrozenSpec(plain_dict(fig))
+    (Streamlit only serialises it), and made to be drawn once (``drawn_once``)."""
+    frozen = FrozenSpec(drawn_once(plain_dict(fig)))
     frozen.json = spec_json(frozen)
     object.__setattr__(fig, "to_dict", lambda: frozen)
     object.__setattr__(fig, "_attnviz_alt", (alt or describe_figure)(fig))
     return fig
+
+
+def drawn_once(spec: dict) -> dict:
+    """``spec`` as the browser should get it so that its chart is drawn once, not twice.
+
+    Streamlit's chart draws a figure, then applies its theme to a copy made through JSON
+    and hands the copy to ``Plotly.react``, which redraws everything it sees changed: the
+    template (compared by identity) and, without a ``datarevision``, every data array
+    (new arrays are new data). So the template is written into the figure
+    (``attnviz.plots.style.apply_template``), and ``layout.datarevision`` is a digest of
+    the data: the copy has the same one, so plotly.js keeps its arrays; other data has
+    another. A heatmap's 2-D arrays are then left alone; a 1-D typed array still counts
+    as changed (plotly.js compares those by identity whatever the revision)."""
+    if set(spec) - {"data", "layout"}:  # frames (an animation): as Plotly would send it
+        return spec
+    data, layout = apply_template(spec.get("data") or [], spec.get("layout") or {})
+    return {"data": data, "layout": {**layout, "datarevision": _digest(data)}}
+
+
+def _digest(data) -> str:
+    """The traces' content in 16 hex digits, whatever dict type or key order holds them."""
+    try:
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):  # NumPy values, NaN: as Plotly writes them
+        plain = json.loads(_to_json({"data": data}, validate=False))["data"]
+        text = json.dumps(plain, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def _encoded(x):
@@ -201,19 +229,6 @@ def plain_dict(fig) -> dict:
     return out
 
 
-_TEMPLATE_JSON: list[tuple[dict, str]] = []  # (template, its JSON): one per theme in use
-
-
-def _template_json(tpl: dict) -> str:
-    for known, text in _TEMPLATE_JSON:
-        if known == tpl:  # a comparison in C, far cheaper than encoding it again
-            return text
-    text = _plain_json(tpl)
-    if len(_TEMPLATE_JSON) < 8:
-        _TEMPLATE_JSON.append((tpl, text))
-    return text
-
-
 def _plain_json(obj) -> str:
     """JSON by the standard library's C encoder; Plotly's own encoder (a Python pass over
     every value) for what it cannot write: NumPy scalars, dates, or NaN and infinities,
@@ -225,14 +240,11 @@ def _plain_json(obj) -> str:
 
 
 def spec_json(spec: dict) -> str:
-    """A plain figure dict's JSON, equal to ``plotly.io.to_json``'s once parsed: its
-    template is encoded once per theme, the rest by the C encoder."""
-    layout = spec.get("layout", {})
-    if set(spec) - {"data", "layout"} or not isinstance(layout.get("template"), dict):
+    """A plain figure dict's JSON, equal to ``plotly.io.to_json``'s once parsed, by the C
+    encoder (the traces' typed arrays written out as they are: ``_data_json``)."""
+    if set(spec) - {"data", "layout"}:
         return _plain_json(spec)
-    rest = _plain_json({k: v for k, v in layout.items() if k != "template"})
-    layout_json = '{"template":' + _template_json(layout["template"]) + ("," + rest[1:] if rest != "{}" else "}")
-    return '{"data":' + _data_json(spec.get("data", [])) + ',"layout":' + layout_json + "}"
+    return '{"data":' + _data_json(spec.get("data", [])) + ',"layout":' + _plain_json(spec.get("layout", {})) + "}"
 
 
 def _data_json(data) -> str:
@@ -269,7 +281,9 @@ def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
     """A Plotly chart whose toolbar saves a PNG under a meaningful name, with a text
     alternative (``alt``, the one cached with the figure, or one generated from it) that
     screen readers read as the chart's name; presenter mode also shows it under the chart."""
-    alt = alt or getattr(fig, "_attnviz_alt", None) or describe_figure(fig)
+    if not hasattr(fig, "_attnviz_alt"):  # not from ``figure`` (not frozen): made to be drawn once too
+        freeze(fig, (lambda _fig: alt) if alt else None)
+    alt = alt or fig._attnviz_alt
     st.plotly_chart(
         fig, key=key, theme=None, width="stretch", alt=alt,
         config={"displaylogo": False,

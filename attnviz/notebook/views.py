@@ -31,6 +31,7 @@ from attnviz.plots import (
     matrix_data,
     matrix_figure,
     query_figure,
+    rows_down,
 )
 
 VIEWS = ("grid", "head", "model", "query", "analysis", "rollout")
@@ -164,8 +165,8 @@ def analysis_view(a: Attention, style: FigureStyle) -> go.Figure:
     layout = {
         "xaxis": {"domain": [0.0, 0.38], "type": "category", "title": {"text": "entropy (nats)"}},
         "xaxis2": {"domain": [0.55, 0.93], "type": "category", "title": {"text": "mean distance (tokens)"}},
-        "yaxis": {"type": "category", "autorange": "reversed"},
-        "yaxis2": {"type": "category", "autorange": "reversed", "anchor": "x2"},
+        "yaxis": {"type": "category", **rows_down(a.layers)},
+        "yaxis2": {"type": "category", **rows_down(a.layers), "anchor": "x2"},
         "height": max(320, 28 * a.layers + 200),
     }
     return figure(traces, layout_for(layout, style, "head analysis: entropy and mean attention distance"))

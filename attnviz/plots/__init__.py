@@ -66,5 +66,6 @@ from attnviz.plots.style import (  # noqa: F401
     invisible_suffix,
     layout_for,
     plain_label,
+    rows_down,
     template,
 )

@@ -21,6 +21,7 @@ from attnviz.plots.style import (
     invisible_suffix,
     layout_for,
     plain_label,
+    rows_down,
 )
 from attnviz.run.result import AttentionResult
 
@@ -43,7 +44,7 @@ def heatmap_trace(d: HeatmapData, style: FigureStyle, *, shared: bool, diverging
 def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                    diverging: bool = False) -> go.Figure:
     layout = {
-        "yaxis": {"autorange": "reversed", "type": "category",
+        "yaxis": {**rows_down(len(d.y)), "type": "category",
                   "title": {"text": _("query") if not diverging else _("token")}},
         "xaxis": {"type": "category" if not diverging else "linear",
                   "title": {"text": _("key") if not diverging else _("dimension")},
@@ -125,7 +126,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
                       "colorbar": {"title": {"text": _("weight")}}},
         "annotations": annotations,
         "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
-        "yaxis": {"type": "category", "showgrid": False, "autorange": "reversed", "showticklabels": ticks},
+        "yaxis": {"type": "category", "showgrid": False, **rows_down(R), "showticklabels": ticks},
         "plot_bgcolor": "rgba(0,0,0,0)",
     }
     if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
@@ -192,7 +193,7 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "zmin": 0, "zmax": 1, "showscale": False,
              "colorscale": MASK_COLORS,
              "hovertemplate": f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{_('may attend')}: %{{z}}<extra></extra>"}
-    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
+    layout = {"yaxis": {**rows_down(len(d.y)), "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
               "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": _("key")},
                         **_every_tick(d.x)}}
     if not key_axis_top:
@@ -237,7 +238,7 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
     trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
                  {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
     x, y = trace["x"], trace["y"]
-    layout: dict = {"yaxis": {"autorange": "reversed", "type": "category", **_every_tick(y)},
+    layout: dict = {"yaxis": {**rows_down(len(y)), "type": "category", **_every_tick(y)},
                     "xaxis": {"type": "category", **_every_tick(x)}, "height": matrix_height(len(rows))}
     if highlight_row is not None:  # categories sit at 0, 1, ...: the row spans r ± 0.5
         layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",

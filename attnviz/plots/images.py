@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from attnviz.i18n import _
 from attnviz.plots.data import HeatmapData
 from attnviz.plots.heatmaps import heatmap_trace
-from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for
+from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for, rows_down
 
 # Past this many cells, a full-detail view is drawn as an image (one pixel per cell, PNG)
 # rather than a heatmap: 2048 × 2048 float32 would be 22 MB of JSON, the PNG a few MB.
@@ -69,7 +69,7 @@ def region_figure(d: HeatmapData, style: FigureStyle = FigureStyle()) -> go.Figu
     """The close-up as a hoverable heatmap with exact (6-decimal) weights."""
     trace = heatmap_trace(d, style, shared=False)
     trace["hovertemplate"] = "query: %{y}<br>key: %{x}<br>weight: %{z:.6f}<extra></extra>"
-    layout = {"yaxis": {"autorange": "reversed", "type": "category", "title": {"text": "query"}},
+    layout = {"yaxis": {**rows_down(len(d.y)), "type": "category", "title": {"text": "query"}},
               "xaxis": {"type": "category", "side": "top", "title": {"text": "key"}}, "height": 760}
     return figure([trace], layout_for(layout, style, d.title, top_axis=True))
 

@@ -34,6 +34,7 @@ DIVERGING = "RdBu_r"
 THEMES = {"light": "plotly_white", "dark": "plotly_dark"}
 
 
+
 # Beyond this many rows/columns, grid views are max-pooled to stay light in a browser.
 DEFAULT_MAX_CELLS = 96
 
@@ -46,6 +47,15 @@ class FigureStyle:
     width: int | None = None
     height: int | None = None
     lang: str = "en"  # the language of titles and labels (part of a cached figure's key)
+
+
+def rows_down(n: int) -> dict:
+    """A categorical y axis of ``n`` rows, the first at the top, as a fixed range.
+
+    ``"autorange": "reversed"`` draws the same, but plotly.js rewrites it in the figure as
+    it draws; Streamlit's copy of the drawn figure (``ui.compute.drawn_once``) then reads as
+    a changed axis and is drawn again, about one time in two."""
+    return {"range": [n - 0.5, -0.5]}
 
 
 def escape_label(token: str) -> str:
@@ -117,6 +127,98 @@ def template(theme: str) -> dict:
     if name not in _TEMPLATE_CACHE:
         _TEMPLATE_CACHE[name] = pio.templates[name].to_plotly_json()
     return _TEMPLATE_CACHE[name]
+
+
+# A template's layout keys that style every subplot of their kind (xaxis: xaxis, xaxis2, ...).
+_SUBPLOT_KINDS = ("xaxis", "yaxis", "coloraxis", "geo", "polar", "scene", "ternary", "mapbox", "map", "smith")
+# A template's defaults for each item of a layout array: "annotationdefaults" styles every annotation.
+_ITEM_DEFAULTS = {"annotationdefaults": "annotations", "shapedefaults": "shapes", "imagedefaults": "images",
+                  "sliderdefaults": "sliders", "updatemenudefaults": "updatemenus",
+                  "selectiondefaults": "selections"}
+# Traces that are drawn on no x/y axes (every other kind is, as plotly.js's "cartesian" category).
+_NOT_CARTESIAN = frozenset({"pie", "table", "parcoords", "parcats", "sankey", "sunburst", "treemap", "icicle",
+                            "funnelarea", "indicator", "barpolar", "scatterpolar", "scatterpolargl", "scattergeo",
+                            "choropleth", "scatter3d", "surface", "mesh3d", "cone", "streamtube", "volume",
+                            "isosurface", "scatterternary", "scattermap", "scattermapbox", "choroplethmap",
+                            "choroplethmapbox", "densitymap", "densitymapbox", "scattersmith", "carpet"})
+
+
+def under(default, value):
+    """``value`` laid over ``default``: dicts merge key by key, ``value`` winning; anything
+    else (a list, an array, a number) is ``value`` as it is. New dicts; neither is changed."""
+    if isinstance(default, dict) and isinstance(value, dict):
+        merged = dict(default)
+        for k, v in value.items():
+            merged[k] = under(default[k], v) if k in default else v
+        return merged
+    return value
+
+
+# An axis's switches that plotly.js turns on when the figure itself (not its template) sets
+# one of their values: written out, the template's colours would turn them on, so each is
+# written too, as plotly.js would have set it. Off by default: the line; the grid and zero
+# line of the axis along which bars (and other oriented traces) stand; on for other axes.
+_IMPLIED = {"showline": ("linecolor", "linewidth"), "showgrid": ("gridcolor", "gridwidth", "griddash"),
+            "zeroline": ("zerolinecolor", "zerolinewidth")}
+_ORIENTED = frozenset({"bar", "box", "violin", "histogram", "funnel", "waterfall"})
+
+
+def _axis_under(default: dict, own: dict, grid: bool) -> dict:
+    axis = under(default, own)
+    for switch, setters in _IMPLIED.items():
+        if switch not in own and any(k in default for k in setters):
+            axis[switch] = any(k in own for k in setters) or (grid and switch != "showline")
+    return axis
+
+
+def apply_template(data: list[dict], layout: dict) -> tuple[list[dict], dict]:
+    """The figure with its template's values written where plotly.js would apply them, and
+    no ``template`` left: the same picture, drawn once.
+
+    Streamlit's chart applies its theme to a figure right after drawing it (a copy made
+    through JSON), and plotly.js compares a layout's ``template`` by identity, so a copy
+    of it is a change that redraws the whole figure: every chart was drawn twice. Written
+    out, the template's values are plain layout and trace values, which plotly.js compares
+    by value. The rules are plotly.js's: ``layout.xaxis`` of a template styles every x axis
+    (those a trace uses as well as those the layout names), ``annotationdefaults`` every
+    annotation, ``data.<type>[i]`` the i-th trace of that type (cycling); the figure's own
+    values always win. Only what the template holds is added; ``tests/test_figures.py``
+    draws every view both ways and compares the pixels.
+    """
+    tpl = layout.get("template")
+    if not isinstance(tpl, dict):
+        return data, layout
+    t_layout, t_data = tpl.get("layout") or {}, tpl.get("data") or {}
+    out = {k: v for k, v in layout.items() if k != "template"}
+    used = {"xaxis" + str(t.get("xaxis", "x"))[1:] for t in data if t.get("type", "scatter") not in _NOT_CARTESIAN}
+    used |= {"yaxis" + str(t.get("yaxis", "y"))[1:] for t in data if t.get("type", "scatter") not in _NOT_CARTESIAN}
+    used |= {str(t["coloraxis"]) for t in data if isinstance(t.get("coloraxis"), str)}
+    no_grid = {("yaxis" + str(t.get("yaxis", "y"))[1:]) if t.get("orientation") == "h" else
+               ("xaxis" + str(t.get("xaxis", "x"))[1:]) for t in data if t.get("type") in _ORIENTED}
+    for key, value in t_layout.items():
+        if key in _ITEM_DEFAULTS:
+            items = out.get(_ITEM_DEFAULTS[key])
+            if isinstance(items, (list, tuple)) and items:
+                out[_ITEM_DEFAULTS[key]] = [under(value, item) for item in items]
+        elif key in _SUBPLOT_KINDS:
+            names = {k for k in out if k.startswith(key) and k[len(key):].isdigit() or k == key}
+            names |= {k for k in used if k.startswith(key)}
+            for name in sorted(names):
+                out[name] = (_axis_under(value, out.get(name, {}), name not in no_grid) if key in ("xaxis", "yaxis")
+                             else under(value, out.get(name, {})))
+        else:
+            out[key] = under(value, out[key]) if key in out else value
+    seen: dict[str, int] = {}
+    traces = []
+    for trace in data:
+        kind = trace.get("type", "scatter")
+        defaults = t_data.get(kind) or ()
+        if defaults:
+            i = seen.get(kind, 0)
+            seen[kind] = i + 1
+            trace = under({k: v for k, v in defaults[i % len(defaults)].items() if k != "type"}, trace)
+        traces.append(trace)
+    return traces, out
 
 
 class PlainFigure(BaseFigure):
