@@ -12,8 +12,8 @@ assumed, a label past ``LONGEST_EM``) costs the redraw it cost before, never a c
 label. Too generous only leaves white space; ``tests/test_margins.py`` measures what
 Plotly needs in Chromium and holds the estimates between the two.
 
-Widths are those of DejaVu Sans, the widest of the fonts Plotly's default family falls
-back to ("Open Sans", Verdana, Arial, sans-serif), in em (× the font size in px).
+Widths are those of DejaVu Sans, the figures' font (``attnviz.plots.style.FONT_FAMILY``),
+in em (× the font size in px).
 """
 
 from __future__ import annotations

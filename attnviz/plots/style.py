@@ -33,6 +33,12 @@ DIVERGING = "RdBu_r"
 
 THEMES = {"light": "plotly_white", "dark": "plotly_dark"}
 
+# The figures' font, named so that every machine draws the same widths: Plotly's own family
+# ("Open Sans", Verdana, Arial, sans-serif) is Arial's metrics where Liberation Sans is
+# installed (it comes with Debian's Chromium) and DejaVu Sans's where it is not, and the
+# room reserved for labels (``attnviz.plots.margins``) is measured in DejaVu Sans. Verdana,
+# of the same design, where DejaVu Sans is missing (Windows, macOS).
+FONT_FAMILY = "DejaVu Sans, Verdana, sans-serif"
 
 
 # Beyond this many rows/columns, grid views are max-pooled to stay light in a browser.
@@ -265,7 +271,7 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
     layout.update(
         template=template(style.theme),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
-        font={"size": style.font_size},
+        font={"family": FONT_FAMILY, "size": style.font_size},
         margin={"l": 10, "r": 10, "t": top, "b": 10, **(room or {})},
     )
     # An explicit size wins; otherwise keep the height a builder chose for its content.
