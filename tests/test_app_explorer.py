@@ -286,7 +286,7 @@ def test_a_frozen_figures_json_is_made_once_and_is_plotlys_own():
     from ui import compute as C
 
     fig = view_figure(compute(AttentionConfig(text="the cat sat")), DEFAULTS.with_(text="the cat sat"))
-    want = C._to_json(C.drawn_once(fig.to_dict()), validate=False)  # the figure as drawn once (its own tests below)
+    want = C._to_json(C.drawn_once(C.plain_dict(fig)), validate=False)  # as drawn once: tests/test_drawn_once.py
     frozen = C.freeze(fig)
     assert json.loads(frozen.to_dict().json) == json.loads(want)  # what Plotly would send, made without its encoder
     assert pio.to_json(frozen.to_dict(), validate=False) is frozen.to_dict().json

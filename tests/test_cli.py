@@ -80,7 +80,7 @@ def test_from_url_equals_the_apps_figure():
     from ui import compute as C
 
     # The same figure, as the app sends it to be drawn once (its template written in: tests/test_drawn_once.py).
-    cli_fig = json.loads(C._to_json(C.drawn_once(cli.figure_for(cli.Job(state, Path("x.png"))).to_dict()),
+    cli_fig = json.loads(C._to_json(C.drawn_once(C.plain_dict(cli.figure_for(cli.Job(state, Path("x.png"))))),
                                     validate=False))
     for part in ("width", "height"):
         app_fig["layout"].pop(part, None)

@@ -75,8 +75,8 @@ def test_a_frozen_figure_has_no_template_and_a_revision_of_its_data(view):
     assert "template" not in spec["layout"]
     sent = json.loads(spec.json)
     assert sent["layout"]["datarevision"] == spec["layout"]["datarevision"]
-    # The same data give the same revision, however they are held (a go.Figure's own dict, or attnviz's).
-    again = C.drawn_once(built(view).to_dict())
+    # The same data, built again, give the same revision.
+    again = C.drawn_once(C.plain_dict(built(view)))
     assert again["layout"]["datarevision"] == spec["layout"]["datarevision"]
 
 
