@@ -56,6 +56,20 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
 
 
+def plotly_page(playwright, width: int, script: str = ""):
+    """(browser, page): a blank Chromium page holding Plotly's own plotly.js and a
+    ``div#d`` ``width`` px wide to draw figures in; ``script`` runs before plotly.js loads."""
+    import plotly
+
+    browser = launch(playwright)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_content(f"<div id=d style='width:{width}px'></div>")
+    if script:
+        page.add_script_tag(content=script)
+    page.add_script_tag(path=str(Path(plotly.__path__[0]) / "package_data" / "plotly.min.js"))
+    return browser, page
+
+
 def wait_idle(page, timeout: float = 30_000) -> None:
     """Wait until Streamlit has finished the current run and a chart is drawn."""
     page.wait_for_selector(".js-plotly-plot", timeout=timeout)

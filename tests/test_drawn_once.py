@@ -12,7 +12,6 @@ and the copy repaints nothing.
 import json
 
 import numpy as np
-import plotly
 import pytest
 
 from attnviz import compute
@@ -22,7 +21,8 @@ from attnviz.views.selection import style_for
 from attnviz.views.state import DEFAULTS
 from ui import compute as C
 
-from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch
+from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path
+from .browserkit import plotly_page as blank_plotly_page
 
 VIEWS = ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"]
 
@@ -118,11 +118,7 @@ PNG = """async f => { const d = document.getElementById('d'); Plotly.purge(d);
 def plotly_page():
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
     with sync_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_content("<div id=d style='width:1000px'></div>")
-        page.add_script_tag(content=PAGE_JS)
-        page.add_script_tag(path=str(plotly.__path__[0] + "/package_data/plotly.min.js"))
+        browser, page = blank_plotly_page(p, width=1000, script=PAGE_JS)
         yield page
         browser.close()
 

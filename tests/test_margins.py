@@ -9,7 +9,6 @@ reserve may exceed it by at most ``SLACK`` px).
 
 import json
 
-import plotly
 import pytest
 
 from attnviz import AttentionConfig, compute
@@ -20,7 +19,7 @@ from attnviz.plots import margins
 from attnviz.plots.style import FigureStyle
 from attnviz.views.selection import PRESENTER_FONT
 
-from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch
+from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page
 
 SLACK = 32
 TEXTS = {
@@ -38,10 +37,7 @@ SIDES = ("l", "r", "b", "t")
 def draw():
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
     with sync_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_content("<div id=d style='width:1100px'></div>")
-        page.add_script_tag(path=str(plotly.__path__[0] + "/package_data/plotly.min.js"))
+        browser, page = plotly_page(p, width=1100)
 
         def run(fig: dict) -> dict:
             return page.evaluate("""async f => { const d = document.getElementById('d'); Plotly.purge(d);
