@@ -258,7 +258,8 @@ def _data_json(data) -> str:
         return _plain_json(data, sort_keys=True)
     out = []
     for trace in data:
-        arrays = sorted((k, v) for k, v in trace.items() if type(v) is TypedArray) if isinstance(trace, dict) else []
+        arrays = (sorted(((k, v) for k, v in trace.items() if type(v) is TypedArray), key=lambda kv: kv[0])
+                  if isinstance(trace, dict) else [])
         if not arrays:
             out.append(_plain_json(trace, sort_keys=True))
             continue

@@ -59,8 +59,8 @@ def rows_down(n: int) -> dict:
     """A categorical y axis of ``n`` rows, the first at the top, as a fixed range.
 
     ``"autorange": "reversed"`` draws the same, but plotly.js rewrites it in the figure as
-    it draws; Streamlit's copy of the drawn figure (``ui.compute.drawn_once``) then reads as
-    a changed axis and is drawn again, about one time in two."""
+    it draws, so a copy of the drawn figure handed to ``Plotly.react`` reads as a changed
+    axis and is drawn again (``apply_template`` says when that happens)."""
     return {"range": [n - 0.5, -0.5]}
 
 
@@ -181,15 +181,14 @@ def apply_template(data: list[dict], layout: dict) -> tuple[list[dict], dict]:
     """The figure with its template's values written where plotly.js would apply them, and
     no ``template`` left: the same picture, drawn once.
 
-    Streamlit's chart applies its theme to a figure right after drawing it (a copy made
-    through JSON), and plotly.js compares a layout's ``template`` by identity, so a copy
-    of it is a change that redraws the whole figure: every chart was drawn twice. Written
-    out, the template's values are plain layout and trace values, which plotly.js compares
-    by value. The rules are plotly.js's: ``layout.xaxis`` of a template styles every x axis
-    (those a trace uses as well as those the layout names), ``annotationdefaults`` every
-    annotation, ``data.<type>[i]`` the i-th trace of that type (cycling); the figure's own
-    values always win. Only what the template holds is added; ``tests/test_figures.py``
-    draws every view both ways and compares the pixels.
+    A page's chart component may hand ``Plotly.react`` a copy (through JSON) of a figure it
+    has just drawn, as Streamlit's does to apply its theme (``ui.compute.drawn_once``).
+    plotly.js compares a layout's ``template`` by identity, so the copy redrew the whole
+    figure. Written out, the template's values are plain values, compared by value. The
+    rules are plotly.js's: ``layout.xaxis`` of a template styles every x axis (those a
+    trace uses as well as those the layout names), ``annotationdefaults`` every annotation,
+    ``data.<type>[i]`` the i-th trace of that type (cycling); the figure's own values always
+    win. ``tests/test_drawn_once.py`` draws every view both ways and compares the pixels.
     """
     tpl = layout.get("template")
     if not isinstance(tpl, dict):
@@ -207,7 +206,7 @@ def apply_template(data: list[dict], layout: dict) -> tuple[list[dict], dict]:
             if isinstance(items, (list, tuple)) and items:
                 out[_ITEM_DEFAULTS[key]] = [under(value, item) for item in items]
         elif key in _SUBPLOT_KINDS:
-            names = {k for k in out if k.startswith(key) and k[len(key):].isdigit() or k == key}
+            names = {k for k in out if k == key or (k.startswith(key) and k[len(key):].isdigit())}
             names |= {k for k in used if k.startswith(key)}
             for name in sorted(names):
                 out[name] = (_axis_under(value, out.get(name, {}), name not in no_grid) if key in ("xaxis", "yaxis")
