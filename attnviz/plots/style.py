@@ -177,6 +177,11 @@ def _axis_under(default: dict, own: dict, grid: bool) -> dict:
     return axis
 
 
+def _axis(trace: dict, letter: str) -> str:
+    """The layout key of the ``letter`` axis a trace is drawn on ("x2" -> "xaxis2")."""
+    return letter + "axis" + str(trace.get(letter + "axis", letter))[1:]
+
+
 def apply_template(data: list[dict], layout: dict) -> tuple[list[dict], dict]:
     """The figure with its template's values written where plotly.js would apply them, and
     no ``template`` left: the same picture, drawn once.
@@ -195,11 +200,10 @@ def apply_template(data: list[dict], layout: dict) -> tuple[list[dict], dict]:
         return data, layout
     t_layout, t_data = tpl.get("layout") or {}, tpl.get("data") or {}
     out = {k: v for k, v in layout.items() if k != "template"}
-    used = {"xaxis" + str(t.get("xaxis", "x"))[1:] for t in data if t.get("type", "scatter") not in _NOT_CARTESIAN}
-    used |= {"yaxis" + str(t.get("yaxis", "y"))[1:] for t in data if t.get("type", "scatter") not in _NOT_CARTESIAN}
+    cartesian = [t for t in data if t.get("type", "scatter") not in _NOT_CARTESIAN]
+    used = {_axis(t, "x") for t in cartesian} | {_axis(t, "y") for t in cartesian}
     used |= {str(t["coloraxis"]) for t in data if isinstance(t.get("coloraxis"), str)}
-    no_grid = {("yaxis" + str(t.get("yaxis", "y"))[1:]) if t.get("orientation") == "h" else
-               ("xaxis" + str(t.get("xaxis", "x"))[1:]) for t in data if t.get("type") in _ORIENTED}
+    no_grid = {_axis(t, "y" if t.get("orientation") == "h" else "x") for t in data if t.get("type") in _ORIENTED}
     for key, value in t_layout.items():
         if key in _ITEM_DEFAULTS:
             items = out.get(_ITEM_DEFAULTS[key])
