@@ -10,7 +10,7 @@ from attnviz.core.masks import WINDOW_KINDS
 from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
-from attnviz.models.registry import MODEL_LABELS, available_models, layer_count, model_kind
+from attnviz.models.registry import MODEL_LABELS, ModelFacts, available_models, layer_count, model_facts, model_kind
 from attnviz.views.registry import Page
 from attnviz.views.state import DEFAULTS, SETTINGS
 from ui.controls import MASK_NAMES, control, label_of, row
@@ -66,6 +66,23 @@ def more_settings(sb) -> bool:
                                              "the colour scale and presenter mode."))
 
 
+def _model_facts(sb, model: str, stack: str) -> None:
+    """One caption: the chosen model's layers, heads, width and mask, and why the random
+    layer's settings are not drawn."""
+    try:
+        f = _facts(model, stack)
+    except ModelError:
+        return  # the page's run says what is wrong with the model
+    sb.caption(_("**{model}**: {layers} layers × {heads} heads, width {width}, its own mask ({mask}). Width, heads, "
+                 "mask, seed and the embedding settings belong to the random model.").format(
+        model=md(model), layers=f.layers, heads=f.heads, width=f.width, mask=_(MASK_NAMES.get(f.mask, f.mask))))
+
+
+@st.cache_resource(show_spinner=False)
+def _facts(model: str, stack: str) -> ModelFacts:
+    return model_facts(model, stack)
+
+
 def sidebar(page: Page) -> None:
     """Every control of the computation. On the image, audio and graph pages what only
     text uses is greyed out."""
@@ -91,17 +108,20 @@ def sidebar(page: Page) -> None:
         if not 0 <= int(ss.get("layer", 0)) < layers:
             ss["layer"] = 0
         control("layer", sb, options=range(layers))
-    random_only = _("(the random model only)") if pretrained else ""
-    suffix = random_only if page.text else _("(text pages only)")
-    off = pretrained or not page.text
-    # One above the other: side by side they would need a row, one more element on every run.
-    control("d_model", sb, disabled=pretrained, suffix=random_only)
-    control("heads", sb, options=head_choices(int(ss["d_model"])), disabled=pretrained, suffix=random_only)
-    control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
+    suffix = _("(text pages only)")
+    if pretrained:
+        # Its own heads, width and mask, in place of the random layer's settings, which do not
+        # apply to it: greyed out they would show another model's values.
+        _model_facts(sb, ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
+    elif page.random:
+        # One above the other: side by side they would need a row, one more element on every run.
+        control("d_model", sb)
+        control("heads", sb, options=head_choices(int(ss["d_model"])))
+        control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
     # Only a widget that can change something is drawn (each is a message on every run):
     # the window for a mask that reads it (or on a page that reads it anyway: Page.window),
     # the device where there is a choice (the explorer's caption names the device either way).
-    windowed = page.window or ss.get("mask") in WINDOW_KINDS
+    windowed = page.window or (not pretrained and page.random and ss.get("mask") in WINDOW_KINDS)
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
     if ss.get("device") not in labels:
@@ -112,13 +132,16 @@ def sidebar(page: Page) -> None:
     if len(labels) > 1:
         control("device", pair, options=list(labels), format_func=labels.get)
     if more_settings(sb):
-        pair = row(sb, wrap=False)
-        control("seed", pair, disabled=pretrained, suffix=random_only)
-        control("pad_to", pair, disabled=not page.text)
-        control("tokenize", sb, disabled=off, suffix=suffix)
-        control("dropout", sb, step=0.05, disabled=off, suffix=suffix)
-        control("projections", sb, disabled=off, suffix=suffix)
-        control("positional", sb, disabled=off, suffix=suffix)
+        if pretrained or not page.random:  # the random layer's own settings do not apply
+            control("pad_to", sb, disabled=not page.text)
+        else:
+            pair = row(sb, wrap=False)
+            control("seed", pair)
+            control("pad_to", pair, disabled=not page.text)
+            control("tokenize", sb, disabled=not page.text, suffix=suffix)
+            control("dropout", sb, step=0.05, disabled=not page.text, suffix=suffix)
+            control("projections", sb, disabled=not page.text, suffix=suffix)
+            control("positional", sb, disabled=not page.text, suffix=suffix)
         control("colors", sb)
         # A lesson turns it on once (or opens a link with present=1, which also closes the
         # sidebar); behind More settings it is no element on every other run.

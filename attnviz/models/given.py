@@ -30,6 +30,13 @@ class GivenWeights:
         self.layers, self.heads = int(self.weights.shape[0]), int(self.weights.shape[1])
         self.width = 0
 
+    def own_mask(self, inp: Input) -> str:
+        """What the weights show was masked: "causal" when every weight above the diagonal is
+        0 (a decoder's file), else "none". attnviz masks nothing more; the record names it."""
+        L, S = self.weights.shape[-2:]
+        causal = L == S and L > 1 and not bool(torch.triu(self.weights, diagonal=1).any())
+        return "causal" if causal else "none"
+
     def plan(self, N: int, L: int, S: int) -> str:
         return "full"  # the weights are all there is (their size was checked when they were read)
 

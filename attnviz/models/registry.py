@@ -94,6 +94,35 @@ def layer_count(model: str, stack: str = "encoder") -> int:
     return config_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model brings of its own, from config.json alone: what the sidebar shows in
+    place of the random layer's settings, which do not apply to it."""
+
+    layers: int
+    heads: int
+    width: int
+    mask: str  # the mask it was trained with: "causal" (a decoder) or "padding" (an encoder)
+
+
+def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
+    """``model``'s layers (its ``stack``'s), heads, width and own mask; reads config.json only.
+    ``ModelError`` for a model that cannot be found."""
+    folder, _pinned = locate(model)
+    layers = layer_count(model, stack)
+    if is_bert(folder):
+        cfg = BertConfig.read(folder / "config.json")
+        return ModelFacts(layers, cfg.num_attention_heads, cfg.hidden_size, "padding")
+    from attnviz.models.hf import config_int, read_config
+
+    cfg = read_config(folder)
+    heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
+    width = config_int(cfg, "hidden_size", "n_embd", "d_model")
+    kind = model_kind(model)
+    causal = kind == "causal" or (kind == "seq2seq" and stack == "decoder")
+    return ModelFacts(layers, heads, width, "causal" if causal else "padding")
+
+
 def model_kind(model: str) -> str:
     """"random", "encoder", "causal", "seq2seq" or "vision", from config.json alone (no
     weights read): what the pages offer for it. A model that cannot be found is "encoder"

@@ -114,6 +114,8 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     if settings is None:
         # Its fields are plain values: a shallow dict equals asdict's, without its deep copies.
         settings = {f.name: getattr(config, f.name) for f in fields(config)} if config is not None else {}
+    layers = int(out.layer_weights.shape[0]) if out.layer_weights is not None else 1
+    settings = ran_with(settings, model, layers=layers, mask_name=mask_name)
     return AttentionResult(
         # source_tokens: its own lists, so a view can tell query rows from key rows
         config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths,
@@ -123,6 +125,29 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
         last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
         layer=layer, mask_name=mask_name, dropout=dropout, settings=settings, next_tokens=out.next_tokens,
     )  # fmt: skip
+
+
+# What only the random layer reads: a model with its own weights and tokenizer ignores them.
+RANDOM_ONLY = ("seed", "projections", "positional", "tokenize_mode", "window")
+
+
+def ran_with(settings: dict, model: Model, *, layers: int, mask_name: str) -> dict:
+    """The settings a run records: what ran, not what the sidebar held. A model with its own
+    heads, width, layers and mask (pretrained, a folder, an attention file) puts its own in
+    place of the random layer's, whose settings did not apply (MiniLM's record says 12 heads,
+    width 384 and the padding it masks, not the sidebar's 4 heads, 64 and causal); the
+    random layer's own settings are what ran already."""
+    if model.honours_masks:
+        return settings
+    ran = {k: v for k, v in settings.items() if k not in RANDOM_ONLY}
+    ran.update(num_heads=int(model.heads), layers=layers, mask=mask_name)
+    if model.width:  # 0: weights given without their vectors (an attention file): no width to name
+        ran["d_model"] = int(model.width)
+    else:
+        ran.pop("d_model", None)
+    if "dropout" in ran:
+        ran["dropout"] = 0.0  # a pretrained model runs as in inference
+    return ran
 
 
 def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int,

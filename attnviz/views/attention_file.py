@@ -23,7 +23,7 @@ def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionR
                          f"S = {att.S}.")
     model = GivenWeights(att.weights, name)
     result = run(given_input(att.tokens, att.L), model, layer=layer,
-                 settings={"kind": "attention file", "file": name, "layers": att.layers, "heads": att.heads})
+                 settings={"kind": "attention file", "file": name})  # its heads, layers and mask: the run's
     result.model_name = name
     return result
 

@@ -19,6 +19,7 @@ class Page:
     text: bool = True  # uses the sidebar's text and text-only controls
     modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
+    random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
 
 
 PAGES = (
@@ -35,8 +36,10 @@ PAGES = (
          modality=True),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
-    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False),
-    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False),
+    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
+         random=False),
+    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
+         random=False),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages

@@ -53,11 +53,18 @@ def resolve_query(result: AttentionResult, state: ViewState) -> ViewState:
 
 
 def file_stem(state: ViewState, view: str, result: AttentionResult) -> str:
-    """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0 (the
-    heads and width are the run's: a pretrained model's own, not the random model's)."""
+    """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0 for the
+    random layer; for a model of its own what ran (its name, its mask, heads and width, no
+    seed): attnviz-grid-minilm-l6-layer0-padding-12h-384d."""
     query = f"-query{state.query}" if state.query >= 0 else "-last"
     extra = {"head": f"-head{state.head}", "query": query}.get(view, "")
-    stem = f"attnviz-{view}{extra}-{state.mask}-{result.heads}h-{result.width}d-seed{state.seed}"
+    ran = result.settings
+    if result.pretrained:
+        width = f"-{ran['d_model']}d" if ran.get("d_model") else ""
+        stem = (f"attnviz-{view}{extra}-{result.model_name}-layer{result.layer}-{ran.get('mask', result.mask_name)}"
+                f"-{result.heads}h{width}")
+    else:
+        stem = f"attnviz-{view}{extra}-{state.mask}-{result.heads}h-{result.width}d-seed{state.seed}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)
 
 
