@@ -36,7 +36,8 @@ def test_a_minilm_runs_json_names_its_12_heads_width_384_and_its_padding_mask(tm
 
 def test_the_random_layers_record_is_its_own_settings():
     r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=16, mask="causal", seed=3))
-    assert (r.settings["num_heads"], r.settings["d_model"], r.settings["mask"], r.settings["seed"]) == (2, 16, "causal", 3)
+    ran = r.settings
+    assert (ran["num_heads"], ran["d_model"], ran["mask"], ran["seed"]) == (2, 16, "causal", 3)
 
 
 @pytest.fixture(scope="module")
