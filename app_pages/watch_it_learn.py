@@ -39,6 +39,9 @@ if b2.button(_("Stop"), icon=":material/stop:", key="learn_stop"):
     for k in keys:
         TRAININGS.stop(k)
 
+defaults = V.default_trainings()
+if (settings, control_settings) == defaults and TRAININGS.progress(keys[0]).status == "not started":
+    V.start_defaults(TRAININGS)  # the launcher starts these at server start; a server started otherwise, here
 progress = TRAININGS.progress(keys[0])
 running = not progress.done and progress.status == "running"
 
@@ -56,6 +59,11 @@ def live() -> None:
             st.info(_("Starting the worker…"), icon=":material/hourglass_top:")
         return
     last = p.checkpoints[-1]
+    if p.done:
+        st.caption(_(":material/replay: **A replay** of a training that ran on this server: drag the checkpoint "
+                     "slider (or Play) to walk through it."))
+    else:
+        st.caption(_(":material/play_circle: **Live:** training now; the charts are redrawn every second."))
     st.progress(min(1.0, last["step"] / settings.steps),
                 text=_("step {step} of {steps} · {t} s · {status}").format(step=last["step"], steps=settings.steps,
                                                                           t=f"{last['seconds']:.1f}", status=p.status))

@@ -209,3 +209,51 @@ def test_bad_learn_links_fall_back_with_a_warning():
 
     _s, warnings = parse({"learn_layers": "9", "learn_lr": "nan", "knockout": "x", "sequence": "BOS 99"})
     assert sorted(w.name for w in warnings) == ["knockout", "learn_layers", "learn_lr", "sequence"]
+
+
+def _wait(runs, keys, seconds=240):
+    deadline = time.monotonic() + seconds
+    while not all(runs.progress(k).done for k in keys) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return [runs.progress(k) for k in keys]
+
+
+def test_a_fresh_servers_first_visitor_sees_the_default_training_finished(tmp_path, monkeypatch):
+    """The launcher starts the default training and its control at server start; the first
+    visitor gets the finished curve, scores and heads at once, marked as a replay, with
+    the checkpoint slider."""
+    from attnviz.learn.worker import TRAININGS
+    from attnviz.views.learn import default_trainings
+    from ui.server import train_defaults
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    train_defaults()
+    keys = [key_of(s) for s in default_trainings()]
+    assert all(TRAININGS.progress(k).status != "not started" for k in keys)
+    assert all(p.done and p.status == "done" for p in _wait(TRAININGS, keys))
+    at = app(page="app_pages/watch_it_learn.py", timeout=120)
+    assert not at.exception and not any("Press Train" in i.value for i in at.info)
+    assert any("A replay" in c.value for c in at.caption)
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert "loss as it learns" in titles and sum(t.startswith("every head on the probe") for t in titles) == 1
+    assert at.slider(key="checkpoint").max == len(TRAININGS.progress(keys[0]).checkpoints) - 1
+    at.slider(key="checkpoint").set_value(3).run()
+    assert any(f["layout"]["title"]["text"] == "every head on the probe at step 150" for f in figures(at))
+
+
+def test_the_page_starts_the_default_training_itself_where_the_launcher_did_not(tmp_path, monkeypatch):
+    from attnviz.learn.worker import TRAININGS
+    from attnviz.views.learn import default_trainings
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    at = app(page="app_pages/watch_it_learn.py", timeout=120)
+    assert not at.exception and not any("Press Train" in i.value for i in at.info)
+    keys = [key_of(s) for s in default_trainings()]
+    assert all(TRAININGS.progress(k).status != "not started" for k in keys)
+    deadline = time.monotonic() + 120
+    while not any("Live" in c.value or "A replay" in c.value for c in at.caption) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert "loss as it learns" in titles, ([c.value for c in at.caption], titles)
+    _wait(TRAININGS, keys)  # leave no worker writing into tmp_path

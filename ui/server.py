@@ -53,9 +53,20 @@ def quiet_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
+def train_defaults() -> None:
+    """Watch it learn's default training, started in its worker process now, so that a first
+    visitor finds it finished (about 15 s on one core) instead of a page that waits for
+    Train."""
+    from attnviz.learn.worker import TRAININGS
+    from attnviz.views.learn import start_defaults
+
+    start_defaults(TRAININGS)
+
+
 def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(APP.parent))
     preload()
+    train_defaults()
     quiet_gc()
     from streamlit.web import cli
 

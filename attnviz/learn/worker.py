@@ -125,7 +125,8 @@ class Trainings:
             log = base.with_suffix(".log")
             last = (log.read_text(encoding="utf-8", errors="replace").strip().splitlines() or ["no output"])[-1]
             return Progress(checkpoints, True, f"failed: {last[:200]}")
-        return Progress(checkpoints, False, "running" if job is not None else "not started")
+        # A job that ended well but left no record here (its folder was emptied or changed): not started.
+        return Progress(checkpoints, False, "running" if job is not None and job.poll() is None else "not started")
 
     def stop(self, key: str) -> None:
         (runs_dir() / f"{key}.stop").touch()

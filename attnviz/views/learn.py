@@ -62,6 +62,26 @@ def control_of(settings):
     return settings.with_(layers=1, heads=heads)
 
 
+def default_trainings() -> tuple:
+    """The page's default settings and their one-layer control: what a first visitor sees."""
+    from attnviz.learn.train import LearnSettings
+
+    return LearnSettings(), control_of(LearnSettings())
+
+
+def start_defaults(trainings) -> None:
+    """Start the default training and its control unless they ran or run already (each at
+    most once per server: a finished one is kept in the runs folder and replayed). The
+    server's launcher calls this at start-up, so a first visitor finds the finished curve;
+    the page calls it too, for a server started otherwise. A busy server (every worker
+    training) starts nothing: the page says so when someone presses Train."""
+    for settings in default_trainings():
+        try:
+            trainings.start(settings)
+        except ValueError:
+            return
+
+
 def probe_tokens(settings) -> list[int]:
     from attnviz.learn.train import probe_batch
 
