@@ -129,11 +129,14 @@ compute.charts_side_by_side((spectrum_fig, "long_spectrum", "attnviz-long-spectr
                             (error_fig, "long_rank_error", "attnviz-long-rank-error"))
 k = min(session.current().rank, Lr)
 i = max(j for j, r in enumerate(lr.ranks) if r <= k)
-st.markdown(_("At rank {k}: the truncated weights change the output by {t}, the Linformer projection by {p}. "
-              "Linformer keeps {kept} of K and V per head-set instead of {full} of weights, and never forms the L × L "
-              "matrix; what it loses is exactness (the error above, measured on this text) and the per-token mask: "
-              "after K and V are projected to k rows, no single key can be blocked.").format(
-    k=lr.ranks[i], t=f"{lr.truncated[i]:.3f}", p=f"{lr.linformer[i]:.3f}",
+st.markdown(_("At rank {k}: the truncated weights change the output by {t}, keys and values projected to k segment "
+              "means by {p}, an untrained random projection by {r}. Linformer projects K and V to k rows with matrices "
+              "E and F that it **learns**; segment means are the simplest projection that is exact at k = L, and a "
+              "random one shows why E must be learned. Either keeps {kept} of K and V per head-set instead of {full} "
+              "of weights, and never forms the L × L matrix; what it loses is exactness (the error above, measured on "
+              "this text) and the per-token mask: after K and V are projected to k rows, no single key can be "
+              "blocked.").format(
+    k=lr.ranks[i], t=f"{lr.truncated[i]:.3f}", p=f"{lr.linformer[i]:.3f}", r=f"{lr.random[i]:.3f}",
     kept=f"{lr.kept_bytes['linformer'][i] / 2**10:,.0f} KiB", full=f"{lr.kept_bytes['weights'][i] / 2**10:,.0f} KiB"))
 
 st.header(_("5. matmul, baddbmm and SDPA"))

@@ -226,8 +226,13 @@ def test_low_rank_shape_and_determinism():
     q, k, v = _qkv(L=9, S=20)
     out = low_rank_attention(q, k, v, rank=6)
     assert out.shape == (2, 3, 9, 12) and not out.isnan().any()
-    assert torch.equal(out, low_rank_attention(q, k, v, rank=6, seed=0))
-    assert not torch.allclose(out, low_rank_attention(q, k, v, rank=6, seed=1))
+    assert torch.equal(out, low_rank_attention(q, k, v, rank=6, seed=1))  # segment means: no seed
+    rnd = low_rank_attention(q, k, v, rank=6, projection_kind="random")
+    assert torch.equal(rnd, low_rank_attention(q, k, v, rank=6, seed=0, projection_kind="random"))
+    assert not torch.allclose(rnd, low_rank_attention(q, k, v, rank=6, seed=1, projection_kind="random"))
+    assert torch.allclose(low_rank_attention(q, k, v, rank=20), F.scaled_dot_product_attention(q, k, v), atol=1e-5)
+    with pytest.raises(ValueError, match="Unknown projection"):
+        low_rank_attention(q, k, v, rank=6, projection_kind="learned")
     assert low_rank_attention(q[0, 0], k[0, 0], v[0, 0], rank=20).shape == (9, 12)
 
 

@@ -118,3 +118,48 @@ def test_a_block_of_zero_is_one_line_in_the_cli(capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "block_q" in err and "between 1 and" in err
     json.dumps(err)
+
+
+def test_segment_means_converge_to_exact_at_full_rank_and_a_random_projection_does_not():
+    """The default projection's error falls to ≤ 1e-5 at k = S; the untrained random one's
+    scale grows with S/k (a row sums S/k keys), so it is off by more than the output itself."""
+    inp = LS.long_input(AttentionConfig(num_heads=2, d_model=16), 64)
+    lr = LS.low_rank(inp)
+    assert lr.linformer[-1] <= 1e-5 and lr.linformer[0] > 1e-2  # exact only at k = S
+    assert lr.random[0] > 1.0 and lr.random[-1] > 1e-2
+    from attnviz.core.efficient import projection
+
+    E, bias = projection(3, 8)  # segments of 3, 3, 2 keys: each row a mean, each bias log(its size)
+    assert torch.allclose(E.sum(-1), torch.ones(3)) and torch.allclose(bias.exp(), torch.tensor([3.0, 3.0, 2.0]))
+    assert torch.equal(E[2], torch.tensor([0, 0, 0, 0, 0, 0, 0.5, 0.5]))
+
+
+def test_segment_means_equal_attention_over_keys_repeated_within_a_segment():
+    """A segment of identical keys and values is one key that counts as many times: the
+    log-size bias makes the projected attention exact there."""
+    from attnviz.core.efficient import low_rank_attention
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(5, 4, generator=g)  # (L, D)
+    k4, v4 = torch.randn(4, 4, generator=g), torch.randn(4, 4, generator=g)  # four distinct keys and values
+    k, v = k4.repeat_interleave(torch.tensor([3, 1, 2, 2]), 0), v4.repeat_interleave(torch.tensor([3, 1, 2, 2]), 0)
+    full = torch.softmax(q @ k.T / 2.0, -1) @ v  # (5, 4): 8 keys
+    # rank 4 over 8 keys cuts 2, 2, 2, 2: not the repeats' blocks, so not exact...
+    assert not torch.allclose(low_rank_attention(q, k, v, 4), full, atol=1e-4)
+    # ...but keys reordered so each segment holds one repeated key are
+    k2, v2 = torch.cat([k4[[0, 0]], k4[[1, 1]], k4[[2, 2]], k4[[3, 3]]]), torch.cat([v4[[0, 0]], v4[[1, 1]],
+                                                                                      v4[[2, 2]], v4[[3, 3]]])
+    full2 = torch.softmax(q @ k2.T / 2.0, -1) @ v2
+    assert torch.allclose(low_rank_attention(q, k2, v2, 4), full2, atol=1e-6)
+
+
+def test_log_axes_label_powers_of_ten_only():
+    from attnviz.plots import FigureStyle
+    from attnviz.views.longseq import low_rank_figures
+
+    inp = LS.long_input(AttentionConfig(num_heads=2, d_model=16), 32)
+    for fig in low_rank_figures(LS.low_rank(inp), FigureStyle()):
+        axes = [fig.layout[a] for a in ("xaxis", "yaxis")]
+        assert any(a.type == "log" for a in axes)
+        assert all(a.dtick == 1 for a in axes if a.type == "log")
+        assert all(min(t.y) > 0 for t in fig.data)  # a log axis: no 0 left undrawn

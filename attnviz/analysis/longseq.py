@@ -306,7 +306,8 @@ class LowRank:
     ranks: list[int]
     spectrum: list[list[float]]  # per head: singular values of its weights, largest first
     truncated: list[float]  # per rank: ‖O − O_k‖ / ‖O‖ (mean over heads), O_k from the rank-k weights
-    linformer: list[float]  # per rank: the same for the Linformer projection of K and V
+    linformer: list[float]  # per rank: the same for K and V projected to k segment means (exact at k = L)
+    random: list[float]  # per rank: the same for an untrained random projection (E ~ N(0, 1)/√k)
     kept_bytes: dict[str, list[int]]  # per rank: what each keeps (weights L×L vs L×k + k×D)
 
 
@@ -330,10 +331,11 @@ def low_rank(inp: LongInput, seed: int = 0) -> LowRank:
         o = w @ v  # (1, H, L, D)
         spectrum = E.singular_values(w)[0]  # (H, L)
         trunc = [float(E.relative_error(o, E.rank_k_output(w, v, r)).mean()) for r in ranks]
-        lin = [float(E.relative_error(o, E.low_rank_attention(q, k, v, r, seed=seed)).mean()) for r in ranks]
+        lin, rnd = ([float(E.relative_error(o, E.low_rank_attention(q, k, v, r, seed=seed, projection_kind=kind)).mean())
+                     for r in ranks] for kind in ("segments", "random"))
     D, H = q.shape[-1], q.shape[1]
     kept = {"weights": [H * L * L * 4] * len(ranks), "linformer": [H * (L * r + r * D) * 4 for r in ranks]}
-    return LowRank(ranks, spectrum.tolist(), trunc, lin, kept)
+    return LowRank(ranks, spectrum.tolist(), trunc, lin, rnd, kept)
 
 
 # --- part 5: matmul, baddbmm, SDPA --------------------------------------------------------

@@ -6,7 +6,7 @@ This module holds:
   queries against blocks of keys with an online softmax), optionally with a trace of
   every step of the first query block (``TileStep``) for the teaching pages;
 - ``low_rank_attention``: Linformer-style attention over keys and values projected
-  from S to ``rank`` rows by a seeded random matrix;
+  from S to ``rank`` rows (segment means, exact at rank = S, or a seeded random matrix);
 - truncated-SVD helpers: ``singular_values``, ``rank_k_output``, ``relative_error``;
 - ``attention_memory``: the bytes each path holds at its peak, by arithmetic alone.
 
@@ -174,6 +174,37 @@ def tiled_attention(
     return (out, steps) if trace else out
 
 
+PROJECTIONS = ("segments", "random")  # low_rank_attention's E: the default first
+
+
+def projection(rank: int, S: int, kind: str = "segments", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (rank, S) matrix E that ``low_rank_attention`` projects keys and values with, and
+    a (rank,) bias added to the projected scores.
+
+    - ``"segments"``: the keys are cut into ``rank`` contiguous segments of S/rank keys
+      (the first S mod rank one longer); row r of E is the mean over segment r, and the bias
+      is log(its size), so a segment counts as many times as it has keys. Exact at
+      rank = S (E = I, bias 0); each mean is a key's size whatever S/rank is.
+    - ``"random"``: E ~ N(0, 1)/√rank, drawn by a CPU generator seeded with ``seed``, bias 0:
+      an *untrained* random projection. Each projected row sums about S/rank keys, so its
+      scale grows with S/rank and the output can be off by more than its own size; it is
+      not exact at rank = S either. Linformer learns E and F; this only shows the shape
+      of the computation.
+    """
+    if kind == "segments":
+        sizes = [S // rank + (1 if r < S % rank else 0) for r in range(rank)]
+        E = torch.zeros(rank, S)
+        start = 0
+        for r, n in enumerate(sizes):
+            E[r, start:start + n] = 1.0 / n
+            start += n
+        return E, torch.log(torch.tensor(sizes, dtype=torch.float64)).float()  # (rank, S), (rank,)
+    if kind == "random":
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+        return torch.randn(rank, S, generator=gen) / math.sqrt(rank), torch.zeros(rank)  # (rank, S), (rank,)
+    raise ValueError(f"Unknown projection {kind!r}; choose one of {', '.join(PROJECTIONS)}.")
+
+
 def low_rank_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -181,17 +212,18 @@ def low_rank_attention(
     rank: int,
     seed: int = 0,
     key_padding: torch.Tensor | None = None,
+    projection_kind: str = "segments",
 ) -> torch.Tensor:
     """Linformer-style attention: keys and values projected from S rows to ``rank``.
 
-    E (rank, S) is drawn from N(0, 1) by a CPU ``torch.Generator`` seeded with
-    ``seed``, scaled by 1/sqrt(rank) and moved to q's device and dtype, so a seed gives
-    the same E everywhere. Then K' = E K (..., rank, D), V' = E V (..., rank, Dv) and
-    the output is softmax(q K'^T / sqrt(D)) V' (..., L, Dv). The cost grows with
-    L·rank instead of L·S. It is an approximation, not exact even at rank = S.
+    E (rank, S) is made by ``projection`` (segment means by default, or a seeded random
+    matrix), on the CPU and then moved to q's device and dtype, so it is the same
+    everywhere. Then K' = E K (..., rank, D), V' = E V (..., rank, Dv) and the output is
+    softmax(q K'^T / sqrt(D) + bias) V' (..., L, Dv). The cost grows with L·rank instead
+    of L·S. Segment means are exact at rank = S; a random E is not.
 
-    A mask cannot be applied after the projection: each projected row mixes every
-    key. So instead of an ``attn_mask`` this takes ``key_padding``, bool, True = a real
+    A mask cannot be applied after the projection: each projected row mixes keys. So
+    instead of an ``attn_mask`` this takes ``key_padding``, bool, True = a real
     key, shaped (..., 1, S) like ``attnviz.core.masks.padding_mask`` or (S,), which
     broadcasts over k's batch dims; padded keys are zeroed in K and V *before* the
     projection, so their values cannot reach the output (but the projected rows still
@@ -214,12 +246,11 @@ def low_rank_attention(
         keep = key_padding.squeeze(-2) if key_padding.dim() >= 2 else key_padding  # (..., S)
         keep = keep.unsqueeze(-1)  # (..., S, 1)
         k, v = k.masked_fill(~keep, 0.0), v.masked_fill(~keep, 0.0)  # (..., S, D), (..., S, Dv)
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    E = torch.randn(int(rank), S, generator=gen) / math.sqrt(rank)  # (rank, S)
-    E = E.to(device=q.device, dtype=q.dtype)
+    E, bias = projection(int(rank), S, projection_kind, seed)
+    E, bias = E.to(device=q.device, dtype=q.dtype), bias.to(device=q.device, dtype=q.dtype)  # (rank, S), (rank,)
     kp = E @ k  # (..., rank, D)
     vp = E @ v  # (..., rank, Dv)
-    scores = (q @ kp.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (..., L, rank)
+    scores = (q @ kp.transpose(-2, -1)) / math.sqrt(q.shape[-1]) + bias  # (..., L, rank)
     return torch.softmax(scores, dim=-1) @ vp  # (..., L, Dv)
 
 

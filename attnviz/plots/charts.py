@@ -23,6 +23,14 @@ def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
     return figure(traces, layout_for(layout, style, title))
 
 
+def _axis(log: bool, title: str) -> dict:
+    """A linear axis, or a log axis labelled at powers of ten only (Plotly's default labels
+    its minor ticks too, "2 5 2 5", where the range spans a few decades)."""
+    if not log:
+        return {"type": "linear", "title": {"text": title}}
+    return {"type": "log", "dtick": 1, "title": {"text": title}}
+
+
 def lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(), *,
                  x_title: str = "", y_title: str = "", log_x: bool = True, log_y: bool = False,
                  mark: tuple[float, str] | None = None, dash: tuple[str, ...] = ()) -> go.Figure:
@@ -33,8 +41,7 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
     for t in traces:
         if t["name"] in dash:
             t["line"] = {"dash": "dash"}
-    layout = {"xaxis": {"type": "log" if log_x else "linear", "title": {"text": x_title}},
-              "yaxis": {"type": "log" if log_y else "linear", "title": {"text": y_title}}}
+    layout = {"xaxis": _axis(log_x, x_title), "yaxis": _axis(log_y, y_title)}
     if mark is not None:
         layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": mark[0], "x1": mark[0], "y0": 0,
                              "y1": 1, "line": {"dash": "dot", "color": "#d62728"}}]

@@ -87,10 +87,16 @@ def low_rank_figures(lr: LS.LowRank, style: F.FigureStyle) -> tuple[go.Figure, g
                               {_("head {h}").format(h=h): s for h, s in enumerate(lr.spectrum)},
                               _("singular values of each head's weights"), style, x_title=_("index"),
                               y_title="σ", log_y=True)
-    error = F.lines_figure(lr.ranks, {_("rank-k truncation of the weights"): lr.truncated,
-                                      _("Linformer: K, V projected to k rows"): lr.linformer},
+    floor = 1e-7  # a log axis cannot draw 0: an exact output (float64 rounding, ~1e-16) is drawn here
+
+    def drawn(errors):
+        return [max(e, floor) for e in errors]
+
+    error = F.lines_figure(lr.ranks, {_("rank-k truncation of the weights"): drawn(lr.truncated),
+                                      _("K, V as k segment means (exact at k = L)"): drawn(lr.linformer),
+                                      _("K, V by an untrained random projection"): drawn(lr.random)},
                            _("output error against rank k"), style, x_title="k",
-                           y_title="‖O − Ô‖ / ‖O‖")
+                           y_title=_("‖O − Ô‖ / ‖O‖ (≤ 10⁻⁷ drawn at 10⁻⁷)"), log_y=True)
     return spectrum, error
 
 
