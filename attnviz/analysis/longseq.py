@@ -331,7 +331,8 @@ def low_rank(inp: LongInput, seed: int = 0) -> LowRank:
         o = w @ v  # (1, H, L, D)
         spectrum = E.singular_values(w)[0]  # (H, L)
         trunc = [float(E.relative_error(o, E.rank_k_output(w, v, r)).mean()) for r in ranks]
-        lin, rnd = ([float(E.relative_error(o, E.low_rank_attention(q, k, v, r, seed=seed, projection_kind=kind)).mean())
+        lin, rnd = ([float(E.relative_error(o, E.low_rank_attention(q, k, v, r, seed=seed,
+                                                                    projection_kind=kind)).mean())
                      for r in ranks] for kind in ("segments", "random"))
     D, H = q.shape[-1], q.shape[1]
     kept = {"weights": [H * L * L * 4] * len(ranks), "linformer": [H * (L * r + r * D) * 4 for r in ranks]}
