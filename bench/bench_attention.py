@@ -4,7 +4,10 @@ Both modules hold the same weights (``from_torch``) and run in this process on t
 CPU, interleaved, so the ratio cancels out the machine's speed. Prints a Markdown
 table: median milliseconds per call and ours / PyTorch (below 1.0 = faster).
 
-    python bench/bench_attention.py [--repeats 30] [--threads N]
+    python bench/bench_attention.py [--repeats 30] [--threads N] [--steps]
+
+``--steps`` times ``MultiHeadAttention.steps`` (every intermediate kept: scores, scaled,
+masked, weights, per-head outputs, as the explorer runs) instead of the forward pass.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512, 1024])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda:N")
+    ap.add_argument("--steps", action="store_true", help="time steps() (every intermediate kept), not forward")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     try:
@@ -48,7 +52,8 @@ def main() -> None:
     ref = nn.MultiheadAttention(E, H, batch_first=True, device=device).eval()
     ours = MultiHeadAttention.from_torch(ref).eval()
     where = f"CPU, {args.threads} threads" if device.type == "cpu" else str(device)
-    print(f"{where}, H={H}, E={E}, N=1, median of {args.repeats}, torch {torch.__version__}\n")
+    what = "steps() with every intermediate kept" if args.steps else "forward()"
+    print(f"{where}, H={H}, E={E}, N=1, attnviz {what}, median of {args.repeats}, torch {torch.__version__}\n")
     print("| L | mask | attnviz (ms) | nn.MultiheadAttention (ms) | ratio |")
     print("|---:|---|---:|---:|---:|")
     for L in args.lengths:
@@ -57,7 +62,10 @@ def main() -> None:
             m = None if mask_name == "none" else causal_mask(L, device=device)
             tm = None if m is None else to_torch_mha_mask(m)
             with torch.inference_mode():
-                run_ours = lambda x=x, m=m: ours(x, attn_mask=m)
+                if args.steps:
+                    run_ours = lambda x=x, m=m: (lambda st: (st.output, st.weights))(ours.steps(x, attn_mask=m))
+                else:
+                    run_ours = lambda x=x, m=m: ours(x, attn_mask=m)
                 run_ref = lambda x=x, tm=tm: ref(x, x, x, attn_mask=tm, need_weights=True,
                                                  average_attn_weights=False)
                 o1, w1 = run_ours()

@@ -105,6 +105,30 @@ def test_steps_are_consistent():
     assert torch.allclose(s.output, s.weights @ v)
 
 
+def test_steps_hold_the_weights_and_make_the_scores_when_read():
+    """Without a gradient a call keeps one (L, S) buffer, the weights; the scaled scores are
+    made again from Q and K on reading, the same numbers as in the pass (the weights are
+    their softmax), and moving the steps keeps that."""
+    q, k, v = rand(2, 3, 5, 8), rand(2, 3, 7, 8, seed=1), rand(2, 3, 7, 8, seed=2)
+    mask = torch.rand(5, 7, generator=torch.Generator().manual_seed(3)) > 0.3
+    mask[:, 0] = True
+    with torch.no_grad():
+        s = attention_steps(q, k, v, mask)
+    assert s._scaled is None and s._scores is None and s._masked is None and s.complete
+    assert s.shape_of("scores") == (2, 3, 5, 7)
+    assert torch.allclose(s.scores, q @ k.transpose(-2, -1), atol=1e-5)
+    want = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(~mask, float("-inf"))
+    assert torch.allclose(s.masked, want, atol=1e-5) and torch.isinf(s.masked[..., ~mask]).all()
+    assert torch.equal(torch.softmax(s.masked, -1), s.weights)  # the very numbers the weights came from
+    moved = attention_steps(q, k, v, mask).map(lambda t: t.clone())
+    assert torch.equal(moved.scaled, s.scaled) and moved.qk[0] is not q
+    q.requires_grad_(True)
+    g = attention_steps(q, k, v, mask)  # a gradient flows back through every step: each is kept
+    assert g._scaled is not None and g._masked is not None
+    g.scores.sum().backward()
+    assert q.grad is not None
+
+
 class TestSeedExample:
     """The seed's example: batch 2, 8 heads, L=5, d_k=64, no mask / causal / padding."""
 

@@ -152,7 +152,9 @@ def test_the_explorer_with_the_pretrained_model():
     assert len(table) == 72 and list(table.columns)[:3] == ["layer", "head", "entropy"]
     prev = table.sort_values("previous", ascending=False).iloc[0]
     assert prev["previous"] > 0.8  # a previous-token head exists, as BertViz shows
-    assert at.selectbox(key="d_model").disabled  # random-model controls are off
+    keys = {w.key for w in at.sidebar.selectbox}
+    assert not {"d_model", "heads", "mask"} & keys  # the random layer's controls are not drawn for it...
+    assert any("12 heads, width 384" in c.value for c in at.sidebar.caption)  # ...its own facts are
 
 
 @needs_model

@@ -17,8 +17,6 @@ appears, not even in gradients.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 
 from attnviz.core.masks import causal_mask
@@ -26,18 +24,76 @@ from attnviz.core.masks import causal_mask
 NEG_INF = float("-inf")
 
 
-@dataclass
 class AttentionSteps:
-    """Every intermediate of one attention call, in the order they happen."""
+    """Every intermediate of one attention call, in the order they happen.
 
-    scores: torch.Tensor  # Q K^T                    (..., L, S)
-    scaled: torch.Tensor  # Q K^T * scale             (..., L, S)
-    masked: torch.Tensor  # scaled + M (-inf = blocked) (..., L, S)
-    weights: torch.Tensor  # softmax(masked)           (..., L, S)
-    dropped: torch.Tensor  # weights after dropout (== weights when p = 0)
-    output: torch.Tensor  # dropped @ V               (..., L, Ev)
-    scale: float
-    fully_masked_rows: torch.Tensor | None  # bool (..., L, 1); None when no row is fully masked
+    The call itself holds one (..., L, S) buffer, the weights, as ``nn.MultiheadAttention``
+    does: the scaled scores are made again from Q and K when first read (the same kernel on
+    the same inputs: the same numbers), ``scores`` (Q K^T) from them (scaled / scale) and
+    ``masked`` (scaled + M) from them and the mask. Keeping all four cost up to 1.6x its
+    time at L = 1024, in page faults and memory traffic, where most views read only the
+    weights. A lean run (weights only) has neither scaled scores nor Q and K to make them.
+    """
+
+    __slots__ = ("_scores", "_scaled", "_masked", "weights", "dropped", "output", "scale", "fully_masked_rows",
+                 "mask", "qk")
+
+    def __init__(self, scores: torch.Tensor | None, scaled: torch.Tensor | None, masked: torch.Tensor | None,
+                 weights: torch.Tensor, dropped: torch.Tensor, output: torch.Tensor, scale: float,
+                 fully_masked_rows: torch.Tensor | None, mask: torch.Tensor | None = None,
+                 qk: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        self._scores = scores  # Q K^T                      (..., L, S), or None: made from scaled
+        self._scaled = scaled  # Q K^T * scale               (..., L, S), or None: made from qk
+        self._masked = masked  # scaled + M (-inf = blocked) (..., L, S), or None: made from scaled and mask
+        self.weights = weights  # softmax(masked)            (..., L, S)
+        self.dropped = dropped  # weights after dropout (== weights when p = 0)
+        self.output = output  # dropped @ V                  (..., L, Ev)
+        self.scale = scale
+        self.fully_masked_rows = fully_masked_rows  # bool (..., L, 1); None when no row is fully masked
+        self.mask = mask  # the mask that was applied (bool or additive float), for ``masked``
+        self.qk = qk  # (q (..., L, D), k (..., S, D)): what ``scaled`` is made from
+
+    @property
+    def scaled(self) -> torch.Tensor | None:
+        if self._scaled is None and self.qk is not None:
+            with torch.no_grad():
+                self._scaled = _scaled_scores(*self.qk, self.scale)  # (..., L, S)
+        return self._scaled
+
+    @property
+    def scores(self) -> torch.Tensor | None:
+        if self._scores is None and self.scaled is not None:
+            self._scores = self.scaled / self.scale  # (..., L, S)
+        return self._scores
+
+    @property
+    def masked(self) -> torch.Tensor | None:
+        if self._masked is None and self.scaled is not None:
+            self._masked = self.scaled if self.mask is None else _apply_mask(self.scaled, self.mask, False)[0]
+        return self._masked
+
+    @property
+    def complete(self) -> bool:
+        """Every intermediate there, or made on reading; False for a lean run."""
+        return self._scaled is not None or self.qk is not None
+
+    def map(self, fn) -> AttentionSteps:
+        """The same steps with ``fn`` applied to every tensor held (moving them to the CPU,
+        say). What is made on reading stays so, from the moved tensors; when ``fn`` moves Q
+        to another device, the scaled scores are made first, where the weights were."""
+        t = lambda x: None if x is None else fn(x)  # noqa: E731
+        qk = None if self.qk is None else (fn(self.qk[0]), fn(self.qk[1]))
+        if qk is not None and qk[0].device != self.qk[0].device:
+            _ = self.scaled
+        return AttentionSteps(t(self._scores), t(self._scaled), t(self._masked), t(self.weights), t(self.dropped),
+                              t(self.output), self.scale, t(self.fully_masked_rows), t(self.mask), qk)
+
+    def shape_of(self, name: str) -> tuple[int, ...] | None:
+        """The shape of step ``name`` ("scores", "scaled", "masked", …) without making it."""
+        if name in ("scores", "scaled", "masked"):
+            return tuple(self.weights.shape) if self.complete else None
+        value = getattr(self, name)
+        return None if value is None else tuple(value.shape)
 
 
 def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -144,15 +200,41 @@ def attention_steps(
     scale: float | None = None,
     generator: torch.Generator | None = None,
 ) -> AttentionSteps:
-    """Run attention the way the formula reads and keep every intermediate."""
+    """Run attention the way the formula reads and keep every intermediate (the scores and
+    the masked scores are made from the scaled ones when read: ``AttentionSteps``)."""
     mask, scale = _prepare(q, k, v, attn_mask, dropout_p, is_causal, scale)
-    scores = q @ k.transpose(-2, -1)  # (..., L, S)
-    scaled = scores * scale  # (..., L, S)
-    masked, fully = _apply_mask(scaled, mask, inplace=False)  # (..., L, S)
-    weights = _masked_softmax(masked, fully, inplace=False)  # (..., L, S)
+    scaled = _scaled_scores(q, k, scale)  # (..., L, S)
+    if torch.is_grad_enabled() and scaled.requires_grad:  # a gradient flows back through every step: keep them
+        masked, fully = _apply_mask(scaled, mask, inplace=False)  # (..., L, S)
+        weights = _masked_softmax(masked, fully, inplace=False)  # (..., L, S)
+        dropped = _dropout(weights, dropout_p, generator)  # (..., L, S)
+        return AttentionSteps(None, scaled, masked, weights, dropped, _weighted_sum(dropped, v), scale, fully, mask)
+    # No gradient: mask and softmax in place, so the weights are the one (L, S) buffer held;
+    # the scaled scores are made again from q and k when read (AttentionSteps).
+    masked, fully = _apply_mask(scaled, mask, inplace=True)
+    weights = _masked_softmax(masked, fully, inplace=True)  # (..., L, S)
     dropped = _dropout(weights, dropout_p, generator)  # (..., L, S)
-    output = dropped @ v  # (..., L, Ev)
-    return AttentionSteps(scores, scaled, masked, weights, dropped, output, scale, fully)
+    return AttentionSteps(None, None, None, weights, dropped, _weighted_sum(dropped, v), scale, fully, mask, (q, k))
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor, scale: float) -> torch.Tensor:
+    """Q K^T * scale (..., L, S): the seed's ``baddbmm`` tip (the scale inside the GEMM) on
+    3-D views when the batch dims agree; strided Q/K views go in without a copy."""
+    batch, L, S = q.shape[:-2], q.shape[-2], k.shape[-2]
+    if batch != k.shape[:-2]:  # broadcasting batch dims
+        return (q * scale) @ k.transpose(-2, -1)  # (..., L, S)
+    q3, k3 = q.reshape(-1, L, q.shape[-1]), k.reshape(-1, S, k.shape[-1])  # (B, L, E), (B, S, E)
+    return torch.baddbmm(q3.new_empty(q3.shape[0], L, S), q3, k3.transpose(1, 2),
+                         beta=0.0, alpha=scale).view(*batch, L, S)  # (..., L, S)
+
+
+def _weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """weights @ V (..., L, Ev), as one ``bmm`` on 3-D views when the batch dims agree."""
+    L, S = weights.shape[-2:]
+    if weights.shape[:-2] == v.shape[:-2]:
+        output = torch.bmm(weights.reshape(-1, L, S), v.reshape(-1, S, v.shape[-1]))  # (B, L, Ev)
+        return output.view(*weights.shape[:-2], L, v.shape[-1])  # (..., L, Ev)
+    return weights @ v
 
 
 def attention_fast(
@@ -170,20 +252,11 @@ def attention_fast(
     does: the seed's ``baddbmm`` tip (scale inside the GEMM via ``alpha``) on 3-D
     views, mask and softmax in place when no gradient is needed.
     """
-    batch, L, S = q.shape[:-2], q.shape[-2], k.shape[-2]
-    if batch != k.shape[:-2] or batch != v.shape[:-2]:  # broadcasting batch dims
-        scaled = (q * scale) @ k.transpose(-2, -1)  # (..., L, S)
-    else:
-        q3, k3 = q.reshape(-1, L, q.shape[-1]), k.reshape(-1, S, k.shape[-1])  # (B, L, E), (B, S, E)
-        scaled = torch.baddbmm(q3.new_empty(q3.shape[0], L, S), q3, k3.transpose(1, 2),
-                               beta=0.0, alpha=scale).view(*batch, L, S)  # (..., L, S)
+    scaled = _scaled_scores(q, k, scale)  # (..., L, S)
     inplace = not (torch.is_grad_enabled() and scaled.requires_grad)
     masked, fully = _apply_mask(scaled, mask, inplace)
     weights = _dropout(_masked_softmax(masked, fully, inplace), dropout_p, generator)  # (..., L, S)
-    if weights.shape[:-2] == v.shape[:-2]:
-        output = torch.bmm(weights.reshape(-1, L, S), v.reshape(-1, S, v.shape[-1]))  # (B, L, Ev)
-        return output.view(*weights.shape[:-2], L, v.shape[-1]), weights  # (..., L, Ev)
-    return weights @ v, weights
+    return _weighted_sum(weights, v), weights  # (..., L, Ev), (..., L, S)
 
 
 def scaled_dot_product_attention(

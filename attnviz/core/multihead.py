@@ -46,18 +46,18 @@ class MultiHeadSteps:
     @property
     def complete(self) -> bool:
         """False for a lean run (``MultiHeadAttention.lean_steps``): no scores kept."""
-        return self.attention.scores is not None
+        return self.attention.complete
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Name -> shape of every intermediate kept, in computation order (debug_shape)."""
         a = self.attention
+        steps = {"scores QKᵀ": a.shape_of("scores"), "scaled": a.shape_of("scaled"), "masked": a.shape_of("masked")}
         named = {
-            "Q": self.q, "K": self.k, "V": self.v,
-            "scores QKᵀ": a.scores, "scaled": a.scaled, "masked": a.masked,
+            "Q": self.q, "K": self.k, "V": self.v, **steps,
             "weights": a.weights, "head outputs": a.output,
             "joined": self.joined, "output": self.output,
         }  # fmt: skip
-        return {name: tuple(t.shape) for name, t in named.items() if t is not None}
+        return {name: t if isinstance(t, tuple) else tuple(t.shape) for name, t in named.items() if t is not None}
 
 
 class MultiHeadAttention(nn.Module):

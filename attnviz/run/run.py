@@ -190,7 +190,6 @@ def to_cpu(steps: MultiHeadSteps) -> MultiHeadSteps:
             return t
         return t.detach().cpu()
 
-    att = type(a)(mv(a.scores), mv(a.scaled), mv(a.masked), mv(a.weights), mv(a.dropped),
-                  mv(a.output), a.scale, mv(a.fully_masked_rows))
+    att = a.map(mv)
     return MultiHeadSteps(mv(steps.q), mv(steps.k), mv(steps.v), att, mv(steps.joined),
                           mv(steps.output))
