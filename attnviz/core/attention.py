@@ -17,6 +17,7 @@ appears, not even in gradients.
 from __future__ import annotations
 
 import math
+
 import torch
 
 from attnviz.core.masks import causal_mask
