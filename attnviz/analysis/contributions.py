@@ -99,8 +99,9 @@ class KnockOut:
                     f"top{TOP}_overlap": self.overlap} if self.top_token is not None else {})}
 
 
-def knock_out(parts: HeadParts, n: int, length: int) -> KnockOut:
-    """Each head of the layer zeroed in turn (see the module doc); ``length``: the real rows."""
+def knock_out(parts: HeadParts, n: int, length: int, *, rerun: bool = True) -> KnockOut:
+    """Each head of the layer zeroed in turn (see the module doc); ``length``: the real rows.
+    ``rerun=False``: the layer's output alone (no rerun of a causal LM for its next tokens)."""
     out = parts.output[n, :length].float()  # (l, E)
     base = float(out.norm())
     moved = []
@@ -108,7 +109,7 @@ def knock_out(parts: HeadParts, n: int, length: int) -> KnockOut:
         diff = float((out - output_without(parts, n, [h])[:length]).norm())
         moved.append(diff / base if base > 0 else 0.0)
     ko = KnockOut(moved)
-    if parts.knock_out is not None:
+    if rerun and parts.knock_out is not None:
         probs = parts.knock_out(n, [-1, *range(parts.heads)]).float()  # (1 + H, V): row 0 nothing knocked out
         top = torch.topk(probs[0], min(TOP, probs.shape[1])).indices  # (10,)
         first = int(top[0])

@@ -126,6 +126,17 @@ def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.Figu
     return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style)
 
 
+def view_problem(result: AttentionResult, view: str) -> str | None:
+    """Why this run cannot draw ``view`` (norms, neurons), in words; None when it can."""
+    from attnviz.analysis.contributions import neuron_parts, parts_of
+
+    try:
+        {"norms": parts_of, "neurons": neuron_parts}.get(view, lambda r: None)(result)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def view_record(result: AttentionResult, state: ViewState, view: str) -> dict | None:
     """The numbers a view draws, as plain data for the JSON export (None for a view whose
     numbers are the run's weights)."""
@@ -211,7 +222,9 @@ def describe_norms(result: AttentionResult, n: int, ko=None) -> str:
         jw, jn = int(weights[h].argmax()), int(norms[h].argmax())
         parts.append(_("head {h}: most weight on “{a}”, most weighted norm on “{b}”").format(h=h, a=keys[jw],
                                                                                              b=keys[jn]))
-    ko = ko or knockout(result, n)
+    from attnviz.analysis.contributions import knock_out
+
+    ko = ko or knock_out(parts_of(result), n, k, rerun=False)
     worst = max(range(len(ko.moved)), key=ko.moved.__getitem__)
     return (_("Weights beside weighted value norms, layer {layer}.").format(layer=result.layer) + " " + "; ".join(parts)
             + ". " + _("Knocking out head {h} (its output set to zero before W_O) moves the layer's output most: "
