@@ -66,3 +66,14 @@ def test_a_causal_folder_shows_its_next_tokens_moving_and_says_why_it_has_no_neu
     at = app("model=gpt2&layer=1&view=neurons&text=the+cat+sat", timeout=120)
     no_errors(at)
     assert any("q∘k sums to q·k" in _titles(f) for f in figures(at))
+
+
+@pytest.mark.parametrize("view", ["norms", "neurons"])
+def test_both_views_in_chinese(view):
+    from .test_i18n import texts, untranslated
+
+    at = app(f"lang=zh&view={view}&mask=causal&text=the+cat+sat")
+    no_errors(at)
+    assert not untranslated(texts(at)), untranslated(texts(at))[:3]
+    titles = " ".join(_titles(f) for f in figures(at))
+    assert ("范数" in titles) if view == "norms" else ("q∘k 这一行" in titles)

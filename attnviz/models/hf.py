@@ -28,6 +28,7 @@ import torch
 from attnviz import limits
 from attnviz.core.attention import AttentionSteps
 from attnviz.core.multihead import MultiHeadSteps
+from attnviz.i18n import _
 from attnviz.inputs.record import Input
 from attnviz.models.base import HeadParts, ModelError, ModelRun
 
@@ -375,8 +376,8 @@ class HFModel:
                           .abs().max()) for n in range(N))
         if not worst <= QK_TOLERANCE:
             parts.q = parts.k = None
-            parts.qk_note = ("its scores are not q·k × scale alone: the model adds positions inside its attention "
-                             "(rotary positions or a relative position bias), after the projections attnviz watches")
+            parts.qk_note = _("its scores are not q·k × scale alone: the model adds positions inside its attention "
+                              "(rotary positions or a relative position bias), after the projections attnviz watches")
         return parts
 
     def _inputs(self, inp: Input, n: int, B: int) -> dict:
