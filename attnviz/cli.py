@@ -145,7 +145,7 @@ def start_job(job: Job, exporter: ImageExporter):
     if fmt in ("json", "csv"):
         result = _compute(job)
         extra = None
-        if fmt == "json" and job.page == "explorer":  # a view with numbers of its own (norms, neurons) adds them
+        if fmt == "json" and job.page in ("explorer", "attention-file"):  # a view with numbers of its own (norms, neurons) adds them
             try:
                 with use(job.state.lang):
                     extra = view_record(result, resolve_query(result, job.state), job.state.view)
