@@ -36,11 +36,10 @@ from attnviz.plots.export import (
 )
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
-from attnviz.views.explorer import view_record
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_result
 from attnviz.views.registry import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES, page_of
-from attnviz.views.selection import resolve_query, selection_problems, style_for
+from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
 
 OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
@@ -144,14 +143,11 @@ def start_job(job: Job, exporter: ImageExporter):
     check_writable(job.out)
     if fmt in ("json", "csv"):
         result = _compute(job)
-        extra = None
-        if fmt == "json" and job.page in ("explorer", "attention-file"):  # a view with numbers of its own (norms, neurons) adds them
-            try:
-                with use(job.state.lang):
-                    extra = view_record(result, resolve_query(result, job.state), job.state.view)
-            except ValueError as e:
-                raise UsageError(str(e)) from None
-        data = (run_json(result, extra) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        try:  # a view with numbers of its own (norms, neurons) adds them
+            with use(job.state.lang):
+                data = (run_json(result, job.state) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         return lambda: data
     fig = figure_for(job)
     if fmt == "html":

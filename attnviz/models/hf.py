@@ -18,8 +18,6 @@ tokens (``attnviz.models.vision``). Nothing is ever downloaded: ``local_files_on
 from __future__ import annotations
 
 import json
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,26 +26,14 @@ import torch
 from attnviz import limits
 from attnviz.core.attention import AttentionSteps
 from attnviz.core.multihead import MultiHeadSteps
-from attnviz.i18n import _
 from attnviz.inputs.record import Input
-from attnviz.models.base import HeadParts, ModelError, ModelRun
+from attnviz.models import hooks
+from attnviz.models.base import ModelError, ModelRun
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
 VISION = ("vit", "deit", "dinov2")
 STACKS = ("encoder", "decoder", "cross")  # an encoder–decoder's three kinds of attention
-# The attention modules whose projections attnviz watches (forward hooks), by the names of
-# their query, key, value and output projections relative to the module. One Conv1D holding
-# q, k and v at once (GPT-2's c_attn) is named three times; Conv1D keeps its weight (in, out).
-FAMILIES = (
-    ("c_attn", "c_attn", "c_attn", "c_proj"),  # GPT-2
-    ("q_proj", "k_proj", "v_proj", "o_proj"),  # LLaMA (grouped-query), ViT (transformers 5)
-    ("q_proj", "k_proj", "v_proj", "out_proj"),  # BART
-    ("self.query", "self.key", "self.value", "output.dense"),  # BERT, RoBERTa
-    ("q", "k", "v", "o"),  # T5
-)
-CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention")  # a decoder's attention over the encoder
-QK_TOLERANCE = 1e-4  # softmax(q·k · scale + mask) against the model's own weights
 
 
 def kind_of(cfg: dict) -> str:
@@ -260,7 +246,7 @@ class HFModel:
             raise ValueError(f"Layer {layer} does not exist: {self.name} has {layers} layers (0–{layers - 1}).")
         logits = None
         watched = self.attention_module(stack, layer)
-        with self._watch(watched) as seen:
+        with hooks.watch(watched) as seen:
             if self.kind == "vision":
                 with torch.no_grad():
                     weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
@@ -277,108 +263,18 @@ class HFModel:
         # A causal LM's next tokens come from the same pass: each sequence's last real position.
         following = ([self.top_tokens(logits[n, inp.lengths[n] - 1]) for n in range(N)]
                      if self.causal and logits is not None else None)
-        parts = self._parts(watched, seen, w, mask, inp, source)
+        parts = hooks.head_parts(watched, seen, w, mask, inp.lengths, (source or inp).lengths)
         if parts is not None and self.causal:
             parts.knock_out = lambda n, heads: self.rerun_without(inp, stack, layer, n, heads)[0]
             parts.token_name = lambda i: self.tokenizer.convert_ids_to_tokens(int(i))
         return ModelRun(steps, None, torch.zeros(N, L, 0), weights, next_tokens=following, parts=parts)
 
-    # -- the followed layer's projections, watched by hooks -----------------------------
-    def attention_modules(self) -> dict[str, list[tuple]]:
-        """Per stack ("encoder", "decoder", "cross"), every layer's (attention module, its q,
-        k, v and output projections), in layer order; a model with one stack lists it as its only one."""
-        found: dict[str, list[tuple]] = {}
-        for name, m in self.model.named_modules():
-            for family in FAMILIES:
-                try:
-                    subs = [m.get_submodule(x) for x in family]
-                except AttributeError:
-                    continue
-                parts = name.split(".")
-                stack = ("cross" if any(c in parts for c in CROSS_NAMES) else
-                         "decoder" if "decoder" in parts else "encoder")
-                found.setdefault(stack, []).append((m, *subs))
-                break
-        return found
-
+    # -- the followed layer's projections, watched by hooks (attnviz.models.hooks) -----------
     def attention_module(self, stack: str, layer: int) -> tuple | None:
         """(module, q, k, v, o) of the followed layer, or None where attnviz knows no such module."""
-        found = self.attention_modules()
+        found = hooks.attention_modules(self.model)
         mods = found.get(stack) if self.seq2seq else next(iter(found.values()), None)
         return mods[layer] if mods and layer < len(mods) else None
-
-    @staticmethod
-    @contextmanager
-    def _watch(watched: tuple | None):
-        """Keep what the followed layer's projections see in this thread's forward pass:
-        q, k, v (their outputs), the output projection's input and output. The model is shared
-        by every session: a hook acts only in the thread that set it."""
-        seen: dict[str, torch.Tensor] = {}
-        if watched is None:
-            yield seen
-            return
-        _module, q, k, v, o = watched
-        owner = threading.get_ident()
-
-        def keep(name):
-            def hook(_m, _args, out):
-                if threading.get_ident() == owner and name not in seen:  # a decoder's cache reruns none
-                    seen[name] = out.detach().float()
-            return hook
-
-        def keep_in(_m, args):
-            if threading.get_ident() == owner and "joined" not in seen:
-                seen["joined"] = args[0].detach().float()
-
-        handles = [o.register_forward_pre_hook(keep_in), o.register_forward_hook(keep("output"))]
-        if q is k:  # one packed projection
-            handles.append(q.register_forward_hook(keep("qkv")))
-        else:
-            handles += [q.register_forward_hook(keep("q")), k.register_forward_hook(keep("k")),
-                        v.register_forward_hook(keep("v"))]
-        try:
-            yield seen
-        finally:
-            for h in handles:
-                h.remove()
-
-    def _parts(self, watched, seen: dict, w: torch.Tensor, mask, inp: Input, source: Input | None) -> HeadParts | None:
-        """The followed layer's ``HeadParts`` from what the hooks saw (None: nothing watched)."""
-        if watched is None or "joined" not in seen or not ({"qkv"} <= seen.keys() or {"q", "k", "v"} <= seen.keys()):
-            return None
-        module, _q, _k, _v, o = watched
-        N, H, L, S = w.shape
-        if "qkv" in seen:
-            E = seen["qkv"].shape[-1] // 3
-            q, k, v = seen["qkv"].split(E, dim=-1)  # 3 × (N, L, E)
-        else:
-            q, k, v = seen["q"], seen["k"], seen["v"]  # (N, L, H·D), (N, S, kv·D) × 2
-        D = q.shape[-1] // H
-        kv = k.shape[-1] // D
-
-        def heads(t, n):  # (N, T, n·D) -> (N, H, T, D), a key/value head repeated for its query heads
-            t = t.reshape(N, t.shape[1], n, D).transpose(1, 2)
-            return t.repeat_interleave(H // n, dim=1) if n != H else t
-
-        q, k, v = heads(q, H), heads(k, kv), heads(v, kv)  # (N, H, L|S, D)
-        weight = o.weight.detach().float()
-        w_o = weight if isinstance(o, torch.nn.Linear) else weight.T  # (E, H·D): a Conv1D holds (in, out)
-        b_o = None if getattr(o, "bias", None) is None else o.bias.detach().float()
-        scale = next((float(m.scaling) for m in (module, getattr(module, "self", None))
-                      if isinstance(getattr(m, "scaling", None), (int, float))), D ** -0.5)
-        parts = HeadParts(v, seen["joined"], seen["output"], w_o, b_o, q, k, scale)
-        kv_lengths = (source or inp).lengths
-        scores = (q @ k.transpose(-1, -2)) * scale  # (N, H, L, S)
-        if mask is not None:
-            scores = scores.masked_fill(~mask.bool(), float("-inf"))
-        mine = torch.softmax(scores, -1).nan_to_num(0.0)  # (N, H, L, S)
-        worst = max(float((mine[n, :, :inp.lengths[n], :kv_lengths[n]] - w[n, :, :inp.lengths[n], :kv_lengths[n]])
-                          .abs().max()) for n in range(N))
-        if not worst <= QK_TOLERANCE:
-            parts.q = parts.k = None
-            parts.qk_note = _("its scores are not q·k × scale alone: the model adds positions inside its attention "
-                              "(rotary positions or a relative position bias), after the projections attnviz watches")
-        return parts
 
     def _inputs(self, inp: Input, n: int, B: int) -> dict:
         """The model's inputs for sequence ``n`` of ``inp``, repeated ``B`` times."""
@@ -400,35 +296,12 @@ class HFModel:
         watched = self.attention_module(stack, layer)
         if watched is None:
             raise ModelError(f"attnviz does not know {self.name}'s attention modules: it cannot knock a head out.")
-        o = watched[4]
-        owner = threading.get_ident()
-        kept: dict[str, torch.Tensor] = {}
-
-        def zero(_m, args):
-            if threading.get_ident() != owner or "output" in kept:
-                return None
-            x = args[0].clone()  # (B, L, H·D)
-            d = x.shape[-1] // self.heads
-            for r, h in enumerate(heads):
-                if h >= 0:
-                    x[r, :, h * d:(h + 1) * d] = 0
-            return (x, *args[1:])
-
-        def keep(_m, _args, out):
-            if threading.get_ident() == owner and "output" not in kept:
-                kept["output"] = out.detach().float()
-
-        handles = [o.register_forward_pre_hook(zero), o.register_forward_hook(keep)]
-        try:
-            with torch.no_grad():
-                out = self.model(**self._inputs(inp, n, len(heads)))
-        finally:
-            for h in handles:
-                h.remove()
+        out, projected = hooks.rerun_without(self.model, watched[4], self._inputs(inp, n, len(heads)), heads,
+                                             self.heads)
         logits = getattr(out, "logits", None)
         probs = (torch.softmax(logits[:, inp.lengths[n] - 1].float(), -1) if self.causal and logits is not None
                  else None)  # (B, V)
-        return probs, kept["output"]
+        return probs, projected
 
     def top_tokens(self, logits: torch.Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens under ``logits`` (V,), with their probabilities."""

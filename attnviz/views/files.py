@@ -29,12 +29,15 @@ def weights_csv(result: AttentionResult) -> str:
     return buf.getvalue()
 
 
-def run_json(result: AttentionResult, view: dict | None = None) -> str:
+def run_json(result: AttentionResult, state=None) -> str:
     """The whole run as JSON, with the charts' text alternatives; byte-identical for the
-    same config (sorted keys, no times). ``view``: a view's own numbers (weighted norms and
-    knock-out, the neuron view), kept under ``"view"``."""
+    same config (sorted keys, no times). ``state``: a ``ViewState`` whose view has numbers of
+    its own (weighted norms and knock-out, the neuron view), kept under ``"view"``."""
     from attnviz.analysis.describe import describe_grid, describe_head
+    from attnviz.views.explorer import view_record
+    from attnviz.views.selection import resolve_query
 
+    view = None if state is None else view_record(result, resolve_query(result, state), state.view)
     data = result.to_dict()
     N, H = result.weights.shape[:2]
     data["descriptions"] = [{"all_heads": describe_grid(result, n), "heads": [describe_head(result, n, h)
