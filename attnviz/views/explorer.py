@@ -118,6 +118,7 @@ def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.Figu
     from attnviz.analysis.contributions import neuron_row
     from attnviz.plots.contributions import neuron_figure as draw
 
+    q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
     r = neuron_row(result, n, h, q)
     keys = result.source_tokens[n][: len(r.dot)]
     title = _("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} gives the score; softmax "
@@ -234,6 +235,7 @@ def describe_norms(result: AttentionResult, n: int, ko=None) -> str:
 def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
     from attnviz.analysis.contributions import neuron_row
 
+    q = q if q >= 0 else result.lengths[n] - 1
     r = neuron_row(result, n, h, q)
     j = int(r.weight.argmax())
     return _("Neuron view of head {h}, query “{token}”: for each key, the {d} products q∘k sum to q·k, times {scale} "
