@@ -144,7 +144,7 @@ class NeuronRow:
 def neuron_parts(result: AttentionResult) -> HeadParts:
     """The parts with q and k, or a ``ValueError`` naming why this run has none."""
     parts = result.parts
-    if parts is None or parts.q is None or parts.k is None or parts.q.shape[-1] == 0:
+    if parts is None or not parts.confirm_qk() or parts.q.shape[-1] == 0:
         why = parts.qk_note if parts is not None and parts.qk_note else _(
             "it gives its attention weights only, not the query and key vectors")
         raise ValueError(_("The neuron view needs each head's query and key vectors: {model} cannot show it "

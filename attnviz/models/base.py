@@ -51,6 +51,18 @@ class HeadParts:
     qk_note: str = ""  # why q and k are not kept
     knock_out: Callable[[int, list[int]], torch.Tensor] | None = None
     token_name: Callable[[int], str] | None = None  # a vocabulary id's token, with knock_out
+    qk_check: Callable[[], str] | None = None  # "" when q and k give the weights, else why not (run once)
+
+    def confirm_qk(self) -> bool:
+        """Whether q and k are the ones the scores use: a model's pending check runs once (on
+        the first view that needs them, not in every forward pass); on failure q and k are
+        dropped and ``qk_note`` says why."""
+        if self.qk_check is not None:
+            why, self.qk_check = self.qk_check(), None
+            if why:
+                self.q = self.k = None
+                self.qk_note = why
+        return self.q is not None and self.k is not None
 
     @property
     def heads(self) -> int:

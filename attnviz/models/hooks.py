@@ -84,7 +84,8 @@ def watch(watched: tuple | None):
 def head_parts(watched, seen: dict, w: torch.Tensor, mask, lengths: list[int],
                kv_lengths: list[int]) -> HeadParts | None:
     """The followed layer's ``HeadParts`` from what ``watch`` saw (None: nothing watched).
-    ``w``: the model's own weights (N, H, L, S); q and k are kept only where they give them."""
+    ``w``: the model's own weights (N, H, L, S); whether q and k give them is checked when a
+    view first needs them (``HeadParts.confirm_qk``), not in every forward pass."""
     if watched is None or "joined" not in seen or not ({"qkv"} <= seen.keys() or {"q", "k", "v"} <= seen.keys()):
         return None
     module, _q, _k, _v, o = watched
@@ -108,16 +109,19 @@ def head_parts(watched, seen: dict, w: torch.Tensor, mask, lengths: list[int],
     scale = next((float(m.scaling) for m in (module, getattr(module, "self", None))
                   if isinstance(getattr(m, "scaling", None), (int, float))), D ** -0.5)
     parts = HeadParts(v, seen["joined"], seen["output"], w_o, b_o, q, k, scale)
-    scores = (q @ k.transpose(-1, -2)) * scale  # (N, H, L, S)
-    if mask is not None:
-        scores = scores.masked_fill(~mask.bool(), float("-inf"))
-    mine = torch.softmax(scores, -1).nan_to_num(0.0)  # (N, H, L, S)
-    worst = max(float((mine[n, :, :lengths[n], :kv_lengths[n]] - w[n, :, :lengths[n], :kv_lengths[n]]).abs().max())
-                for n in range(N))
-    if not worst <= QK_TOLERANCE:
-        parts.q = parts.k = None
-        parts.qk_note = _("its scores are not q·k × scale alone: the model adds positions inside its attention "
-                          "(rotary positions or a relative position bias), after the projections attnviz watches")
+
+    def check() -> str:  # softmax(q·k · scale + mask) against the model's own weights, on the real rows
+        scores = (q @ k.transpose(-1, -2)) * scale  # (N, H, L, S)
+        if mask is not None:
+            scores = scores.masked_fill(~mask.bool(), float("-inf"))
+        mine = torch.softmax(scores, -1).nan_to_num(0.0)  # (N, H, L, S)
+        worst = max(float((mine[n, :, :lengths[n], :kv_lengths[n]] - w[n, :, :lengths[n], :kv_lengths[n]])
+                          .abs().max()) for n in range(N))
+        return "" if worst <= QK_TOLERANCE else _(
+            "its scores are not q·k × scale alone: the model adds positions inside its attention (rotary positions "
+            "or a relative position bias), after the projections attnviz watches")
+
+    parts.qk_check = check
     return parts
 
 
