@@ -186,3 +186,24 @@ def test_a_vision_transformer_gives_its_parts(tmp_path):
     _probs, outs = vit.rerun_without(inp, "", 1, 0, [3])
     assert torch.allclose(outs[0], C.output_without(r.parts, 0, [3]), atol=1e-5)
     assert C.neuron_row(r, 0, 0, 0).k.shape == (17, 8)
+
+
+def test_the_norms_figure_draws_each_heads_weights_beside_its_norms_row_shares():
+    from attnviz.views.explorer import norms_figure
+    from attnviz.views.selection import style_for
+    from attnviz.views.state import ViewState
+
+    r = _random()
+    c = AttentionConfig(text="the cat sat on the mat\nit was tired", num_heads=4, d_model=16, mask="causal", seed=3)
+    fig = norms_figure(r, 0, style_for(ViewState(config=c)))
+    grid = np.asarray(fig.data[0].z, dtype=np.float64)
+    L = r.weights.shape[2]
+    top = grid[:L]  # the first row of blocks: head 0 weights, head 0 norms, head 1 weights, head 1 norms
+    filled = ~np.isnan(top).all(0)
+    edges = np.flatnonzero(np.diff(np.r_[0, filled.astype(int), 0]))
+    blocks = [top[:, a:b] for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    share = C.row_share(C.weighted_norms(r.parts, r.weights))[0]  # (H, L, S)
+    assert np.allclose(blocks[0], r.weights[0, 0].numpy(), atol=1e-6)
+    assert np.allclose(blocks[1], share[0].numpy(), atol=1e-6)
+    assert np.allclose(blocks[3], share[1].numpy(), atol=1e-6)
+    assert not np.allclose(blocks[1], blocks[0], atol=1e-3)  # the norms are not the weights again

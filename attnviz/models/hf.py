@@ -272,7 +272,9 @@ class HFModel:
     # -- the followed layer's projections, watched by hooks (attnviz.models.hooks) -----------
     def attention_module(self, stack: str, layer: int) -> tuple | None:
         """(module, q, k, v, o) of the followed layer, or None where attnviz knows no such module."""
-        found = hooks.attention_modules(self.model)
+        found = self.__dict__.get("_attention_modules")
+        if found is None:  # found once per loaded model (a walk over every module)
+            found = self.__dict__.setdefault("_attention_modules", hooks.attention_modules(self.model))
         mods = found.get(stack) if self.seq2seq else next(iter(found.values()), None)
         return mods[layer] if mods and layer < len(mods) else None
 

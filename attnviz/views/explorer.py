@@ -84,13 +84,14 @@ def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.
 def norms_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Each head's weights beside its weighted value norms ‖A[i, j] · v_j W_O^h‖ (Kobayashi
     et al. 2020), the norms drawn as each query row's share so both read on one 0–1 scale."""
-    from attnviz.analysis.contributions import parts_of, row_share, weighted_norms
+    from attnviz.analysis.contributions import parts_of, row_share, value_norms
 
-    share = row_share(weighted_norms(parts_of(result), result.weights[n:n + 1]))[0]  # (H, L, S)
+    vn = value_norms(parts_of(result))[n]  # (H, S): ‖v_j W_O^h‖
     data = []
     for h, d in enumerate(F.grid_data(result, n)):
         d.title = _("head {h}: weights").format(h=h)
-        z, _block = F.max_pool(share[h].numpy(), F.DEFAULT_MAX_CELLS)
+        share = row_share(result.weights[n, h] * vn[h])  # (L, S), one head at a time (a long text)
+        z, _block = F.max_pool(share.numpy(), F.DEFAULT_MAX_CELLS)
         data.extend([d, F.HeatmapData(z, d.x, d.y, _("head {h}: norms").format(h=h), pooled=d.pooled,
                                       notes=list(d.notes))])
     return F.grid_figure(data, style, cols=4 if len(data) > 2 else 2, value_name=_("weight or share"),
@@ -212,11 +213,11 @@ def view_description(result: AttentionResult, state: ViewState, view: str, fig: 
 def describe_norms(result: AttentionResult, n: int, ko=None) -> str:
     """Per head: where its weight goes and where its weighted value norms go (over the real
     rows), then which head's knock-out moves the output most."""
-    from attnviz.analysis.contributions import parts_of, weighted_norms
+    from attnviz.analysis.contributions import parts_of, value_norms
 
     k, s = result.lengths[n], result.source_lengths[n]
-    norms = weighted_norms(parts_of(result), result.weights[n:n + 1])[0, :, :k, :s].sum(1)  # (H, S)
-    weights = result.weights[n, :, :k, :s].sum(1)  # (H, S)
+    weights = result.weights[n, :, :k, :s].sum(1)  # (H, S): each key's weight over the real rows
+    norms = weights * value_norms(parts_of(result))[n, :, :s]  # (H, S): Σ_i A[i, j] ‖v_j W_O^h‖
     keys = result.source_tokens[n]
     parts = []
     for h in range(result.heads):
