@@ -207,3 +207,12 @@ def test_the_norms_figure_draws_each_heads_weights_beside_its_norms_row_shares()
     assert np.allclose(blocks[1], share[0].numpy(), atol=1e-6)
     assert np.allclose(blocks[3], share[1].numpy(), atol=1e-6)
     assert not np.allclose(blocks[1], blocks[0], atol=1e-3)  # the norms are not the weights again
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_norms_and_knock_out_on_cuda_match_the_cpu():
+    cpu, gpu = _random(), _random(device="cuda")
+    assert gpu.parts.v.device.type == "cpu"  # the record's tensors come back to the CPU
+    assert torch.allclose(C.weighted_norms(cpu.parts, cpu.weights), C.weighted_norms(gpu.parts, gpu.weights),
+                          atol=1e-5)
+    assert np.allclose(C.knock_out(cpu.parts, 0, 6).moved, C.knock_out(gpu.parts, 0, 6).moved, atol=1e-5)

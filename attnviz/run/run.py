@@ -111,9 +111,10 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     x = out.layer_input
     x_kv = x if source is None else source.vectors()
     timings.update(inp.timings_ms)  # what reading the input measured (a text's embedding)
+    steps = to_cpu(out.steps)
     parts = out.parts
-    if parts is None and out.module is not None and out.steps.v.shape[-1] > 0:  # attnviz's own layer
-        parts = HeadParts.of_module(out.module, to_cpu(out.steps))
+    if parts is None and out.module is not None and steps.v.shape[-1] > 0:  # attnviz's own layer
+        parts = HeadParts.of_module(out.module, steps)
     if settings is None:
         # Its fields are plain values: a shallow dict equals asdict's, without its deep copies.
         settings = {f.name: getattr(config, f.name) for f in fields(config)} if config is not None else {}
@@ -121,7 +122,7 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
         # source_tokens: its own lists, so a view can tell query rows from key rows
         config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths,
         source_lengths=kv.lengths,
-        embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=to_cpu(out.steps), model=out.module,
+        embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=steps, model=out.module,
         device=str(dev), timings_ms=timings, notes=notes, layer_weights=out.layer_weights,
         last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
         layer=layer, mask_name=mask_name, dropout=dropout, settings=settings, next_tokens=out.next_tokens, parts=parts,
