@@ -216,3 +216,21 @@ def test_norms_and_knock_out_on_cuda_match_the_cpu():
     assert torch.allclose(C.weighted_norms(cpu.parts, cpu.weights), C.weighted_norms(gpu.parts, gpu.weights),
                           atol=1e-5)
     assert np.allclose(C.knock_out(cpu.parts, 0, 6).moved, C.knock_out(gpu.parts, 0, 6).moved, atol=1e-5)
+
+
+def test_the_cli_renders_a_vision_transformers_norms_on_the_image_page(tmp_path):
+    pytest.importorskip("transformers")
+    import json
+
+    from attnviz import cli
+
+    folder, _m, _p = _save(tmp_path, "vit")
+    out = tmp_path / "vit.json"
+    assert cli.main(["render", "--model", str(folder), "--page", "image-patches", "--layer", "1", "--view", "norms",
+                     "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    norms, weights = np.array(data["view"]["norms"]), np.array(data["weights"])[0]
+    assert norms.shape == weights.shape == (4, 17, 17) and len(data["view"]["knock_out"]["moved"]) == 4
+    assert ((norms > 0) == (weights > 0)).all()  # a norm is a weight times a positive value norm
+    assert cli.main(["render", "--model", str(folder), "--page", "image-patches", "--view", "neurons",
+                     "--out", str(tmp_path / "n.html")]) == 0
