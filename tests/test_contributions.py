@@ -234,3 +234,21 @@ def test_the_cli_renders_a_vision_transformers_norms_on_the_image_page(tmp_path)
     assert ((norms > 0) == (weights > 0)).all()  # a norm is a weight times a positive value norm
     assert cli.main(["render", "--model", str(folder), "--page", "image-patches", "--view", "neurons",
                      "--out", str(tmp_path / "n.html")]) == 0
+
+
+def test_a_causal_lms_knock_out_reruns_in_batches_within_the_memory_budget(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from attnviz import limits
+    from attnviz.models.registry import load
+
+    folder, _m, _f = _save(tmp_path, "gpt2")
+    r = compute(AttentionConfig(text=TEXTS[0], model=str(folder), layer=1))
+    whole = C.knock_out(r.parts, 0, r.lengths[0])
+    model, calls = load(str(folder)), []
+    rerun = model.rerun_without
+    monkeypatch.setattr(model, "rerun_without", lambda *a: calls.append(len(a[-1])) or rerun(*a))
+    L = r.weights.shape[-1]
+    monkeypatch.setattr(limits, "memory_budget_bytes", lambda: 2 * model.heads * L * L * 4 * 3)  # two rows a batch
+    split = C.knock_out(r.parts, 0, r.lengths[0])
+    assert calls == [2, 2, 1]  # 1 + 4 heads
+    assert split.top_p_without == pytest.approx(whole.top_p_without, abs=1e-6) and split.overlap == whole.overlap

@@ -265,7 +265,7 @@ class HFModel:
                      if self.causal and logits is not None else None)
         parts = hooks.head_parts(watched, seen, w, mask, inp.lengths, (source or inp).lengths)
         if parts is not None and self.causal:
-            parts.knock_out = lambda n, heads: self.rerun_without(inp, stack, layer, n, heads)[0]
+            parts.knock_out = lambda n, heads: self.next_without(inp, stack, layer, n, heads)
             parts.token_name = lambda i: self.tokenizer.convert_ids_to_tokens(int(i))
         return ModelRun(steps, None, torch.zeros(N, L, 0), weights, next_tokens=following, parts=parts)
 
@@ -304,6 +304,15 @@ class HFModel:
         probs = (torch.softmax(logits[:, inp.lengths[n] - 1].float(), -1) if self.causal and logits is not None
                  else None)  # (B, V)
         return probs, projected
+
+    def next_without(self, inp: Input, stack: str, layer: int, n: int, heads: list[int]) -> torch.Tensor:
+        """``rerun_without``'s next-token probabilities (len(heads), V), in batches whose every
+        layer's weights (rows × H × L × L) stay within the memory budget."""
+        L = inp.L
+        per_row = max(1, self.heads * L * L * 4 * 3)  # the weights and the scores a layer forms, with room
+        rows = max(1, min(len(heads), limits.memory_budget_bytes() // per_row))
+        return torch.cat([self.rerun_without(inp, stack, layer, n, heads[i:i + rows])[0]
+                          for i in range(0, len(heads), rows)])
 
     def top_tokens(self, logits: torch.Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens under ``logits`` (V,), with their probabilities."""
