@@ -8,11 +8,20 @@ import streamlit as st
 
 from attnviz.i18n import _, fixed
 from attnviz.views.attention_file import VIEWS, file_run, sample_file
-from attnviz.views.explorer import head_table, is_long, view_description, view_figure, view_key, weights_table
+from attnviz.views.explorer import (
+    head_table,
+    is_long,
+    view_description,
+    view_figure,
+    view_key,
+    view_problem,
+    weights_table,
+)
 from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem
 from ui import compute, session, widgets
 from ui.controls import control
+from ui.safe import md
 
 PICKLES = ["pt", "pth", "bin", "pkl", "pickle"]  # accepted by the uploader only to be refused with a reason
 
@@ -51,7 +60,9 @@ s, fixes = clamp_selection(result, session.current().with_(seq=0))
 for note in fixes:
     st.info(note, icon=":material/info:")
 key = (digest, layer)
-if s.view == "table":
+if view_problem(result, s.view):  # the norms and the neuron view need what a file does not hold
+    st.info(md(view_problem(result, s.view)), icon=":material/info:")
+elif s.view == "table":
     table = weights_table(result, s, is_long(result))
     st.dataframe(pd.DataFrame(table["data"], index=table["index"], columns=table["columns"]), height=500)
 else:

@@ -9,6 +9,8 @@ from attnviz.views import generation as G
 from attnviz.views.explorer import (
     head_table,
     is_long,
+    knockout,
+    knockout_figure,
     next_tokens,
     output_table,
     pooled_note,
@@ -16,6 +18,7 @@ from attnviz.views.explorer import (
     view_description,
     view_figure,
     view_key,
+    view_problem,
     weights_table,
 )
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
@@ -138,6 +141,38 @@ elif view == "analysis":
         row = table.iloc[rows[0]]
         picks.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]), layered=result.pretrained)
     show("analysis")
+elif view in ("norms", "neurons") and view_problem(result, view):
+    st.info(md(view_problem(result, view)), icon=":material/info:")
+elif view == "norms":
+    st.caption(_("Left of each pair, head h's weights A[i, j]; right, its weighted value norms ‖A[i, j] · v_j W_O^h‖ "
+                 "(Kobayashi et al. 2020), where W_O^h is the part of the output projection that head h's output "
+                 "multiplies. A large weight on a key whose transformed value is small moves little. Each row of "
+                 "norms is drawn as its share of the row's total, on the weights' 0–1 scale."))
+    show("norms")
+    st.subheader(_("Knock-out: remove one head"))
+    st.caption(_("Each head's output is set to zero before W_O, one head at a time. The bars show how far the "
+                 "layer's output moves: ‖output − output without the head‖ / ‖output‖, over this sentence's real "
+                 "tokens. For a language model that predicts the next token, the model is rerun with the head "
+                 "removed: the second chart shows the probability of its original top next token."))
+    ko = compute.guard(lambda: compute.cached(("knockout", result.config, s.seq), lambda: knockout(result, s.seq)))
+    fig = compute.figure(("knockout", *view_key(s, "norms")), lambda: knockout_figure(result, s.seq, style_for(s), ko),
+                         alt=lambda f: _("Knock-out, layer {layer}: the output moves by {moved} when each head "
+                                         "0–{last} is removed.").format(layer=result.layer, last=result.heads - 1,
+                                                                        moved=", ".join(f"{x:.3f}" for x in ko.moved)))
+    compute.chart(fig, key="chart_knockout", filename=file_stem(s, "knockout", result))
+    if ko.top_token is not None:
+        st.dataframe(pd.DataFrame({_("head"): list(range(result.heads)),
+                                   _("p(top token) without the head"): ko.top_p_without,
+                                   _("top-10 overlap"): ko.overlap}), hide_index=True,
+                     column_config={_("p(top token) without the head"): st.column_config.NumberColumn(format="%.3f")})
+        st.caption(_("With every head, the top next token is “{token}” (p = {p}). The top-10 overlap counts how many "
+                     "of the original ten most likely tokens stay in the ten.").format(
+            token=md(ko.top_token), p=f"{ko.top_p:.3f}"))
+elif view == "neurons":
+    st.caption(_("BertViz's neuron view, for the query chosen above: each key's k, the elementwise product q∘k (one "
+                 "column per dimension of the head), their sum q·k (the row of q∘k sums to it), the score "
+                 "q·k × scale and the weight after softmax."))
+    show("neurons")
 elif view != "grid":
     show(view)
     if long and view in ("head", "mean"):

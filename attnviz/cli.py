@@ -143,7 +143,11 @@ def start_job(job: Job, exporter: ImageExporter):
     check_writable(job.out)
     if fmt in ("json", "csv"):
         result = _compute(job)
-        data = (run_json(result) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        try:  # a view with numbers of its own (norms, neurons) adds them
+            with use(job.state.lang):
+                data = (run_json(result, job.state) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         return lambda: data
     fig = figure_for(job)
     if fmt == "html":

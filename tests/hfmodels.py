@@ -31,6 +31,8 @@ def save(tmp_path, name: str):
         GPT2LMHeadModel,
         LlamaConfig,
         LlamaForCausalLM,
+        RobertaConfig,
+        RobertaModel,
         T5Config,
         T5ForConditionalGeneration,
     )
@@ -49,6 +51,9 @@ def save(tmp_path, name: str):
                                                       bos_token_id=2, eos_token_id=3, pad_token_id=1)),
         "bert": lambda: BertModel(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                              intermediate_size=64, max_position_embeddings=64)),
+        "roberta": lambda: RobertaModel(RobertaConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2,
+                                                      num_attention_heads=4, intermediate_size=64,
+                                                      max_position_embeddings=70, pad_token_id=1)),
         "t5": lambda: T5ForConditionalGeneration(T5Config(vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                                                           num_decoder_layers=3, num_heads=4, pad_token_id=1,
                                                           eos_token_id=3, decoder_start_token_id=1)),

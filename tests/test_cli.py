@@ -209,3 +209,46 @@ def test_console_script_is_declared():
 
     meta = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert meta["project"]["scripts"]["attnviz"] == "attnviz.cli:main"
+
+
+def test_the_norms_and_neuron_views_put_their_numbers_in_the_json(tmp_path):
+    """--view norms: the weighted norms (A · ‖v W_O^h‖) and the knock-out per head; --view
+    neurons: q, k, q∘k and the sum that is q·k, for the chosen head and query."""
+    import numpy as np
+
+    from attnviz import AttentionConfig, compute
+    from attnviz.analysis.contributions import weighted_norms
+
+    out = tmp_path / "norms.json"
+    assert cli.main(["render", *SMALL, "--view", "norms", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    norms, weights = np.array(data["view"]["norms"]), np.array(data["weights"])[0]  # (H, L, S)
+    ratio = np.divide(norms, weights, out=np.zeros_like(norms), where=weights > 1e-6)
+    for h in range(2):  # every row of a head scales the same key by the same norm
+        visible = weights[h] > 1e-6
+        per_key = [set(np.round(ratio[h][visible[:, j], j], 4)) for j in range(weights.shape[-1])]
+        assert all(len(s) <= 1 for s in per_key)
+    ko = data["view"]["knock_out"]
+    assert ko["ablation"] == "head output set to zero before W_O" and len(ko["moved"]) == 2
+    r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=16, mask="causal"))
+    assert np.allclose(norms, weighted_norms(r.parts, r.weights)[0].numpy(), atol=1e-6)
+    out = tmp_path / "neurons.json"
+    assert cli.main(["render", *SMALL, "--view", "neurons", "--head", "1", "--query", "1", "--out", str(out)]) == 0
+    v = json.loads(out.read_text())["view"]
+    assert v["head"] == 1 and v["query"] == 1
+    assert np.allclose(v["sum_of_q_times_k"], v["q_dot_k"], atol=1e-5)
+    assert np.allclose(np.array(v["q_times_k"]), np.array(v["q"])[None, :] * np.array(v["k"]), atol=1e-6)
+
+
+def test_a_file_without_values_is_refused_for_the_norms_in_one_line(tmp_path, capsys):
+    import numpy as np
+
+    from attnviz.notebook.files import save_attention
+
+    path = tmp_path / "a.safetensors"
+    save_attention(path, np.full((1, 2, 3, 3), 1 / 3, dtype=np.float32), ["a", "b", "c"])
+    for view in ("norms", "neurons"):
+        code = cli.main(["render", "--attention", str(path), "--view", view, "--out", str(tmp_path / "x.json")])
+        err = capsys.readouterr().err.strip()
+        assert code != 0 and len(err.splitlines()) == 1 and "Traceback" not in err
+        assert "weights only" in err or "query and key vectors" in err

@@ -24,7 +24,7 @@ from ui import compute as C
 from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path
 from .browserkit import plotly_page as blank_plotly_page
 
-VIEWS = ["grid", "head", "query", "mean", "mask", "output", "model", "analysis"]
+VIEWS = ["grid", "head", "query", "mean", "mask", "output", "model", "analysis", "norms", "neurons"]
 
 
 def built(view: str, theme: str = "light"):

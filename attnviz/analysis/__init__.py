@@ -1,4 +1,5 @@
-"""Numbers computed from a run: head statistics and rollout, text alternatives, the
+"""Numbers computed from a run: head statistics and rollout, contributions (weighted value
+norms, knock-out, the neuron view's numbers), text alternatives, the
 walkthrough of one head, verification against PyTorch, gradients, the √d_k sweep.
 
 May import: ``attnviz.core``, ``attnviz.inputs``, ``attnviz.models``, ``attnviz.run``.

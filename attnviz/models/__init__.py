@@ -2,7 +2,9 @@
 
 ``random`` (one seeded layer), ``bert`` (a BERT-family encoder run with attnviz's own
 attention), ``hf`` (any Hugging Face folder on transformers: decoders, encoders,
-encoder–decoders, vision transformers), ``vision`` (an image as a ViT's input),
+encoder–decoders, vision transformers), ``hooks`` (forward hooks on a transformers model's
+attention projections: the followed layer's values, W_O, q and k, and a head knocked out),
+``vision`` (an image as a ViT's input),
 ``generate`` (greedy generation with each token's attention), ``given`` (weights from a
 file), ``tiny`` (the attention-only model of "Watch it learn") and ``registry`` (which
 models exist here, loading each once per process in the background, within the

@@ -11,6 +11,7 @@ blocks the mask it was trained with: ``own_mask(input)`` ("causal" for a decoder
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +26,61 @@ class ModelError(ValueError):
 
 
 @dataclass
+class HeadParts:
+    """What the followed layer's heads hand to its output projection: enough to weigh each
+    head's values (Kobayashi et al. 2020) and to knock a head out.
+
+        out = joined W_O^T + b_O,  joined = [head_0 | head_1 | ... ]   (N, L, H·D)
+
+    ``w_o``'s columns h·D .. (h+1)·D are W_O^h, the slice head h's output multiplies.
+    ``q`` and ``k`` are kept only where softmax(q·k · scale + mask) gives the model's own
+    weights (``qk_note`` says why not, e.g. rotary positions or a relative position bias).
+    ``knock_out(n, heads)``: for a causal LM, the next-token probabilities (len(heads), V)
+    after sequence ``n``, row r with head ``heads[r]``'s output zeroed before W_O (-1: none),
+    from one batched rerun of the whole model; None elsewhere.
+    """
+
+    v: torch.Tensor  # values per head, a grouped key/value head repeated per query head (N, H, S, D)
+    joined: torch.Tensor  # the output projection's input (N, L, H·D)
+    output: torch.Tensor  # its output (N, L, E)
+    w_o: torch.Tensor  # (E, H·D), as nn.Linear holds it
+    b_o: torch.Tensor | None  # (E,)
+    q: torch.Tensor | None = None  # (N, H, L, D), as the scores use them
+    k: torch.Tensor | None = None  # (N, H, S, D)
+    scale: float = 1.0  # scores = q·k · scale
+    qk_note: str = ""  # why q and k are not kept
+    knock_out: Callable[[int, list[int]], torch.Tensor] | None = None
+    token_name: Callable[[int], str] | None = None  # a vocabulary id's token, with knock_out
+    qk_check: Callable[[], str] | None = None  # "" when q and k give the weights, else why not (run once)
+
+    def confirm_qk(self) -> bool:
+        """Whether q and k are the ones the scores use: a model's pending check runs once (on
+        the first view that needs them, not in every forward pass); on failure q and k are
+        dropped and ``qk_note`` says why."""
+        if self.qk_check is not None:
+            why, self.qk_check = self.qk_check(), None
+            if why:
+                self.q = self.k = None
+                self.qk_note = why
+        return self.q is not None and self.k is not None
+
+    @property
+    def heads(self) -> int:
+        return int(self.v.shape[1])
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.v.shape[-1])
+
+    @classmethod
+    def of_module(cls, module: MultiHeadAttention, steps: MultiHeadSteps) -> HeadParts:
+        """The parts of attnviz's own layer, from its steps (every model that runs it)."""
+        return cls(steps.v, steps.joined, steps.output, module.out_proj.weight.detach(),
+                   None if module.out_proj.bias is None else module.out_proj.bias.detach(),
+                   steps.q, steps.k, steps.attention.scale)
+
+
+@dataclass
 class ModelRun:
     steps: MultiHeadSteps  # the followed layer's every intermediate (or its weights only, when lean)
     module: MultiHeadAttention  # the followed layer's attention (CPU): verify and gradients rerun it
@@ -32,6 +88,7 @@ class ModelRun:
     layer_weights: torch.Tensor | None = None  # every layer's weights (layers, N, H, L, S); None: one layer
     last_hidden: torch.Tensor | None = None  # the model's output (N, L, E), for a deep model
     next_tokens: list[list[tuple[str, float]]] | None = None  # a causal LM's top 10 after each sequence
+    parts: HeadParts | None = None  # the followed layer's values and W_O (None: the run cannot give them)
 
 
 class Model(Protocol):

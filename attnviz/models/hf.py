@@ -27,6 +27,7 @@ from attnviz import limits
 from attnviz.core.attention import AttentionSteps
 from attnviz.core.multihead import MultiHeadSteps
 from attnviz.inputs.record import Input
+from attnviz.models import hooks
 from attnviz.models.base import ModelError, ModelRun
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
@@ -244,13 +245,15 @@ class HFModel:
         if not 0 <= layer < layers:
             raise ValueError(f"Layer {layer} does not exist: {self.name} has {layers} layers (0–{layers - 1}).")
         logits = None
-        if self.kind == "vision":
-            with torch.no_grad():
-                weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
-        elif self.seq2seq:
-            weights = self.stack(*inp.meta["pair"], stack)
-        else:
-            weights, logits = self.attentions(inp.ids, inp.lengths)  # (layers, N, H, L, S), (N, L, V)
+        watched = self.attention_module(stack, layer)
+        with hooks.watch(watched) as seen:
+            if self.kind == "vision":
+                with torch.no_grad():
+                    weights = self._weights(self.model(pixel_values=inp.meta["pixels"], output_attentions=True))
+            elif self.seq2seq:
+                weights = self.stack(*inp.meta["pair"], stack)
+            else:
+                weights, logits = self.attentions(inp.ids, inp.lengths)  # (layers, N, H, L, S), (N, L, V)
         w = weights[layer]  # (N, H, L, S)
         N, H, L, S = w.shape
         empty = torch.zeros(N, H, L, 0)
@@ -260,7 +263,56 @@ class HFModel:
         # A causal LM's next tokens come from the same pass: each sequence's last real position.
         following = ([self.top_tokens(logits[n, inp.lengths[n] - 1]) for n in range(N)]
                      if self.causal and logits is not None else None)
-        return ModelRun(steps, None, torch.zeros(N, L, 0), weights, next_tokens=following)
+        parts = hooks.head_parts(watched, seen, w, mask, inp.lengths, (source or inp).lengths)
+        if parts is not None and self.causal:
+            parts.knock_out = lambda n, heads: self.next_without(inp, stack, layer, n, heads)
+            parts.token_name = lambda i: self.tokenizer.convert_ids_to_tokens(int(i))
+        return ModelRun(steps, None, torch.zeros(N, L, 0), weights, next_tokens=following, parts=parts)
+
+    # -- the followed layer's projections, watched by hooks (attnviz.models.hooks) -----------
+    def attention_module(self, stack: str, layer: int) -> tuple | None:
+        """(module, q, k, v, o) of the followed layer, or None where attnviz knows no such module."""
+        found = self.__dict__.get("_attention_modules")
+        if found is None:  # found once per loaded model (a walk over every module)
+            found = self.__dict__.setdefault("_attention_modules", hooks.attention_modules(self.model))
+        mods = found.get(stack) if self.seq2seq else next(iter(found.values()), None)
+        return mods[layer] if mods and layer < len(mods) else None
+
+    def _inputs(self, inp: Input, n: int, B: int) -> dict:
+        """The model's inputs for sequence ``n`` of ``inp``, repeated ``B`` times."""
+        rep = lambda t: t[n:n + 1].repeat(B, *([1] * (t.dim() - 1)))  # noqa: E731
+        if self.kind == "vision":
+            return {"pixel_values": rep(inp.meta["pixels"])}
+        if self.seq2seq:
+            enc, dec = inp.meta["pair"]
+            return {"input_ids": rep(enc.ids), "attention_mask": rep(_key_mask(enc.ids, enc.lengths)),
+                    "decoder_input_ids": rep(dec.ids), "decoder_attention_mask": rep(_key_mask(dec.ids, dec.lengths))}
+        return {"input_ids": rep(inp.ids), "attention_mask": rep(_key_mask(inp.ids, inp.lengths))}
+
+    def rerun_without(self, inp: Input, stack: str, layer: int, n: int,
+                      heads: list[int]) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """Sequence ``n`` rerun once per entry of ``heads`` (one batch), row r with head
+        ``heads[r]``'s output zeroed before the followed layer's output projection (a forward
+        pre-hook; -1 zeroes none). Returns (a causal LM's next-token probabilities after the
+        sequence (B, V), or None; the output projection's output (B, L, E))."""
+        watched = self.attention_module(stack, layer)
+        if watched is None:
+            raise ModelError(f"attnviz does not know {self.name}'s attention modules: it cannot knock a head out.")
+        out, projected = hooks.rerun_without(self.model, watched[4], self._inputs(inp, n, len(heads)), heads,
+                                             self.heads)
+        logits = getattr(out, "logits", None)
+        probs = (torch.softmax(logits[:, inp.lengths[n] - 1].float(), -1) if self.causal and logits is not None
+                 else None)  # (B, V)
+        return probs, projected
+
+    def next_without(self, inp: Input, stack: str, layer: int, n: int, heads: list[int]) -> torch.Tensor:
+        """``rerun_without``'s next-token probabilities (len(heads), V), in batches whose every
+        layer's weights (rows × H × L × L) stay within the memory budget."""
+        L = inp.L
+        per_row = max(1, self.heads * L * L * 4 * 3)  # the weights and the scores a layer forms, with room
+        rows = max(1, min(len(heads), limits.memory_budget_bytes() // per_row))
+        return torch.cat([self.rerun_without(inp, stack, layer, n, heads[i:i + rows])[0]
+                          for i in range(0, len(heads), rows)])
 
     def top_tokens(self, logits: torch.Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens under ``logits`` (V,), with their probabilities."""

@@ -9,13 +9,16 @@ offline in Jupyter.
 - ``bertviz``: ``head_view`` and ``model_view`` with BertViz 1.4.1's arguments, so that
   ``from attnviz import notebook as bertviz`` is the only change a BertViz notebook needs;
 - ``circuitsvis``: ``attention_heads`` and ``attention_pattern`` with CircuitsVis's arguments;
+- ``neuron``: ``neuron_view`` (BertViz's neuron view: q, k, q∘k, q·k and the weight of one
+  query) for a run, a model name or folder, or an attnviz model;
 - ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
   checked from the header against the bounds before anything is decoded;
 - ``page``: self-contained HTML (plotly.js embedded, no CDN, a unique id per figure).
 
 Messages and titles are in English: the notebook API speaks to programmers.
 
-May import: ``attnviz.plots``, ``attnviz.analysis``, ``attnviz.limits``, ``attnviz.i18n``,
+May import: ``attnviz.plots``, ``attnviz.analysis``, ``attnviz.run`` and ``attnviz.models`` (to run
+a model for ``neuron_view``), ``attnviz.limits``, ``attnviz.i18n``,
 numpy, torch, safetensors, plotly (and IPython when it is there, found at run time). Never a
 view, ``ui`` or Streamlit.
 """
@@ -24,5 +27,6 @@ from attnviz.notebook.attention import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
+from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.page import Rendered, to_html  # noqa: F401
 from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401

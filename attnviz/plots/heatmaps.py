@@ -65,7 +65,7 @@ def grid_layout(H: int, font_size: int) -> tuple[int, int]:
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
                 title: str | None = None, cols: int | None = None,
-                ticks: bool = True, clickable: bool = False) -> go.Figure:
+                ticks: bool = True, clickable: bool = False, value_name: str = "") -> go.Figure:
     """Every head in ONE heatmap trace: head blocks laid out in rows of four (two in
     presenter mode), separated by blank gaps (NaN), on one shared 0–1 colour scale,
     each titled "head h" above it.
@@ -73,9 +73,11 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     One trace and one pair of axes instead of one subplot per head: Plotly draws it in
     a fraction of the time. The axes are categorical, one unique label per row and
     column (the token, made unique with invisible suffixes), so the hover names the
-    query and the key; an int8 ``customdata`` names the head.
+    query and the key; an int8 ``customdata`` names the head. ``value_name``: what the
+    cells hold, on the hover and the colour bar ("weight" unless told).
     """
     H = len(data)
+    value_name = value_name or _("weight")
     title = _("attention weights per head") if title is None else title
     rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
     L, S = data[0].z.shape
@@ -108,7 +110,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     trace = {"type": "heatmap", "z": z, "x": x_lab, "y": y_lab, "customdata": head, "coloraxis": "coloraxis",
              "hoverongaps": False, "xgap": 0, "ygap": 0,
              "hovertemplate": f"{_('head')} %{{customdata}}<br>{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>"
-                              f"{_('weight')}: %{{z:.4f}}<extra></extra>"}
+                              f"{value_name}: %{{z:.4f}}<extra></extra>"}
     traces = [trace]
     if clickable:
         # Heatmaps cannot be selected in Plotly; a near-invisible marker at each block's
@@ -123,7 +125,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     layout: dict = {
         "clickmode": "event+select",
         "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
-                      "colorbar": {"title": {"text": _("weight")}}},
+                      "colorbar": {"title": {"text": value_name}}},
         "annotations": annotations,
         "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
         "yaxis": {"type": "category", "showgrid": False, **rows_down(R), "showticklabels": ticks},
@@ -136,7 +138,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
         layout["height"] = per_row * rows + 80
     fs = style.font_size
-    room = {"r": margins.colorbar(_("weight"), fs)}
+    room = {"r": margins.colorbar(value_name, fs)}
     if ticks:
         room.update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
     return figure(traces, layout_for(layout, style, title, room=room))

@@ -9,6 +9,7 @@ import torch
 from attnviz import limits
 from attnviz.core.multihead import MultiHeadAttention, MultiHeadSteps
 from attnviz.i18n import _
+from attnviz.models.base import HeadParts
 from attnviz.run.config import AttentionConfig
 
 
@@ -38,6 +39,7 @@ class AttentionResult:
     dropout: float = 0.0
     settings: dict = field(default_factory=dict)  # the plain settings that made it (JSON export)
     next_tokens: list[list[tuple[str, float]]] | None = None  # a causal LM's top 10 after each sequence
+    parts: HeadParts | None = None  # the followed layer's values and W_O, for contributions (None: not given)
 
     def __post_init__(self) -> None:
         if self.layer_weights is None:  # a one-layer model: layers = 1 (a view, no copy)

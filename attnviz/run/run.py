@@ -24,7 +24,7 @@ from attnviz.core.multihead import MultiHeadSteps
 from attnviz.i18n import _
 from attnviz.inputs.record import Input
 from attnviz.inputs.text import lines_of
-from attnviz.models.base import Model
+from attnviz.models.base import HeadParts, Model
 from attnviz.models.random import RANDOM, RandomLayer
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
@@ -111,6 +111,10 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
     x = out.layer_input
     x_kv = x if source is None else source.vectors()
     timings.update(inp.timings_ms)  # what reading the input measured (a text's embedding)
+    steps = to_cpu(out.steps)
+    parts = out.parts
+    if parts is None and out.module is not None and steps.v.shape[-1] > 0:  # attnviz's own layer
+        parts = HeadParts.of_module(out.module, steps)
     if settings is None:
         # Its fields are plain values: a shallow dict equals asdict's, without its deep copies.
         settings = {f.name: getattr(config, f.name) for f in fields(config)} if config is not None else {}
@@ -120,10 +124,10 @@ def run(inp: Input, model: Model, *, source: Input | None = None, mask: str = "n
         # source_tokens: its own lists, so a view can tell query rows from key rows
         config=config, tokens=inp.tokens, source_tokens=[list(t) for t in kv.tokens], lengths=inp.lengths,
         source_lengths=kv.lengths,
-        embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=to_cpu(out.steps), model=out.module,
+        embeddings=x, source_embeddings=x_kv, mask=attn_mask, steps=steps, model=out.module,
         device=str(dev), timings_ms=timings, notes=notes, layer_weights=out.layer_weights,
         last_hidden=out.last_hidden, kind=inp.kind, model_name=model.name if config is None else config.model,
-        layer=layer, mask_name=mask_name, dropout=dropout, settings=settings, next_tokens=out.next_tokens,
+        layer=layer, mask_name=mask_name, dropout=dropout, settings=settings, next_tokens=out.next_tokens, parts=parts,
     )  # fmt: skip
 
 

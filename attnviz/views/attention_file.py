@@ -10,7 +10,8 @@ from attnviz.notebook.files import load_attention
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
 
-VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis")  # what weights alone can show
+# What weights alone can show, then the views that say why a file cannot draw them (no values, no W_O, no q, k).
+VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis", "norms", "neurons")
 
 
 def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:

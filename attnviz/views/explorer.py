@@ -39,6 +39,10 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
         return model_figure(result, n, style)
     if view == "analysis":
         return rollout_figure(result, n, style)
+    if view == "norms":
+        return norms_figure(result, n, style)
+    if view == "neurons":
+        return neuron_figure(result, n, h, q, style)
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
 
 
@@ -77,6 +81,83 @@ def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.
                            value_name=_("share"), zero_one=True)
 
 
+def norms_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Each head's weights beside its weighted value norms ‖A[i, j] · v_j W_O^h‖ (Kobayashi
+    et al. 2020), the norms drawn as each query row's share so both read on one 0–1 scale."""
+    from attnviz.analysis.contributions import parts_of, row_share, value_norms
+
+    vn = value_norms(parts_of(result))[n]  # (H, S): ‖v_j W_O^h‖
+    data = []
+    for h, d in enumerate(F.grid_data(result, n)):
+        d.title = _("head {h}: weights").format(h=h)
+        share = row_share(result.weights[n, h] * vn[h])  # (L, S), one head at a time (a long text)
+        z, _block = F.max_pool(share.numpy(), F.DEFAULT_MAX_CELLS)
+        data.extend([d, F.HeatmapData(z, d.x, d.y, _("head {h}: norms").format(h=h), pooled=d.pooled,
+                                      notes=list(d.notes))])
+    return F.grid_figure(data, style, cols=4 if len(data) > 2 else 2, value_name=_("weight or share"),
+                         title=_("layer {layer}: weights A beside weighted value norms ‖A·v W_O^h‖ (each row's share)"
+                                 ).format(layer=result.layer))
+
+
+def knockout(result: AttentionResult, n: int):
+    """Each head of the followed layer knocked out in turn (``attnviz.analysis.contributions``)."""
+    from attnviz.analysis.contributions import knock_out, parts_of
+
+    return knock_out(parts_of(result), n, result.lengths[n])
+
+
+def knockout_figure(result: AttentionResult, n: int, style: F.FigureStyle, ko=None) -> go.Figure:
+    from attnviz.plots.contributions import knockout_figure as bars
+
+    ko = ko or knockout(result, n)
+    return bars(ko.moved, _("layer {layer}: each head's output set to zero before W_O").format(layer=result.layer),
+                style, top_p_without=ko.top_p_without, top_p=ko.top_p, top_token=F.escape_label(ko.top_token or ""))
+
+
+def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.FigureStyle) -> go.Figure:
+    """BertViz's neuron view of query ``q`` of head ``h``."""
+    from attnviz.analysis.contributions import neuron_row
+    from attnviz.plots.contributions import neuron_figure as draw
+
+    q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
+    r = neuron_row(result, n, h, q)
+    keys = result.source_tokens[n][: len(r.dot)]
+    title = _("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} gives the score; softmax "
+              "gives the weight").format(h=h, token=F.escape_label(result.tokens[n][q]), q=q,
+                                         scale=f"{r.scale:.4g}")
+    return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style)
+
+
+def view_problem(result: AttentionResult, view: str) -> str | None:
+    """Why this run cannot draw ``view`` (norms, neurons), in words; None when it can."""
+    from attnviz.analysis.contributions import neuron_parts, parts_of
+
+    try:
+        {"norms": parts_of, "neurons": neuron_parts}.get(view, lambda r: None)(result)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def view_record(result: AttentionResult, state: ViewState, view: str) -> dict | None:
+    """The numbers a view draws, as plain data for the JSON export (None for a view whose
+    numbers are the run's weights)."""
+    n = state.seq
+    if view == "norms":
+        from attnviz.analysis.contributions import parts_of, weighted_norms
+
+        norms = weighted_norms(parts_of(result), result.weights[n:n + 1])[0]  # (H, L, S)
+        return {"view": "norms", "sequence": n, "layer": result.layer,
+                "definition": "‖A[i, j] · v_j W_O^h‖ per head (Kobayashi et al. 2020)",
+                "norms": norms.tolist(), "knock_out": knockout(result, n).to_dict()}
+    if view == "neurons":
+        from attnviz.analysis.contributions import neuron_row
+
+        return {"view": "neurons", "sequence": n, "layer": result.layer, "head": state.head, "query": state.query,
+                **neuron_row(result, n, state.head, state.query).to_dict()}
+    return None
+
+
 def is_long(result: AttentionResult) -> bool:
     """Too many cells for a hoverable heatmap of one head: drawn as an image instead."""
     L, S = result.weights.shape[-2:]
@@ -106,6 +187,7 @@ def view_key(state: ViewState, view: str | None = None) -> tuple:
     """
     view = view or state.view
     selection = {"head": (state.head,), "table": (state.head,), "query": (state.query,),
+                 "neurons": (state.head, state.query),
                  "region": (state.view, state.head, state.q0, state.k0)}.get(view, ())
     return (state.config, view, state.seq, *selection, style_for(state))
 
@@ -121,7 +203,46 @@ def view_description(result: AttentionResult, state: ViewState, view: str, fig: 
         return describe_head(result, n, state.head)
     if view == "query":
         return describe_query(result, n, state.query)
+    if view == "norms":
+        return describe_norms(result, n)
+    if view == "neurons":
+        return describe_neurons(result, n, state.head, state.query)
     return describe_figure(fig if fig is not None else view_figure(result, state, view))
+
+
+def describe_norms(result: AttentionResult, n: int, ko=None) -> str:
+    """Per head: where its weight goes and where its weighted value norms go (over the real
+    rows), then which head's knock-out moves the output most."""
+    from attnviz.analysis.contributions import parts_of, value_norms
+
+    k, s = result.lengths[n], result.source_lengths[n]
+    weights = result.weights[n, :, :k, :s].sum(1)  # (H, S): each key's weight over the real rows
+    norms = weights * value_norms(parts_of(result))[n, :, :s]  # (H, S): Σ_i A[i, j] ‖v_j W_O^h‖
+    keys = result.source_tokens[n]
+    parts = []
+    for h in range(result.heads):
+        jw, jn = int(weights[h].argmax()), int(norms[h].argmax())
+        parts.append(_("head {h}: most weight on “{a}”, most weighted norm on “{b}”").format(h=h, a=keys[jw],
+                                                                                             b=keys[jn]))
+    from attnviz.analysis.contributions import knock_out
+
+    ko = ko or knock_out(parts_of(result), n, k, rerun=False)
+    worst = max(range(len(ko.moved)), key=ko.moved.__getitem__)
+    return (_("Weights beside weighted value norms, layer {layer}.").format(layer=result.layer) + " " + "; ".join(parts)
+            + ". " + _("Knocking out head {h} (its output set to zero before W_O) moves the layer's output most: "
+                       "{x} of its norm.").format(h=worst, x=f"{ko.moved[worst]:.3f}"))
+
+
+def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
+    from attnviz.analysis.contributions import neuron_row
+
+    q = q if q >= 0 else result.lengths[n] - 1
+    r = neuron_row(result, n, h, q)
+    j = int(r.weight.argmax())
+    return _("Neuron view of head {h}, query “{token}”: for each key, the {d} products q∘k sum to q·k, times {scale} "
+             "is the score. The largest weight, {w}, goes to “{key}” (q·k = {dot}).").format(
+        h=h, token=result.tokens[n][q], d=r.q.shape[0], scale=f"{r.scale:.4g}", w=f"{r.weight[j]:.3f}",
+        key=result.source_tokens[n][j], dot=f"{r.dot[j]:.3f}")
 
 
 def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:

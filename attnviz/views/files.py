@@ -29,13 +29,19 @@ def weights_csv(result: AttentionResult) -> str:
     return buf.getvalue()
 
 
-def run_json(result: AttentionResult) -> str:
+def run_json(result: AttentionResult, state=None) -> str:
     """The whole run as JSON, with the charts' text alternatives; byte-identical for the
-    same config (sorted keys, no times)."""
+    same config (sorted keys, no times). ``state``: a ``ViewState`` whose view has numbers of
+    its own (weighted norms and knock-out, the neuron view), kept under ``"view"``."""
     from attnviz.analysis.describe import describe_grid, describe_head
+    from attnviz.views.explorer import view_record
+    from attnviz.views.selection import resolve_query
 
+    view = None if state is None else view_record(result, resolve_query(result, state), state.view)
     data = result.to_dict()
     N, H = result.weights.shape[:2]
     data["descriptions"] = [{"all_heads": describe_grid(result, n), "heads": [describe_head(result, n, h)
                                                                             for h in range(H)]} for n in range(N)]
+    if view is not None:
+        data["view"] = view
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -112,4 +112,8 @@ def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.F
         return F.grid_figure(F.grid_data(result, 0), style)
     if state.view == "mean":
         return F.heatmap_figure(F.mean_data(result, 0, max_cells=F.DEFAULT_MAX_CELLS), style)
+    if state.view in ("norms", "neurons"):  # the followed layer's weighted norms, or one query's q∘k (a ViT's too)
+        from attnviz.views.explorer import view_figure
+
+        return view_figure(result, state.with_(seq=0), state.view, style=style)
     return input_figure(inp, result, state, style, image=image)

@@ -44,11 +44,12 @@ PAGES = (
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
 
-VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis")
+VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis", "norms", "neurons")
 FIGURE_VIEWS = tuple(v for v in VIEWS if v != "table")  # views that are one figure
 # The selection each view reads besides the sentence: the explorer draws only these
 # widgets (the head grid, the mean and the output read neither).
-VIEW_PICKS = {"head": ("head",), "table": ("head",), "mask": ("head",), "query": ("query",)}
+VIEW_PICKS = {"head": ("head",), "table": ("head",), "mask": ("head",), "query": ("query",),
+              "neurons": ("head", "query")}
 VIEW_TITLES = {  # marked for translation; translated where shown
     "grid": N_("All heads"),
     "head": N_("One head"),
@@ -59,6 +60,8 @@ VIEW_TITLES = {  # marked for translation; translated where shown
     "table": N_("Weights table"),
     "model": N_("Model view"),
     "analysis": N_("Head analysis"),
+    "norms": N_("Does the head matter"),
+    "neurons": N_("Neuron view"),
 }
 
 
