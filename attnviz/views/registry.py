@@ -36,6 +36,7 @@ PAGES = (
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot"),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
