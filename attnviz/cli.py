@@ -38,6 +38,7 @@ from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_result
+from attnviz.views.qkmap import qk_record_json
 from attnviz.views.registry import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES, page_of
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
@@ -141,41 +142,14 @@ def start_job(job: Job, exporter: ImageExporter):
         raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGE_NAMES)}.")
     fmt = format_of(job.out)
     check_writable(job.out)
-    if job.page == "qk-map":
-        return _qk_job(job, fmt, exporter)
+    if fmt in ("json", "csv") and job.page == "qk-map":  # every point, the agreement and its baseline
+        data = qk_record_json(job.state, fmt)  # its ValueError is one line too (main)
+        return lambda: data
     if fmt in ("json", "csv"):
         result = _compute(job)
         data = (run_json(result) if fmt == "json" else weights_csv(result)).encode("utf-8")
         return lambda: data
     fig = figure_for(job)
-    if fmt == "html":
-        data = html_bytes(fig)
-        return lambda: data
-    height = int(job.height or fig.layout.height or DEFAULT_HEIGHT)
-    return lambda: exporter.render(fig, fmt, width=job.width, height=height, scale=job.scale)
-
-
-def _qk_job(job: Job, fmt: str, exporter: ImageExporter):
-    """The Q/K map: its record as JSON (every point, the agreement and its baseline), or its
-    figure; ``job.data``: a .txt corpus (one sentence a line), else the shipped one."""
-    import json
-
-    from attnviz.inputs.corpus import read_corpus
-    from attnviz.views.qkmap import head_record, qk_page_figure, overview_records
-
-    try:
-        with use(job.state.lang):
-            lines = None if job.data is None else read_corpus(job.data)
-            if fmt == "json":
-                record = (overview_records(job.state, lines) if job.state.qk_part == "overview" else
-                          head_record(job.state, lines))
-                data = json.dumps(record, ensure_ascii=False).encode("utf-8")
-                return lambda: data
-            if fmt == "csv":
-                raise UsageError("The Q/K map writes .json, .png, .svg or .html.")
-            fig = qk_page_figure(job.state, style_for(job.state, theme=job.theme), lines)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
     if fmt == "html":
         data = html_bytes(fig)
         return lambda: data
@@ -324,8 +298,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
     r.add_argument("--attention", help="an attention file (.safetensors or .npz, from attnviz.save_attention)")
-    r.add_argument("--corpus", help="the Q/K map (--page qk-map): a .txt file, one sentence a line (default: the "
-                                    "shipped corpus)")
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -370,15 +342,13 @@ def main(argv: list[str] | None = None) -> int:
             args.input_projections = args.projections
         settings = {k: getattr(args, k) for k in SETTINGS}
         page, data = _input_page(args)
-        if args.corpus:
-            page, data = "qk-map", _corpus_file(args.corpus)
         page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")
         job = Job(state_from(settings, args.from_url), Path(args.out), args.width, args.height,
                   args.scale, args.theme, page, data)
         with ImageExporter() as exporter:
             run_job(job, exporter)
         return 0
-    except (UsageError, ExportError, OSError) as e:
+    except (UsageError, ExportError, OSError, ValueError) as e:
         print(f"attnviz: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -416,20 +386,8 @@ def _input_page(args) -> tuple[str | None, bytes | None]:
     return None, None
 
 
-def _corpus_file(path: str) -> bytes:
-    from attnviz.limits import MAX_CORPUS_BYTES
-
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--corpus {path}: no such file.")
-    if p.stat().st_size > MAX_CORPUS_BYTES:
-        raise UsageError(f"--corpus {path} has {p.stat().st_size / 1024:,.0f} KB; the limit is "
-                         f"{MAX_CORPUS_BYTES / 1024:,.0f} KB.")
-    return p.read_bytes()
-
-
 def _one_line(e: BaseException) -> str:
-    if isinstance(e, (UsageError, ExportError)):
+    if isinstance(e, (UsageError, ExportError, ValueError)):
         text = str(e)
     elif isinstance(e, OSError):
         text = f"cannot write output: {e.strerror or e}"

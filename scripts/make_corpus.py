@@ -26,7 +26,8 @@ PLACES = ["near the river", "in the kitchen", "after dinner", "before sunrise", 
 NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Goran", "Hana", "Ivo", "Jun", "Kofi", "Lena"]
 
 CJK = [
-    "我爱人工智能。", "猫坐在窗边。", "老师在教室里读书。", "今天的天气很好。", "他每天早上跑步。", "我们明天去公园吧！",
+    "我爱人工智能。", "猫坐在窗边。", "老师在教室里读书。", "今天的天气很好。", "他每天早上跑步。",
+    "我们明天去公园吧！",
     "这本书非常有意思。", "小狗跟着孩子跑。", "城市的夜晚很安静。", "她在厨房里做饭。", "火车准时到站了。",
     "你喜欢喝茶还是咖啡？", "学生们在图书馆学习。", "山上有一座古老的寺庙。", "河水慢慢地流向大海。",
     "他的朋友送给他一封信。", "一只鸟飞过了天空。", "我们一起唱歌跳舞。", "妈妈说：早点回家。", "雨停了，太阳出来了。",
@@ -85,7 +86,8 @@ def main() -> None:
         a = rng.choice(ADJS)
         present, past = rng.choice(VERBS)
         lines.append(rng.choice([f"The {n} {past} another {n}.", f"The {a} {n} and the {a} {n} met again.",
-                                 f"One {n}, two {n}s, three {n}s.", f"{present.capitalize()} the {n}, {present} the {n}!"]))
+                                 f"One {n}, two {n}s, three {n}s.",
+                                 f"{present.capitalize()} the {n}, {present} the {n}!"]))
     lines += REPEATS + CJK
     seen, out = set(), []
     for s in lines:

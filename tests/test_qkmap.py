@@ -253,20 +253,27 @@ def test_cli_writes_the_record_offline(tmp_path):
     assert {"kind", "token", "sentence", "position", "x", "y"} <= set(rec["points"][0])
 
 
-def test_cli_html_and_bounds(tmp_path):
-    corpus = tmp_path / "lines.txt"
-    corpus.write_text("the cat saw the other cat\n猫看见了另一只猫。\n<b>bold</b> text here\n", encoding="utf-8")
-    code, err = _cli("--corpus", str(corpus), "--qk-color", "kind", "--out", "map.html", cwd=tmp_path)
+def test_cli_html_and_a_bad_head_offline(tmp_path):
+    code, err = _cli("--qk-color", "kind", "--heads", "2", "--d-model", "16", "--out", "map.html", cwd=tmp_path)
     assert code == 0, err
     html = (tmp_path / "map.html").read_text(encoding="utf-8")
-    assert "&lt;b&gt;bold" in html and "<b>bold</b>" not in html
-    big = tmp_path / "big.txt"
-    big.write_text("a b\n" * (limits.MAX_CORPUS_LINES + 1), encoding="utf-8")
-    code, err = _cli("--corpus", str(big), "--out", "x.json", cwd=tmp_path)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "limit" in err and "Traceback" not in err
+    assert "<script src=\"http" not in html and "diamond" in html
     code, err = _cli("--head", "9", "--out", "x.json", cwd=tmp_path)
-    assert code == 2 and "Head 9 does not exist" in err
-    assert not (tmp_path / "x.json").exists()
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Head 9 does not exist" in err
+    assert "Traceback" not in err and not (tmp_path / "x.json").exists()
+    code, err = _cli("--qk-method", "umap", "--out", "x.json", cwd=tmp_path)
+    assert code == 2 and "qk_method" in err.replace("-", "_")
+
+
+def test_tokens_and_sentences_are_escaped_in_the_figure():
+    from attnviz.plots.qkmap import map_figure
+
+    lines = ["<b>bold</b> and <a href='x'>link</a>", "plain words here"]
+    rec = V.head_record(ViewState.of(heads=2, d_model=16), lines)
+    fig = map_figure(rec, "kind")
+    texts = [t for trace in fig.data for t in trace.text]
+    assert texts and not any("<b>" in t or "<a " in t for t in texts)
+    assert any("&lt;b&gt;" in t for t in texts)
 
 
 # --- the page ------------------------------------------------------------------------

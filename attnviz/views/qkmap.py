@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from attnviz import limits
 from attnviz.analysis import qkmap as Q
-from attnviz.i18n import N_, _
+from attnviz.i18n import N_
 from attnviz.inputs.corpus import corpus_digest, default_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
@@ -121,7 +121,16 @@ def qk_page_figure(state: ViewState, style: FigureStyle, lines: list[str] | None
     return head_figure(state, style, lines)
 
 
-def check_head(state: ViewState, heads: int) -> None:
-    if state.head >= heads:
-        raise ValueError(_("Head {head} does not exist: this layer has {n} heads (0–{last}).").format(
-            head=state.head, n=heads, last=heads - 1))
+def qk_record_json(state: ViewState, fmt: str, lines: list[str] | None = None) -> bytes:
+    """What ``render --page qk-map --out map.json`` writes: one head's record (or, with
+    ``qk_part=overview``, every head's) over ``lines`` (default: the shipped corpus), in
+    the state's language."""
+    import json
+
+    from attnviz.i18n import use
+
+    if fmt != "json":
+        raise ValueError("The Q/K map writes .json, .png, .svg or .html.")
+    with use(state.lang):
+        record = overview_records(state, lines) if state.qk_part == "overview" else head_record(state, lines)
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
