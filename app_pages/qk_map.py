@@ -82,6 +82,8 @@ if s.qk_part == "map":
     points = getattr(getattr(event, "selection", None), "points", None) or []
     if points and isinstance(points[0].get("customdata"), (int, float)):
         picks.open_point(int(points[0]["customdata"]), ("qk", key, int(points[0]["customdata"])))
+    elif not points:  # no selection held: the same point clicked again opens it again
+        picks.forget_pick()
 else:
     job = V.overview_in_background(s, corpus)
     if not job.done.is_set():

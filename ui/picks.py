@@ -55,6 +55,5 @@ def open_in_explorer(values: dict) -> None:
     the link that page then writes is ``attnviz.settings.url``'s for those settings."""
     from ui.pages import app_pages
 
-    forget_pick()
     st.session_state.setdefault(_PENDING, {}).update(values)
     st.switch_page(app_pages()["explorer"])
