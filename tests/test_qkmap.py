@@ -313,3 +313,32 @@ def test_page_overview_on_the_random_model_and_own_lines():
     at.segmented_control(key="qk_source").set_value("own").run()
     at.text_area(key="qk_lines").input("\n".join(["a b c"] * (limits.MAX_CORPUS_LINES + 1))).run()
     assert at.error and f"the limit is {limits.MAX_CORPUS_LINES}" in at.error[0].value
+
+
+def test_the_overview_is_computed_once_for_everyone_who_asks(monkeypatch):
+    calls = []
+    real = V.overview_records
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(V, "overview_records", counted)
+    state = ViewState.of(heads=2, d_model=16, seed=11)
+    lines = ["the cat sat on the mat", "dog eats dog", "猫看见了另一只猫。"]
+    jobs = [V.overview_in_background(state, lines) for _ in range(5)]
+    assert all(j is jobs[0] for j in jobs)
+    assert jobs[0].done.wait(60) and not jobs[0].error
+    assert V.overview_in_background(state, lines) is jobs[0] and len(calls) == 1
+    assert len(jobs[0].records) == 2 and jobs[0].fraction == 1.0
+
+
+def test_page_maps_your_own_lines():
+    at = app("heads=2&d_model=16", page="app_pages/qk_map.py")
+    at.segmented_control(key="qk_source").set_value("own").run()
+    at.text_area(key="qk_lines").input("the cat saw the other cat\n猫看见了另一只猫。\nagain and again").run()
+    assert not at.exception and not at.error
+    assert any("3 sentences" in c.value for c in at.caption)
+    fig = figures(at)[0]
+    assert sum(len(t["text"]) for t in fig["data"]) == 2 * V.head_record(
+        ViewState.of(heads=2, d_model=16), ["the cat saw the other cat", "猫看见了另一只猫。", "again and again"])["queries"]
