@@ -336,9 +336,10 @@ def test_the_overview_is_computed_once_for_everyone_who_asks(monkeypatch):
 def test_page_maps_your_own_lines():
     at = app("heads=2&d_model=16", page="app_pages/qk_map.py")
     at.segmented_control(key="qk_source").set_value("own").run()
-    at.text_area(key="qk_lines").input("the cat saw the other cat\n猫看见了另一只猫。\nagain and again").run()
+    lines = ["the cat saw the other cat", "猫看见了另一只猫。", "again and again"]
+    at.text_area(key="qk_lines").input("\n".join(lines)).run()
     assert not at.exception and not at.error
     assert any("3 sentences" in c.value for c in at.caption)
     fig = figures(at)[0]
-    assert sum(len(t["text"]) for t in fig["data"]) == 2 * V.head_record(
-        ViewState.of(heads=2, d_model=16), ["the cat saw the other cat", "猫看见了另一只猫。", "again and again"])["queries"]
+    assert sum(len(t["text"]) for t in fig["data"]) == 2 * V.head_record(ViewState.of(heads=2, d_model=16),
+                                                                          lines)["queries"]
