@@ -36,3 +36,26 @@ def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_qu
     assert params["text"] == [record["sentences"][point["sentence"]]]
     assert params["head"] == ["1"] and params["query"] == [str(point["position"])]
     assert urlsplit(page.url).path.rstrip("/") in ("", "/")
+
+
+def test_screenshots_of_minilm_layer0_one_head_and_every_head():
+    from attnviz.models.registry import INSTALL, _package_dir
+
+    from .browserkit import ROOT, full_page_screenshot
+
+    if _package_dir() is None:
+        pytest.skip(f"the model's files are not installed: {INSTALL}")
+    shots = ROOT / "docs" / "screenshots"
+    with streamlit_server() as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/qk-map?model=minilm-l6&layer=0&head=0&qk_color=kind")
+        wait_idle(page, timeout=90_000)
+        assert page.evaluate("() => document.querySelector('.js-plotly-plot').data.length") == 6
+        full_page_screenshot(page, shots / "qk-map.png")
+        page.goto(base + "/qk-map?model=minilm-l6&layer=0&qk_part=overview")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .annotation-text').length >= 12",
+                               timeout=90_000)
+        wait_idle(page)
+        full_page_screenshot(page, shots / "qk-map-overview.png")
+        browser.close()

@@ -111,9 +111,9 @@ def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, 
             ys[p["kind"]].append(float(py))
             texts[p["kind"]].append(_("head {h} · {kind} “{token}”").format(
                 h=h, kind=_("query") if p["kind"] == "query" else _("key"), token=escape_label(p["token"])))
-        notes.append({"text": _("head {h}: {a:.0%} (random {b:.0%})").format(h=h, a=rec["agreement"],
-                                                                            b=rec["baseline"]),
-                      "x": c, "y": -r + 0.5, "xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom",
+        label = _("head {h}: {a:.0%} (random {b:.0%})").format(h=h, a=rec["agreement"], b=rec["baseline"])
+        notes.append({"text": label.replace(": ", ":<br>", 1),  # two lines: six cells fit side by side
+                      "x": c, "y": -r + 0.44, "xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom",
                       "font": {"size": style.font_size}})
     colours = {"query": "#4c78a8", "key": "#e45756"}
     traces = [{"type": "scatter", "mode": "markers", "name": _("queries") if kind == "query" else _("keys"),
@@ -121,9 +121,9 @@ def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, 
                "hovertemplate": "%{text}<extra></extra>",
                "marker": {"symbol": SYMBOLS[kind], "size": 4, "color": colours[kind], "opacity": 0.6}}
               for kind in SYMBOLS]
-    layout = {"height": 60 + 230 * rows, "showlegend": True, "legend": {"orientation": "h", "y": -0.02},
+    layout = {"height": 80 + 240 * rows, "showlegend": True, "legend": {"orientation": "h", "y": -0.02},
               "xaxis": {"visible": False, "range": [-0.55, cols - 0.45]},
-              "yaxis": {"visible": False, "range": [-rows + 0.45, 0.62]},
+              "yaxis": {"visible": False, "range": [-rows + 0.45, 0.72]},
               "annotations": notes, "hovermode": "closest"}
     k = records[0]["k"] if records else 3
     title = _("layer {layer}: every head's queries and keys (PCA); agreement at k = {k}").format(layer=layer, k=k)
