@@ -39,6 +39,10 @@ _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", 
 
 
 def __getattr__(name: str):
+    if name == "qk_map":  # the joint map of queries and keys you bring (AttentionViz's), as a plain record
+        from attnviz.analysis.qkmap import qk_map
+
+        return qk_map
     if name in _NOTEBOOK:
         from attnviz import notebook
 

@@ -38,6 +38,7 @@ from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.files import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_result
+from attnviz.views.qkmap import qk_record_json
 from attnviz.views.registry import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES, page_of
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
@@ -141,6 +142,9 @@ def start_job(job: Job, exporter: ImageExporter):
         raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGE_NAMES)}.")
     fmt = format_of(job.out)
     check_writable(job.out)
+    if fmt in ("json", "csv") and job.page == "qk-map":  # every point, the agreement and its baseline
+        data = qk_record_json(job.state, fmt)  # its ValueError is one line too (main)
+        return lambda: data
     if fmt in ("json", "csv"):
         result = _compute(job)
         try:  # a view with numbers of its own (norms, neurons) adds them
@@ -348,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         with ImageExporter() as exporter:
             run_job(job, exporter)
         return 0
-    except (UsageError, ExportError, OSError) as e:
+    except (UsageError, ExportError, OSError, ValueError) as e:
         print(f"attnviz: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -387,7 +391,7 @@ def _input_page(args) -> tuple[str | None, bytes | None]:
 
 
 def _one_line(e: BaseException) -> str:
-    if isinstance(e, (UsageError, ExportError)):
+    if isinstance(e, (UsageError, ExportError, ValueError)):
         text = str(e)
     elif isinstance(e, OSError):
         text = f"cannot write output: {e.strerror or e}"

@@ -71,6 +71,18 @@ LEARN_EVERY = 50  # steps between checkpoints
 MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps
 MAX_TRAININGS = max(1, (os.cpu_count() or 1))  # at once per process: one per core
 
+# The Q/K map (attnviz.analysis.qkmap): a corpus of sentences, one a line, each token's query
+# and key of one head projected into one 2-D map. Pasted lines and an uploaded .txt are
+# bounded before anything runs; the corpus is run in batches that each fit the memory budget.
+MAX_CORPUS_LINES = 500  # sentences
+MAX_CORPUS_LINE_CHARS = 300  # characters of one sentence
+MAX_CORPUS_BYTES = 256 * 2**10  # an uploaded .txt
+MAX_CORPUS_TOKENS = 8000  # real tokens over the whole corpus: a map has twice as many points
+QK_BATCH = 64  # sentences per forward pass at most (fewer when the budget says so)
+QK_CACHE_BYTES = 64 * 2**20  # the corpus runs (every head's Q and K at one layer) kept per process
+QK_OVERVIEWS = 8  # small-multiples overviews kept per process (each a few MB at most)
+QK_OVERVIEW_POINTS = 400  # points drawn per head in the overview (every point is in its map's numbers)
+
 # An attention run keeps, per (sequence, head, query, key): the scores, the scaled
 # scores, the masked scores, the weights and the weights after dropout (float32), and
 # the bool mask. Everything else (embeddings, Q/K/V, outputs) grows with L·E only.

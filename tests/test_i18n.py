@@ -83,7 +83,7 @@ def untranslated(found: list[str]) -> list[str]:
 
 
 PAGES = [None, "step_by_step", "mask_lab", "cross_attention", "verify", "gradients", "why_scale", "image_patches",
-         "audio_frames", "graph_nodes"]
+         "audio_frames", "graph_nodes", "qk_map"]
 
 
 @pytest.mark.parametrize("page", PAGES)

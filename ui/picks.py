@@ -33,3 +33,27 @@ def open_head(layer: int, head: int, token: object, *, layered: bool) -> None:
 
 def forget_pick() -> None:
     st.session_state.pop(_PICKED, None)
+
+
+OPEN = "_attnviz_open_point"  # a chart's point to open on another page, picked in the run before
+
+
+def open_point(index: int, token: object) -> None:
+    """A click on a point that opens another page: remembered now (the chart is drawn already),
+    acted on at the next run's start by the page (``opened_point``)."""
+    pick({OPEN: int(index)}, token)
+
+
+def opened_point() -> int | None:
+    """The point a click picked in the run before (once), or None."""
+    value = st.session_state.pop(OPEN, None)
+    return None if value is None else int(value)
+
+
+def open_in_explorer(values: dict) -> None:
+    """Open the explorer with ``values`` (settings by link name), applied as its run starts:
+    the link that page then writes is ``attnviz.settings.url``'s for those settings."""
+    from ui.pages import app_pages
+
+    st.session_state.setdefault(_PENDING, {}).update(values)
+    st.switch_page(app_pages()["explorer"])

@@ -1,6 +1,7 @@
 """Inputs: everything that becomes the tokens of attention, as one ``Input`` record each.
 
-text (tokenizer-free tokens and embeddings), image patches, audio frames, graph nodes.
+text (tokenizer-free tokens and embeddings), image patches, audio frames, graph nodes, and
+the Q/K map's corpus of sentences (corpus).
 May import: ``attnviz.core``, ``attnviz.settings.spec``, ``limits``, ``i18n``. Never a
 model, a run or a view.
 """

@@ -143,6 +143,11 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         from attnviz.views.longseq import long_figure
 
         return long_figure(state.part, state, style)
+    if page == "qk-map":
+        from attnviz.inputs.corpus import read_corpus
+        from attnviz.views.qkmap import qk_page_figure
+
+        return qk_page_figure(state, style, None if data is None else read_corpus(data))
     if page == "why-scale":
         from attnviz.analysis.scaling import sweep
 

@@ -38,6 +38,7 @@ PAGES = (
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
          random=False),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot"),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
          random=False),
 )

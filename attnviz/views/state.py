@@ -37,6 +37,9 @@ from attnviz.views.registry import VIEWS
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 LONG = ("long-sequences",)
+QK = ("qk-map",)
+QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS (not imported: it loads torch and numpy only late)
+QK_COLORS = ("position", "kind", "sentence")
 INPUTS = IMAGE + AUDIO + GRAPH
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
@@ -190,6 +193,15 @@ class ViewState:
     sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=LEARN,
                             label=N_("Your sequence"),
                             help=N_("Token numbers 3–31 (or BOS, MARK, QUERY), separated by spaces."))
+
+    qk_method: str = setting("pca", choices=QK_METHODS, pages=QK, label=N_("Projection"),
+                             help=N_("PCA: exact and deterministic. t-SNE: keeps neighbours together (seeded, so the "
+                                     "map is stable), slower."))
+    qk_color: str = setting("position", choices=QK_COLORS, pages=QK, label=N_("Colour by"),
+                            help=N_("The token's position in its sentence, its kind (word, punctuation, special) or "
+                                    "its sentence."))
+    qk_part: str = setting("map", choices=("map", "overview"), pages=QK, label=N_("Show"),
+                           help=N_("One head's map, or every head of the layer as small multiples (PCA)."))
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

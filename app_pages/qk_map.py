@@ -1,0 +1,109 @@
+"""Q/K map: one head's queries and keys over a hundred sentences at once, in one 2-D map
+(AttentionViz's idea), or every head of a layer as small multiples."""
+
+import streamlit as st
+
+from attnviz.analysis.qkmap import K_NEIGHBOURS
+from attnviz.i18n import _, fixed
+from attnviz.inputs.corpus import default_corpus, read_corpus
+from attnviz.limits import MAX_CORPUS_BYTES, MAX_CORPUS_LINE_CHARS, MAX_CORPUS_LINES, MAX_CORPUS_TOKENS
+from attnviz.plots.qkmap import map_figure, overview_figure
+from attnviz.views import qkmap as V
+from attnviz.views.selection import style_for
+from ui import compute, picks, session, widgets
+from ui.controls import control, row
+from ui.loading import ready
+
+s = session.current()
+widgets.header(_("Q/K map"), _(
+    "Every real token's query and key of one head, over many sentences, projected together into one map: a query "
+    "lands near the keys it attends to, so clusters show what the head does (Yeh et al., AttentionViz, 2023). As "
+    "there, keys are first moved so that their centre is the queries' centre, and queries and keys are scaled to "
+    "one mean norm: no attention weight changes, and nearness follows the dot product. Click a point to open its "
+    "sentence in the explorer at this head, with that token as the query."))
+t = fixed()
+SOURCES = {"default": _("the shipped sentences"), "own": _("your own lines")}
+source = st.segmented_control(_("Sentences"), list(SOURCES), format_func=SOURCES.get, default="default",
+                              required=True, key="qk_source")
+lines = None
+if source == "own":
+    pasted = st.text_area(_("One sentence a line"), key="qk_lines", height=140, max_chars=MAX_CORPUS_BYTES,
+                          help=_("Up to {lines} sentences of {chars} characters, {tokens} tokens in all. Not part of "
+                                 "the link.").format(lines=MAX_CORPUS_LINES, chars=MAX_CORPUS_LINE_CHARS,
+                                                     tokens=f"{MAX_CORPUS_TOKENS:,}"))
+    upload = widgets.uploaded_bytes(_("…or upload a .txt"), ["txt"], key="qk_upload",
+                                    help=_("UTF-8, one sentence a line; it wins over the pasted lines."))
+    raw = upload[0] if upload is not None else pasted
+    if not (raw.strip() if isinstance(raw, str) else raw):
+        st.info(_("Paste sentences or upload a .txt to map them; the shipped sentences are mapped until then."),
+                icon=":material/edit_note:")
+    else:
+        lines = compute.guard(lambda: read_corpus(raw))
+corpus = default_corpus() if lines is None else lines
+
+ready(s.model)
+crun = compute.guard(lambda: compute.cached(V.Q.run_key(s.config, corpus),
+                                            lambda: V.Q.cached_corpus_run(s.config, corpus)))
+bar = row()
+control("qk_part", bar, kind="segmented", format_func=lambda v: t(V.PART_LABELS[v]))
+s = session.current()
+if s.qk_part == "map":
+    if not 0 <= int(st.session_state.get("head", 0)) < crun.heads:
+        st.session_state["head"] = 0
+    control("head", bar, options=range(crun.heads))
+    control("qk_method", bar, format_func=lambda v: t(V.METHOD_LABELS[v]))
+    control("qk_color", bar, format_func=lambda v: t(V.COLOR_LABELS[v]))
+s = session.current()
+st.caption(_("{model}, layer {layer}: {n} sentences, {tokens} tokens, so {points} points per head.").format(
+    model=s.model, layer=s.layer, n=len(corpus), tokens=f"{len(crun.tokens):,}", points=f"{2 * len(crun.tokens):,}"))
+style = style_for(s)
+run_key = V.Q.run_key(s.config, corpus)
+
+if s.qk_part == "map":
+    key = ("qk-map", run_key, s.head, s.qk_method, s.seed)
+    with st.spinner(_("Projecting {points} points…").format(points=f"{2 * len(crun.tokens):,}")):
+        record = compute.guard(lambda: compute.cached(key, lambda: V.Q.head_map(crun, s.head, method=s.qk_method,
+                                                                               seed=s.seed)))
+    opened = picks.opened_point()
+    if opened is not None:
+        picks.open_in_explorer(compute.guard(lambda: V.explorer_values(record, opened, s)))
+    st.markdown(_(
+        "**Neighbourhood agreement: {a:.1%}** of queries have their most-attended key (in the real attention of their "
+        "own sentence) among their **k = {k}** nearest keys of that sentence in this map. Random placement, measured "
+        "the same way: **{b:.1%}** (expected {e:.1%}).").format(a=record["agreement"], k=record["k"],
+                                                                b=record["baseline"], e=record["baseline_expected"]))
+    if record["explained"]:
+        st.caption(_("PCA keeps {v:.0%} of the variance of the normalised queries and keys in these two axes.").format(
+            v=sum(record["explained"])))
+    fig = compute.figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
+                         lambda: map_figure(record, s.qk_color, style))
+    event = st.plotly_chart(fig, key="qk_chart", theme=None, width="stretch", on_select="rerun",
+                            selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
+    points = getattr(getattr(event, "selection", None), "points", None) or []
+    if points and isinstance(points[0].get("customdata"), (int, float)):
+        picks.open_point(int(points[0]["customdata"]), ("qk", key, int(points[0]["customdata"])))
+    elif not points:  # no selection held: the same point clicked again opens it again
+        picks.forget_pick()
+else:
+    job = V.overview_in_background(s, corpus)
+    if not job.done.is_set():
+        st.progress(job.fraction, text=_("Mapping every head of layer {layer}: {p:.0%}").format(layer=s.layer,
+                                                                                              p=job.fraction))
+        st.caption(_("It is computed once for this server and shared by everyone who opens the same model, layer "
+                     "and sentences."))
+
+        @st.fragment(run_every=0.5)
+        def _poll() -> None:
+            if V.overview_in_background(s, corpus).done.is_set():
+                st.rerun()
+
+        _poll()
+        st.stop()
+    if job.error:
+        st.error(job.error, icon=":material/error:")
+        st.stop()
+    fig = compute.figure(("qk-overview-fig", V.overview_key(s, corpus), compute.style_key(style)),
+                         lambda: overview_figure(job.records, style, layer=s.layer))
+    st.caption(_("Each head's PCA map in its own cell, with its agreement (k = {k}) and the random baseline. "
+                 "Pick a head under “one head” to see it large.").format(k=K_NEIGHBOURS))
+    compute.chart(fig, key="qk_overview", filename=f"attnviz-qk-overview-layer{s.layer}")

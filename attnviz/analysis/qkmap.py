@@ -1,0 +1,388 @@
+"""The joint map of one head's queries and keys over many sentences (AttentionViz's idea).
+
+Yeh et al., "AttentionViz: A Global View of Transformer Attention" (IEEE VIS 2023) put a
+head's query and key vectors from many sentences into one 2-D map, so that a query lands
+near the keys it attends to. Before projecting, they use the two changes that leave every
+attention weight as it was:
+
+1. **Translation.** Adding one vector ``t`` to every key adds ``q·t`` to every score of a
+   query ``q``: a constant per query, which softmax removes. attnviz moves the keys so that
+   their centroid is the queries' centroid: ``k' = k - mean(k) + mean(q)``.
+2. **Scaling.** ``(c·q)·(k/c) = q·k``. attnviz takes ``c = sqrt(mean‖k'‖ / mean‖q‖)``
+   (norms measured from the common centroid), so queries and keys have the same mean norm
+   around it, and neither kind crowds the middle of the map.
+
+After both, a small distance ``‖q - k‖² = ‖q‖² + ‖k‖² - 2 q·k`` goes with a large dot
+product. Both are applied over the whole corpus, then the queries and keys are projected
+**jointly**: PCA (exact SVD in float64, each component's sign fixed so that its largest
+loading is positive: the same input gives the same map bit for bit) or t-SNE
+(scikit-learn's, Barnes-Hut, PCA-initialised, seeded).
+
+**Neighbourhood agreement** (how much the map distorts): the fraction of queries whose
+most-attended key (the largest weight in the real attention of its own sentence) is among
+its ``k`` nearest keys of the same sentence in the map (``K_NEIGHBOURS = 3``). The
+**random baseline** is the same measure over points placed uniformly at random (the mean
+of ``BASELINE_DRAWS`` seeded placements); its expectation is the mean of
+``min(k, n) / n`` over queries, n being the keys of the query's sentence, which the record
+also holds. A query whose sentence has ``k`` keys or fewer always agrees, in both.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attnviz import limits
+from attnviz.cache import ByteBudgetCache
+from attnviz.i18n import _
+
+METHODS = ("pca", "tsne")
+K_NEIGHBOURS = 3
+BASELINE_DRAWS = 20
+TOKEN_KINDS = ("word", "punctuation", "special")
+TSNE_ITERATIONS = 500  # scikit-learn's minimum is 250; 500 settles a few thousand points
+
+
+def token_kind(token: str) -> str:
+    """"special" ([CLS], [SEP], [PAD], <s>, <|endoftext|>), "punctuation" (every character a
+    punctuation mark or symbol, after a subword marker) or "word"."""
+    t = token.strip()
+    if len(t) > 2 and ((t[0] == "[" and t[-1] == "]") or (t[0] == "<" and t[-1] == ">")):
+        return "special"
+    core = t.removeprefix("##").lstrip("Ġ▁")
+    if core and all(unicodedata.category(c)[0] in "PS" for c in core):
+        return "punctuation"
+    return "word"
+
+
+# --- normalisation, projection, agreement ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Normalised:
+    queries: np.ndarray  # (n, D) float64, scaled by ``scale``
+    keys: np.ndarray  # (m, D) float64, translated, then divided by ``scale``
+    shift: np.ndarray  # (D,) added to every key: mean(q) - mean(k)
+    scale: float  # c: queries times c, keys divided by c
+
+
+def normalise(queries: np.ndarray, keys: np.ndarray) -> Normalised:
+    """AttentionViz's translation and scaling (see the module doc); every q·k - q·t is kept."""
+    q = np.asarray(queries, dtype=np.float64)  # (n, D)
+    k = np.asarray(keys, dtype=np.float64)  # (m, D)
+    shift = q.mean(0) - k.mean(0)  # (D,)
+    k = k + shift  # (m, D): the keys' centroid is now the queries'
+    centre = q.mean(0)  # (D,)
+    nq = float(np.linalg.norm(q - centre, axis=1).mean())
+    nk = float(np.linalg.norm(k - centre, axis=1).mean())
+    c = math.sqrt(nk / nq) if nq > 0 and nk > 0 else 1.0
+    return Normalised(q * c, k / c, shift, c)
+
+
+def pca_2d(x: np.ndarray) -> tuple[np.ndarray, list[float]]:
+    """Exact PCA to 2-D: (coordinates (n, 2), the fraction of variance each axis keeps)."""
+    x = np.asarray(x, dtype=np.float64)  # (n, D)
+    xc = x - x.mean(0)  # (n, D)
+    if xc.shape[1] < 2:  # a one-feature head: its one axis, and 0
+        xc = np.concatenate([xc, np.zeros((len(xc), 2 - xc.shape[1]))], axis=1)  # (n, 2)
+    _u, s, vt = np.linalg.svd(xc, full_matrices=False)  # vt (D, D)
+    comps = vt[:2].copy()  # (2, D)
+    for row in comps:  # a fixed sign: the largest loading positive
+        if row[np.argmax(np.abs(row))] < 0:
+            row *= -1
+    total = float((s**2).sum())
+    explained = [float(v) / total if total > 0 else 0.0 for v in (s[:2] ** 2)]
+    return xc @ comps.T, explained  # (n, 2)
+
+
+def tsne_2d(x: np.ndarray, seed: int = 0) -> np.ndarray:
+    """scikit-learn's t-SNE (Barnes-Hut, PCA init, ``random_state=seed``): (n, 2)."""
+    from sklearn.manifold import TSNE
+
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    if n < 8:
+        raise ValueError(_("t-SNE needs at least 8 points (4 tokens); this map has {n}. Use PCA.").format(n=n))
+    perplexity = float(min(30.0, (n - 1) / 3))
+    tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=int(seed),
+                max_iter=TSNE_ITERATIONS, learning_rate="auto")
+    return tsne.fit_transform(x).astype(np.float64)  # (n, 2)
+
+
+def project(x: np.ndarray, method: str, seed: int = 0) -> tuple[np.ndarray, list[float] | None]:
+    if method == "pca":
+        return pca_2d(x)
+    if method == "tsne":
+        return tsne_2d(x, seed), None
+    raise ValueError(f"Unknown projection {method!r}; choose one of {', '.join(METHODS)}.")
+
+
+def agreement(q_xy: np.ndarray, k_xy: np.ndarray, sentence: np.ndarray, best: np.ndarray,
+              k: int = K_NEIGHBOURS) -> float:
+    """The fraction of queries whose most-attended key (``best``: an index into the keys,
+    of the same sentence) is among their ``k`` nearest keys of the same sentence in the map.
+
+    ``q_xy``, ``k_xy``: (n, 2), row i of both the same token; ``sentence``: (n,) ids."""
+    hits = 0
+    for s in np.unique(sentence):
+        rows = np.flatnonzero(sentence == s)  # this sentence's tokens
+        d = ((q_xy[rows, None, :] - k_xy[None, rows, :]) ** 2).sum(-1)  # (n_s, n_s)
+        local = np.searchsorted(rows, best[rows])  # the best key's place among the sentence's keys
+        own = d[np.arange(len(rows)), local]  # (n_s,)
+        closer = (d < own[:, None]).sum(1)  # keys strictly nearer than the best one
+        hits += int((closer < k).sum())
+    return hits / len(sentence) if len(sentence) else 0.0
+
+
+def random_baseline(sentence: np.ndarray, best: np.ndarray, k: int = K_NEIGHBOURS, seed: int = 0,
+                    draws: int = BASELINE_DRAWS) -> float:
+    """``agreement`` of points placed uniformly at random, the mean of ``draws`` placements."""
+    rng = np.random.default_rng(seed)
+    n = len(sentence)
+    return float(np.mean([agreement(rng.random((n, 2)), rng.random((n, 2)), sentence, best, k)
+                          for _ in range(draws)]))
+
+
+def expected_baseline(sentence: np.ndarray, k: int = K_NEIGHBOURS) -> float:
+    """The random baseline's expectation: the mean over queries of min(k, n) / n."""
+    _ids, inverse, counts = np.unique(sentence, return_inverse=True, return_counts=True)
+    n = counts[inverse]
+    return float(np.mean(np.minimum(k, n) / n)) if len(n) else 0.0
+
+
+# --- the record ---------------------------------------------------------------------
+
+
+def _positions(sentence: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(sentence), dtype=np.int64)
+    for s in np.unique(sentence):
+        rows = np.flatnonzero(sentence == s)
+        out[rows] = np.arange(len(rows))
+    return out
+
+
+def best_keys_by_score(queries: np.ndarray, keys: np.ndarray, sentence: np.ndarray) -> np.ndarray:
+    """Each query's most-attended key of its own sentence, from softmax(q·k/√d) with no mask
+    (an index into the keys): the argmax of the scores."""
+    q = np.asarray(queries, dtype=np.float64)
+    k = np.asarray(keys, dtype=np.float64)
+    best = np.zeros(len(q), dtype=np.int64)
+    for s in np.unique(sentence):
+        rows = np.flatnonzero(sentence == s)
+        scores = q[rows] @ k[rows].T  # (n_s, n_s)
+        best[rows] = rows[np.argmax(scores, axis=1)]
+    return best
+
+
+def map_record(queries: np.ndarray, keys: np.ndarray, tokens: list[str], sentence: np.ndarray,
+               position: np.ndarray, best: np.ndarray, *, method: str = "pca", seed: int = 0,
+               k: int = K_NEIGHBOURS, meta: dict | None = None) -> dict:
+    """The map as a plain record (what the JSON export, the page and ``attnviz.qk_map``
+    give): ``points`` holds the queries in input order, then the keys in input order."""
+    if method not in METHODS:
+        raise ValueError(f"Unknown projection {method!r}; choose one of {', '.join(METHODS)}.")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a whole number ≥ 1, got {k!r}.")
+    t0 = time.perf_counter()
+    norm = normalise(queries, keys)
+    n = len(norm.queries)
+    xy, explained = project(np.concatenate([norm.queries, norm.keys]), method, seed)  # (2n, 2)
+    q_xy, k_xy = xy[:n], xy[n:]
+    took = time.perf_counter() - t0
+    kinds = [token_kind(t) for t in tokens]
+    points = []
+    for kind, block in (("query", q_xy), ("key", k_xy)):
+        for i in range(n):
+            points.append({"kind": kind, "token": tokens[i], "token_kind": kinds[i], "sentence": int(sentence[i]),
+                           "position": int(position[i]), "x": round(float(block[i, 0]), 5),
+                           "y": round(float(block[i, 1]), 5)})
+    return {
+        **(meta or {}),
+        "method": method, "seed": int(seed), "k": k,
+        "agreement": agreement(q_xy, k_xy, sentence, best, k),
+        "baseline": random_baseline(sentence, best, k, seed),
+        "baseline_expected": expected_baseline(sentence, k),
+        "explained": explained,
+        "normalisation": {"key_shift_norm": float(np.linalg.norm(norm.shift)), "scale": norm.scale,
+                          "method": "keys translated to the queries' centroid; queries × c, keys ÷ c "
+                                    "(c = sqrt(mean key norm / mean query norm))"},
+        "queries": n, "keys": n, "seconds": round(took, 4),
+        "points": points,
+    }  # fmt: skip
+
+
+def qk_map(queries, keys, tokens, *, sentences=None, positions=None, method: str = "pca", seed: int = 0,
+           k: int = K_NEIGHBOURS) -> dict:
+    """The joint map of query and key vectors you bring: ``queries`` and ``keys`` (n, d),
+    row i of both belonging to token i (``tokens``: n labels). ``sentences``: each row's
+    sentence id (default: one sentence); ``positions``: each row's place in its sentence
+    (default: counted in order). Each query's most-attended key is the argmax of q·k over
+    the keys of its sentence (no mask). Returns the record ``map_record`` describes."""
+    q = np.asarray(queries.detach().cpu() if isinstance(queries, torch.Tensor) else queries, dtype=np.float64)
+    kk = np.asarray(keys.detach().cpu() if isinstance(keys, torch.Tensor) else keys, dtype=np.float64)
+    if q.ndim != 2 or kk.ndim != 2 or q.shape != kk.shape:
+        raise ValueError(f"queries and keys must both be (n, d) with the same shape; got {q.shape} and {kk.shape}.")
+    n = len(q)
+    if n < 1:
+        raise ValueError("queries and keys are empty: give at least one row.")
+    if n > limits.MAX_CORPUS_TOKENS:
+        raise ValueError(f"{n} rows; the Q/K map takes at most {limits.MAX_CORPUS_TOKENS} tokens.")
+    if not np.isfinite(q).all() or not np.isfinite(kk).all():
+        raise ValueError("queries and keys must be finite (no NaN or infinity).")
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != n:
+        raise ValueError(f"{len(tokens)} token labels for {n} rows: give one label per row.")
+    sentence = np.zeros(n, dtype=np.int64) if sentences is None else np.asarray(sentences, dtype=np.int64)
+    if sentence.shape != (n,):
+        raise ValueError(f"sentences must hold one id per row ({n}), got shape {sentence.shape}.")
+    position = _positions(sentence) if positions is None else np.asarray(positions, dtype=np.int64)
+    if position.shape != (n,):
+        raise ValueError(f"positions must hold one number per row ({n}), got shape {position.shape}.")
+    best = best_keys_by_score(q, kk, sentence)
+    return map_record(q, kk, tokens, sentence, position, best, method=method, seed=seed, k=k,
+                      meta={"source": "vectors"})
+
+
+# --- a model over a corpus ------------------------------------------------------------
+
+
+@dataclass
+class CorpusRun:
+    """Every real token of a corpus at one layer: its query and key in every head."""
+
+    model: str
+    layer: int
+    sentences: list[str]
+    tokens: list[str]  # (T,) every real token, sentence by sentence
+    sentence: np.ndarray  # (T,) its sentence
+    position: np.ndarray  # (T,) its place in the sentence (the model's own tokens, [CLS] at 0)
+    q: np.ndarray  # (T, H, D) float32
+    k: np.ndarray  # (T, H, D) float32
+    best: np.ndarray  # (T, H): each query's most-attended key of its sentence (a token index)
+    seconds: float  # the forward passes
+
+    @property
+    def heads(self) -> int:
+        return self.q.shape[1]
+
+
+RUNS = ByteBudgetCache(limits.QK_CACHE_BYTES)
+
+
+def corpus_run(config, lines: list[str], progress: Callable[[float], None] | None = None) -> CorpusRun:
+    """Run ``config``'s model over ``lines`` in batches that each fit the memory budget;
+    keep every real token's Q and K at ``config.layer``. Raises ``ValueError`` for a model
+    that gives only attention weights, or a corpus over the token bound."""
+    from attnviz.run.run import model_for, run
+
+    t0 = time.perf_counter()
+    model = model_for(config)
+    if not 0 <= config.layer < model.layers:
+        raise ValueError(_("Layer {layer} does not exist: {model} has {n} layer(s).").format(
+            layer=config.layer, model=model.name, n=model.layers))
+    if getattr(model, "seq2seq", False) or not hasattr(model, "read_text"):
+        raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, MiniLM "
+                           "or a BERT folder. {model} gives attention weights only.").format(model=model.name))
+    read = dict(pad_to=0, tokenize_mode=config.tokenize_mode, positional=config.positional,
+                max_tokens=config.max_tokens)
+    mask = config.mask if model.honours_masks and config.mask != "none" else "padding"
+    chunks = [lines[i:i + limits.QK_BATCH] for i in range(0, len(lines), limits.QK_BATCH)]
+    inputs = [model.read_text(c, **read) for c in chunks]
+    total = sum(sum(inp.lengths) for inp in inputs)
+    if total > limits.MAX_CORPUS_TOKENS:
+        raise ValueError(_("The corpus has {n:,} tokens for this model; the limit is {limit:,}. Use fewer or shorter "
+                           "sentences.").format(n=total, limit=limits.MAX_CORPUS_TOKENS))
+    todo = list(zip(chunks, inputs, strict=True))
+    tokens, sentence, position, qs, ks, bests = [], [], [], [], [], []
+    done_lines, offset = 0, 0
+    while todo:
+        chunk, inp = todo.pop(0)
+        try:
+            fits = model.plan(len(chunk), inp.L, inp.L) == "full"
+        except ValueError:
+            fits = False
+        if not fits:
+            if len(chunk) == 1:
+                model.plan(1, inp.L, inp.L)  # raises the budget's own message
+                raise ValueError(_("Sentence {i} alone is too long for this server's memory budget.").format(
+                    i=done_lines + 1))
+            half = len(chunk) // 2
+            todo[:0] = [(c, model.read_text(c, **read)) for c in (chunk[:half], chunk[half:])]
+            continue
+        result = run(inp, model, mask=mask, layer=config.layer)
+        steps = result.steps
+        if steps.q is None or steps.q.shape[-1] == 0:
+            raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, "
+                               "MiniLM or a BERT folder. {model} gives attention weights only.").format(
+                model=model.name))
+        w = steps.attention.weights  # (N, H, L, S), before dropout
+        for n, length in enumerate(inp.lengths):
+            tokens.extend(inp.tokens[n][:length])
+            sentence.extend([done_lines + n] * length)
+            position.extend(range(length))
+            qs.append(steps.q[n, :, :length].permute(1, 0, 2).numpy())  # (length, H, D)
+            ks.append(steps.k[n, :, :length].permute(1, 0, 2).numpy())  # (length, H, D)
+            best = w[n, :, :length, :length].argmax(-1)  # (H, length)
+            bests.append(best.T.numpy() + offset)  # (length, H)
+            offset += length
+        done_lines += len(chunk)
+        if progress is not None:
+            progress(done_lines / len(lines))
+    return CorpusRun(config.model, config.layer, list(lines), tokens, np.asarray(sentence, dtype=np.int64),
+                     np.asarray(position, dtype=np.int64), np.concatenate(qs).astype(np.float32),
+                     np.concatenate(ks).astype(np.float32), np.concatenate(bests).astype(np.int64),
+                     time.perf_counter() - t0)
+
+
+def run_key(config, lines) -> tuple:
+    """What a corpus run depends on: for a pretrained model, neither the random model's
+    width, heads, seed nor its tokenizer settings."""
+    from attnviz.inputs.corpus import corpus_digest
+
+    own = (config.d_model, config.num_heads, config.seed, config.projections, config.positional,
+           config.tokenize_mode, config.max_tokens, config.mask) if config.model == "random" else ()
+    return ("qk-run", config.model, config.layer, own, corpus_digest(lines))
+
+
+def cached_corpus_run(config, lines: list[str], progress=None) -> CorpusRun:
+    """``corpus_run``, once per process for the same model, settings and sentences."""
+    return RUNS.get_or_compute(run_key(config, lines), lambda: corpus_run(config, lines, progress))
+
+
+def head_map(crun: CorpusRun, head: int, *, method: str = "pca", seed: int = 0, k: int = K_NEIGHBOURS) -> dict:
+    """One head's map over the corpus run: ``map_record`` with the model, layer, head and sentences."""
+    if not 0 <= head < crun.heads:
+        raise ValueError(_("Head {head} does not exist: this layer has {n} heads (0–{last}).").format(
+            head=head, n=crun.heads, last=crun.heads - 1))
+    meta = {"source": "model", "model": crun.model, "layer": crun.layer, "head": head,
+            "sentences": crun.sentences}
+    return map_record(crun.q[:, head], crun.k[:, head], crun.tokens, crun.sentence, crun.position,
+                      crun.best[:, head], method=method, seed=seed, k=k, meta=meta)
+
+
+def thinned(record: dict, most: int = limits.QK_OVERVIEW_POINTS) -> dict:
+    """The record with at most ``most`` points drawn (every n-th query and its key, so both
+    kinds stay paired); its numbers (agreement, baseline) are the full map's."""
+    n = record["queries"]
+    step = max(1, math.ceil(2 * n / most))
+    keep = list(range(0, n, step))
+    pts = record["points"]
+    return {**{k: v for k, v in record.items() if k not in ("points", "sentences")},
+            "points": [pts[i] for i in keep] + [pts[n + i] for i in keep], "thinned": step > 1}
+
+
+def layer_overview(crun: CorpusRun, *, seed: int = 0, k: int = K_NEIGHBOURS,
+                   progress: Callable[[float], None] | None = None) -> list[dict]:
+    """Every head's PCA map of the layer (thinned for drawing), head by head."""
+    out = []
+    for h in range(crun.heads):
+        out.append(thinned(head_map(crun, h, method="pca", seed=seed, k=k)))
+        if progress is not None:
+            progress((h + 1) / crun.heads)
+    return out
