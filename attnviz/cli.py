@@ -142,16 +142,13 @@ def start_job(job: Job, exporter: ImageExporter):
         raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGE_NAMES)}.")
     fmt = format_of(job.out)
     check_writable(job.out)
-    if fmt in ("json", "csv") and job.page == "qk-map":  # every point, the agreement and its baseline
-        data = qk_record_json(job.state, fmt)  # its ValueError is one line too (main)
-        return lambda: data
-    if fmt in ("json", "csv"):
-        result = _compute(job)
-        try:  # a view with numbers of its own (norms, neurons) adds them
+    if fmt in ("json", "csv"):  # a ValueError is one line too (main)
+        if job.page == "qk-map":  # every point, the agreement and its baseline
+            data = qk_record_json(job.state, fmt)
+        else:  # a view with numbers of its own (norms, neurons) adds them
+            result = _compute(job)
             with use(job.state.lang):
                 data = (run_json(result, job.state) if fmt == "json" else weights_csv(result)).encode("utf-8")
-        except ValueError as e:
-            raise UsageError(str(e)) from None
         return lambda: data
     fig = figure_for(job)
     if fmt == "html":
@@ -391,12 +388,8 @@ def _input_page(args) -> tuple[str | None, bytes | None]:
 
 
 def _one_line(e: BaseException) -> str:
-    if isinstance(e, (UsageError, ExportError, ValueError)):
-        text = str(e)
-    elif isinstance(e, OSError):
-        text = f"cannot write output: {e.strerror or e}"
-    else:
-        text = f"{type(e).__name__}: {e}"
+    text = (str(e) if isinstance(e, (UsageError, ExportError, ValueError)) else
+            f"cannot write output: {e.strerror or e}" if isinstance(e, OSError) else f"{type(e).__name__}: {e}")
     return " ".join(text.split())
 
 
