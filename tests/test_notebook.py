@@ -442,7 +442,7 @@ def test_attention_pattern_signed_and_coloured_as_asked():
 
 
 def test_circuitsvis_html_is_self_contained():
-    html = nb.attention_heads(W[0], TOKENS)._repr_html_()
+    html = nb.attention_heads(W[0], TOKENS).data  # returned HTML: self-contained (notebook outputs are light)
     assert_offline(html)
     assert str(nb.attention_pattern(TOKENS, W[0, 0])) != html
 
