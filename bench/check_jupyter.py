@@ -175,7 +175,7 @@ def saved_outputs(path: Path) -> list[int]:
 def check_light(browser, route, base: str, folder: Path) -> dict:
     """Ten head views: run, save, close, reopen offline in a fresh browser; then an unsigned copy."""
     path = notebook(folder, LIGHT, "attnviz-light.ipynb")
-    url = f"{base}/lab/tree/{path.name}"
+    url = f"{base}/lab/tree/{path.name}?reset"  # a fresh workspace: the first checks left theirs open
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     ctx.route("**/*", route)
     page = ctx.new_page()
