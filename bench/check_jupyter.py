@@ -136,8 +136,10 @@ def check(page, base: str, kind: str, shot: Path) -> dict:
 DRAWN_CELLS = """() => [...document.querySelectorAll('.jp-Cell')].filter(c =>
     c.querySelector('.jp-OutputArea-output .js-plotly-plot .main-svg'))
     .map(c => c.getAttribute('data-windowed-list-index') || c.id)"""
-SCROLL = """() => { const s = document.querySelector('.jp-WindowedPanel-outer') || document.querySelector('.jp-Notebook');
-    const end = s.scrollTop + s.clientHeight >= s.scrollHeight - 2; s.scrollTop = end ? 0 : s.scrollTop + s.clientHeight * 0.8;
+SCROLL = """() => {
+    const s = document.querySelector('.jp-WindowedPanel-outer') || document.querySelector('.jp-Notebook');
+    const end = s.scrollTop + s.clientHeight >= s.scrollHeight - 2;
+    s.scrollTop = end ? 0 : s.scrollTop + s.clientHeight * 0.8;
 }"""
 
 

@@ -118,7 +118,7 @@ def test_compact_weights_read_four_decimals_and_keep_the_gaps():
     (p,) = _payloads(r._repr_html_())
     full = json.loads(r.figure.to_json())["data"]
     checked = 0
-    for trace, light in zip(full, p["data"]):
+    for trace, light in zip(full, p["data"], strict=True):
         spec = trace["z"]
         z = np.frombuffer(base64.b64decode(spec["bdata"]), dtype="<" + spec["dtype"]).reshape(
             [int(x) for x in spec["shape"].split(",")])
