@@ -8,12 +8,14 @@ offline in Jupyter.
   "model", "query", "analysis", "rollout") and ``head_table``;
 - ``bertviz``: ``head_view`` and ``model_view`` with BertViz 1.4.1's arguments, so that
   ``from attnviz import notebook as bertviz`` is the only change a BertViz notebook needs;
-- ``circuitsvis``: ``attention_heads`` and ``attention_pattern`` with CircuitsVis's arguments;
+- ``circuitsvis``: ``attention_heads``, ``attention_pattern`` and ``attention_patterns`` with
+  CircuitsVis's arguments;
 - ``neuron``: ``neuron_view`` (BertViz's neuron view: q, k, q∘k, q·k and the weight of one
   query) for a run, a model name or folder, or an attnviz model;
 - ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
   checked from the header against the bounds before anything is decoded;
-- ``page``: self-contained HTML (plotly.js embedded, no CDN, a unique id per figure).
+- ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
+  (``include_plotlyjs`` sends it again), returned and saved HTML is self-contained.
 
 Messages and titles are in English: the notebook API speaks to programmers.
 
@@ -25,8 +27,8 @@ view, ``ui`` or Streamlit.
 
 from attnviz.notebook.attention import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
-from attnviz.notebook.circuitsvis import attention_heads, attention_pattern  # noqa: F401
+from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
-from attnviz.notebook.page import Rendered, to_html  # noqa: F401
+from attnviz.notebook.page import Rendered, include_plotlyjs, to_html  # noqa: F401
 from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401

@@ -1,4 +1,5 @@
-"""CircuitsVis's ``attention_heads`` and ``attention_pattern``, same argument names, drawn
+"""CircuitsVis's ``attention_heads``, ``attention_pattern`` and ``attention_patterns``, with
+every keyword of CircuitsVis's (python/circuitsvis/attention.py), drawn
 with attnviz's figures; the result has ``_repr_html_()`` (self-contained, offline) and
 ``.figure`` (the Plotly figure).
 
@@ -9,11 +10,15 @@ with attnviz's figures; the result has ``_repr_html_()`` (self-contained, offlin
 - ``mask_upper_tri`` blanks the cells above the diagonal (key after query, NaN: not drawn).
   As in CircuitsVis it defaults to masking, for causal models, when the pattern is square;
   pass ``False`` for bidirectional attention.
+- ``show_axis_labels=False`` hides the token labels (``attention_pattern``).
+- A keyword that cannot apply here (``development_mode``: CircuitsVis's development server)
+  is accepted and ignored with a one-line warning, never a TypeError.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 
@@ -98,9 +103,19 @@ def _blank(z: np.ndarray) -> np.ndarray:
     return z
 
 
+def _ignored(function: str, **given) -> None:
+    """One warning per keyword that was given but cannot apply here."""
+    reasons = {"development_mode": "it loads CircuitsVis's development server; attnviz draws offline"}
+    for name, value in given.items():
+        if value is not None:
+            warnings.warn(f"{function}: {name} is ignored ({reasons[name]}).", UserWarning, stacklevel=3)
+
+
 def attention_heads(attention, tokens, attention_head_names=None, max_value=None, min_value=None,
-                    negative_color=None, positive_color=None, mask_upper_tri=None, *, source_tokens=None) -> Rendered:
+                    negative_color=None, positive_color=None, mask_upper_tri=None, development_mode=None, *,
+                    source_tokens=None) -> Rendered:
     """Every head of ``attention`` (H, L, S) side by side, one shared colour scale."""
+    _ignored("attention_heads", development_mode=development_mode)
     a = _checked(attention, tokens, 3, "(H, L, S): heads × queries × keys", source_tokens)
     w = a.weights[0]  # (H, L, S)
     names = [f"Head {h}" for h in range(a.heads)] if attention_head_names is None else list(attention_head_names)
@@ -118,9 +133,19 @@ def attention_heads(attention, tokens, attention_head_names=None, max_value=None
     return Rendered([fig])
 
 
-def attention_pattern(tokens, attention, max_value=None, min_value=None, negative_color=None, positive_color=None,
-                      mask_upper_tri=None, *, source_tokens=None) -> Rendered:
-    """One pattern ``attention`` (L, S), every cell."""
+def attention_patterns(tokens, attention, development_mode=None, *, source_tokens=None) -> Rendered:
+    """CircuitsVis's plural: every head of ``attention`` (H, L, S), with ``attention_heads``'s
+    defaults (the upper triangle of a square pattern masked, one colour scale)."""
+    _ignored("attention_patterns", development_mode=development_mode)
+    return attention_heads(attention, tokens, source_tokens=source_tokens)
+
+
+def attention_pattern(tokens, attention, max_value=None, min_value=None, negative_color=None,
+                      show_axis_labels=None, positive_color=None, mask_upper_tri=None, development_mode=None, *,
+                      source_tokens=None) -> Rendered:
+    """One pattern ``attention`` (L, S), every cell. ``show_axis_labels=False`` hides the
+    tokens on both axes (CircuitsVis's default shows them)."""
+    _ignored("attention_pattern", development_mode=development_mode)
     a = _checked(attention, tokens, 2, "(L, S): queries × keys", source_tokens)
     w = a.weights[0, 0]  # (L, S)
     z, visible = _masked(w, mask_upper_tri, a.L, a.S)
@@ -128,4 +153,7 @@ def attention_pattern(tokens, attention, max_value=None, min_value=None, negativ
     d = matrix_data(_blank(z), a.tokens, a.source_tokens, "attention pattern", None, zmin=s["zmin"], zmax=s["zmax"])
     fig = heatmap_figure(d, FigureStyle())
     fig.update_traces(colorscale=s["colorscale"], hoverongaps=False, **({"zmid": 0.0} if s["signed"] else {}))
+    if show_axis_labels is not None and not show_axis_labels:
+        fig.update_xaxes(showticklabels=False, title_text=None)
+        fig.update_yaxes(showticklabels=False, title_text=None)
     return Rendered([fig])
