@@ -111,18 +111,23 @@ def main() -> None:
         # One browser context per server: its static files are cached after the warm-up load.
         ctx = {name: browser_context(browser) for name in ("floor", *apps)}
         floor_url = {n: f"{floor}/?{urlencode({'text': text_of(n)})}" for n in lengths}
+        # The bare page drawing one heatmap of the same 64 tokens, each its own category.
+        labelled_url = f"{floor}/?{urlencode({'text': text_of(64), 'labels': 1})}"
         app_url = {(name, label): base + "/?" + urlencode({"text": text_of(n), "heads": heads, "mask": "causal",
                                                            "view": view})
                    for name, base in apps.items() for label, n, heads, view, _ in CASES}
         charts = {label: c for label, _, _, _, c in CASES}
         for n in lengths:  # warm: the first load also fetches the frontend
             load(ctx["floor"], floor_url[n], 1)
+        load(ctx["floor"], labelled_url, 1)
         for (name, label), url in app_url.items():
             load(ctx[name], url, charts[label])
         runs: dict = {}
         for r in range(args.repeats):
             for n in lengths:
                 runs.setdefault(("floor", n), []).append(load(ctx["floor"], floor_url[n], 1))
+                if n == 64:
+                    runs.setdefault(("labelled", 64), []).append(load(ctx["floor"], labelled_url, 1))
                 for label, ln, _, _, c in CASES:
                     if ln != n:
                         continue
@@ -144,6 +149,9 @@ def main() -> None:
             ft = rows[("floor", min(n, 512) if "overview" in label else n)][0]
             ref = "floor at 512" if "overview" in label else f"floor at {n}"
             print(f"| {name}, {label} | {t:.2f} s | {b / 2**20:.2f} MiB | {ft:.2f} s ({ref}) | {t / ft:.2f} |")
+    t64, t512, bare = rows[("explorer", CASES[0][0])][0], rows[("explorer", CASES[1][0])][0], rows[("labelled", 64)][0]
+    print(f"\nThe bare page with the 64 tokens as categories: {bare:.2f} s. The explorer at 64 tokens: "
+          f"{t64 / bare:.2f}x it, {t64 / t512:.2f}x the explorer at 512.")
     if args.against:
         other = f"explorer at {args.against}"
         print()
