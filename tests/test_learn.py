@@ -209,3 +209,18 @@ def test_bad_learn_links_fall_back_with_a_warning():
 
     _s, warnings = parse({"learn_layers": "9", "learn_lr": "nan", "knockout": "x", "sequence": "BOS 99"})
     assert sorted(w.name for w in warnings) == ["knockout", "learn_layers", "learn_lr", "sequence"]
+
+
+def test_the_trained_tiny_model_shows_its_roles_on_the_probe(default_runs):
+    import numpy as np
+
+    from attnviz.analysis.roles import head_roles, head_scores
+
+    two, _one = default_runs
+    w = np.asarray(two["probe"]["weights"])[None] if np.asarray(two["probe"]["weights"]).ndim == 3 else \
+        np.asarray(two["probe"]["weights"])  # (layers, H, L, L)
+    tokens = [str(t) for t in two["probe"]["tokens"]]
+    s = head_scores(w, tokens)
+    roles = head_roles(s, s)
+    assert "induction" in list(roles[1]), roles
+    assert "previous_token" in list(roles[0]), roles

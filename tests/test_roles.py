@@ -87,3 +87,14 @@ def test_flow_refuses_over_the_bound():
     w = np.full((1, 1, L, L), 1 / L)
     with pytest.raises(ValueError, match=str(MAX_FLOW_TOKENS)):
         attnviz.attention_flow(w)
+
+
+def test_roles_take_the_strongest_passing_score_and_probe_roles_only_from_the_probe():
+    from attnviz.analysis.roles import head_roles, probe_ids
+
+    w = np.concatenate([_pattern("previous_token"), _pattern("induction")], axis=1)  # (1, 2, 8, 8)
+    s = attnviz.head_scores(w, TOKS)
+    assert list(head_roles(s, s)[0]) == ["previous_token", "induction"]
+    assert head_roles(s, None)[0, 1] != "induction"  # no probe: induction is not claimed
+    ids = probe_ids(50, 6, seed=3)
+    assert ids[:6] == ids[6:] and ids == probe_ids(50, 6, seed=3)

@@ -162,3 +162,40 @@ def attention_flow(attention, tokens=None, progress=None) -> np.ndarray:
         if progress is not None:
             progress(i + 1, L)
     return out
+
+
+# A head's role is its strongest score that passes the score's threshold (declared once here,
+# stated on the page). Entropy is not a role; "first_token" is the attention-sink role.
+ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
+                   "duplicate_token": 0.3, "induction": 0.3}
+# Roles that a probe (seeded random tokens repeated once) must show; never scored on the user's text.
+PROBE_ROLES = ("duplicate_token", "induction")
+PROBE_SEED = 0
+
+
+def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:
+    """Seeded random token ids in [low, vocab), ``length`` of them, then the same again."""
+    if vocab - low < 2 or length < 2:
+        raise ValueError("a probe needs a vocabulary of at least 2 tokens and a length of at least 2.")
+    gen = np.random.default_rng(seed)
+    half = gen.integers(low, vocab, size=length).tolist()
+    return half + half
+
+
+def head_roles(scores: dict[str, np.ndarray], probe_scores: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """(layers, heads) array of role names ("" for none): the highest score/threshold ratio ≥ 1.
+
+    Roles in ``PROBE_ROLES`` are read from ``probe_scores`` only (skipped when it is None).
+    """
+    shape = scores["previous_token"].shape
+    best = np.zeros(shape)
+    out = np.full(shape, "", dtype=object)
+    for role, t in ROLE_THRESHOLDS.items():
+        src = probe_scores if role in PROBE_ROLES else scores
+        if src is None:
+            continue
+        ratio = np.asarray(src[role]) / t  # (layers, heads)
+        win = (ratio >= 1) & (ratio > best)
+        out[win] = role
+        best = np.where(win, ratio, best)
+    return out
