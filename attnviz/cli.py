@@ -143,7 +143,11 @@ def start_job(job: Job, exporter: ImageExporter):
     check_writable(job.out)
     if fmt in ("json", "csv"):
         result = _compute(job)
-        data = (run_json(result) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        try:
+            text = run_json(result, view=job.state.view, seq=job.state.seq) if fmt == "json" else weights_csv(result)
+        except ValueError as e:  # a flow over its bound
+            raise UsageError(str(e)) from None
+        data = text.encode("utf-8")
         return lambda: data
     fig = figure_for(job)
     if fmt == "html":

@@ -39,6 +39,10 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
         return model_figure(result, n, style)
     if view == "analysis":
         return rollout_figure(result, n, style)
+    if view == "roles":
+        return roles_figure(result, n, style)
+    if view == "flow":
+        return flow_figure(result, n, style)
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
 
 
@@ -75,6 +79,34 @@ def rollout_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.
     return F.matrix_figure(r, toks, toks, _("attention rollout over {layers} layer(s): how much each token draws on "
                                             "each input token").format(layers=result.layers), style,
                            value_name=_("share"), zero_one=True)
+
+
+def roles_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Every head's scores on this sentence (a row per layer × head); the probe-only scores are left out."""
+    from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_scores
+
+    k = result.lengths[n]
+    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    names = [c for c in SCORES if c not in PROBE_ROLES]
+    layers, H = s[names[0]].shape
+    import numpy as np
+
+    m = np.stack([s[c].reshape(-1) for c in names], axis=1)  # (layers·H, scores)
+    rows = [f"L{layer} H{h}" for layer in range(layers) for h in range(H)]
+    return F.matrix_figure(m, rows, names, _("head scores on this sentence (induction and duplicate-token need "
+                                             "a repeated probe)"), style, value_name=_("score"), zero_one=True)
+
+
+def flow_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Attention flow (max-flow through ½A + ½I per layer) over the real tokens; refused past MAX_FLOW_TOKENS."""
+    from attnviz.analysis.roles import attention_flow
+
+    k = result.lengths[n]
+    f = attention_flow(result.layer_weights[:, n:n + 1, :, :k, :k].numpy())[0]  # (k, k)
+    toks = result.tokens[n][:k]
+    return F.matrix_figure(f, toks, toks, _("attention flow over {layers} layer(s): the most each input token can "
+                                            "send to each last-layer position").format(layers=result.layers),
+                           style, value_name=_("flow"), zero_one=True)
 
 
 def is_long(result: AttentionResult) -> bool:

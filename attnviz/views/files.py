@@ -29,13 +29,23 @@ def weights_csv(result: AttentionResult) -> str:
     return buf.getvalue()
 
 
-def run_json(result: AttentionResult) -> str:
+def run_json(result: AttentionResult, view: str | None = None, seq: int = 0) -> str:
     """The whole run as JSON, with the charts' text alternatives; byte-identical for the
-    same config (sorted keys, no times)."""
+    same config (sorted keys, no times). ``view`` "roles" adds ``head_scores`` ({score:
+    layers × heads} of sentence ``seq``), "flow" adds ``attention_flow`` (L × L)."""
     from attnviz.analysis.describe import describe_grid, describe_head
 
     data = result.to_dict()
     N, H = result.weights.shape[:2]
     data["descriptions"] = [{"all_heads": describe_grid(result, n), "heads": [describe_head(result, n, h)
                                                                             for h in range(H)]} for n in range(N)]
+    if view in ("roles", "flow"):
+        from attnviz.analysis.roles import attention_flow, head_scores
+
+        k = result.lengths[seq]
+        w = result.layer_weights[:, seq:seq + 1, :, :k, :k].numpy()  # (layers, 1, H, k, k)
+        if view == "roles":
+            data["head_scores"] = {name: v.tolist() for name, v in head_scores(w, result.tokens[seq][:k]).items()}
+        else:
+            data["attention_flow"] = attention_flow(w)[0].tolist()  # (k, k)
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
