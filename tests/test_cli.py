@@ -225,4 +225,5 @@ def test_roles_and_flow_json_hold_the_scores_and_the_flow(tmp_path, capsys):
     code = cli.main(["render", "--text", " ".join(["w"] * (MAX_FLOW_TOKENS + 1)), "--view", "flow",
                      "--out", str(tmp_path / "x.json")])
     err = capsys.readouterr().err
-    assert code == 2 and not (tmp_path / "x.json").exists() and str(MAX_FLOW_TOKENS) in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and not (tmp_path / "x.json").exists()
+    assert str(MAX_FLOW_TOKENS) in err and len(err.strip().splitlines()) == 1

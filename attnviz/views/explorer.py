@@ -97,6 +97,30 @@ def roles_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
                                              "a repeated probe)"), style, value_name=_("score"), zero_one=True)
 
 
+def roles_table(result: AttentionResult, n: int) -> list[dict]:
+    """A row per layer × head: its scores on sentence ``n`` and its role (probe-only roles left out)."""
+    from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_roles, head_scores
+
+    k = result.lengths[n]
+    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    roles = head_roles(s, None)
+    layers, H = roles.shape
+    return [{"layer": layer, "head": h, "role": roles[layer, h],
+             **{c: float(s[c][layer, h]) for c in SCORES if c not in PROBE_ROLES}}
+            for layer in range(layers) for h in range(H)]
+
+
+def flow_problem(result: AttentionResult, n: int) -> str | None:
+    """Why the flow view cannot draw sentence ``n`` (too long), or None."""
+    from attnviz.limits import MAX_FLOW_TOKENS
+
+    k = result.lengths[n]
+    if k > MAX_FLOW_TOKENS:
+        return _("Attention flow is limited to {bound} tokens; this sentence has {k}. Shorten it, or use the "
+                 "rollout (Head analysis).").format(bound=MAX_FLOW_TOKENS, k=k)
+    return None
+
+
 def flow_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Attention flow (max-flow through ½A + ½I per layer) over the real tokens; refused past MAX_FLOW_TOKENS."""
     from attnviz.analysis.roles import attention_flow
