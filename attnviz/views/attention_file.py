@@ -10,7 +10,7 @@ from attnviz.notebook.files import load_attention
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
 
-VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis")  # what weights alone can show
+VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis", "roles", "flow")  # what weights alone can show
 
 
 def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:
