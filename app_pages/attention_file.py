@@ -8,7 +8,16 @@ import streamlit as st
 
 from attnviz.i18n import _, fixed
 from attnviz.views.attention_file import VIEWS, file_run, sample_file
-from attnviz.views.explorer import head_table, is_long, view_description, view_figure, view_key, weights_table
+from attnviz.views.explorer import (
+    flow_problem,
+    head_table,
+    is_long,
+    roles_table,
+    view_description,
+    view_figure,
+    view_key,
+    weights_table,
+)
 from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem
 from ui import compute, session, widgets
@@ -54,7 +63,12 @@ key = (digest, layer)
 if s.view == "table":
     table = weights_table(result, s, is_long(result))
     st.dataframe(pd.DataFrame(table["data"], index=table["index"], columns=table["columns"]), height=500)
+elif s.view == "flow" and flow_problem(result, 0):
+    st.info(flow_problem(result, 0), icon=":material/info:")
 else:
+    if s.view == "roles":
+        st.dataframe(pd.DataFrame(compute.cached(("attention-roles-table", digest, layer),
+                                                 lambda: roles_table(result, 0), limited=False)), hide_index=True)
     if s.view == "analysis":
         st.dataframe(pd.DataFrame(compute.cached(("attention-head-table", digest), lambda: head_table(result, 0),
                                                  limited=False)), hide_index=True)
