@@ -98,3 +98,19 @@ def test_roles_take_the_strongest_passing_score_and_probe_roles_only_from_the_pr
     assert head_roles(s, None)[0, 1] != "induction"  # no probe: induction is not claimed
     ids = probe_ids(50, 6, seed=3)
     assert ids[:6] == ids[6:] and ids == probe_ids(50, 6, seed=3)
+
+
+def test_the_model_view_labels_a_head_with_its_role():
+    from attnviz import AttentionConfig, compute
+    from attnviz.analysis.roles import ROLE_LABELS, head_roles
+    from attnviz.views.explorer import model_figure
+    from attnviz.views.selection import style_for
+    from attnviz.views.state import ViewState
+
+    r = compute(AttentionConfig(text="I love AI and you", num_heads=2, mask="causal"))
+    roles = head_roles(attnviz.head_scores(r.layer_weights[:, :1].numpy(), r.tokens[0]), None)
+    text = model_figure(r, 0, style_for(ViewState())).to_json()
+    for role in roles.reshape(-1):
+        if role:
+            assert ROLE_LABELS[role] in text
+    assert "L0 H0" in text

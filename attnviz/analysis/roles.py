@@ -171,6 +171,9 @@ ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
 # Roles that a probe (seeded random tokens repeated once) must show; never scored on the user's text.
 PROBE_ROLES = ("duplicate_token", "induction")
 PROBE_SEED = 0
+# Short labels drawn on the model view (translated where shown).
+ROLE_LABELS = {"previous_token": "prev", "first_token": "sink", "self": "self",
+               "duplicate_token": "dup", "induction": "induction"}
 
 
 def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:

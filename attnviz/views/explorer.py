@@ -48,13 +48,18 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
 
 def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Every layer × head as small multiples (a row per layer), pooled like the grid."""
+    from attnviz.analysis.roles import ROLE_LABELS, head_roles, head_scores
+
     lw = result.layer_weights  # (layers, N, H, L, S)
     layers, _N, H = lw.shape[:3]
+    k = result.lengths[n]
+    roles = head_roles(head_scores(lw[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k]), None)  # (layers, H)
     data = []
     for layer in range(layers):
         for h in range(H):
             d = F.matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
-                               f"L{layer} H{h}", F.DEFAULT_MAX_CELLS // 2)
+                               f"L{layer} H{h}" + (f" · {_(ROLE_LABELS[roles[layer, h]])}" if roles[layer, h] else ""),
+                               F.DEFAULT_MAX_CELLS // 2)
             data.append(d)
     name = result.model_name
     return F.grid_figure(data, style, title=_("model view: {layers} layer(s) × {H} heads of {name}").format(
