@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from attnviz.analysis.heads import diagonal_score, row_entropy
+from attnviz.i18n import N_
 from attnviz.limits import MAX_FLOW_TOKENS
 
 SCORES = ("previous_token", "first_token", "self", "duplicate_token", "induction", "entropy")
@@ -172,8 +173,8 @@ ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
 PROBE_ROLES = ("duplicate_token", "induction")
 PROBE_SEED = 0
 # Short labels drawn on the model view (translated where shown).
-ROLE_LABELS = {"previous_token": "prev", "first_token": "sink", "self": "self",
-               "duplicate_token": "dup", "induction": "induction"}
+ROLE_LABELS = {"previous_token": N_("prev"), "first_token": N_("sink"), "self": N_("self"),
+               "duplicate_token": N_("dup"), "induction": N_("induction")}
 
 
 def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:
