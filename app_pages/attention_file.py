@@ -9,8 +9,10 @@ import streamlit as st
 from attnviz.i18n import _, fixed
 from attnviz.views.attention_file import VIEWS, file_run, sample_file
 from attnviz.views.explorer import (
+    flow_problem,
     head_table,
     is_long,
+    roles_table,
     view_description,
     view_figure,
     view_key,
@@ -65,7 +67,12 @@ if view_problem(result, s.view):  # the norms and the neuron view need what a fi
 elif s.view == "table":
     table = weights_table(result, s, is_long(result))
     st.dataframe(pd.DataFrame(table["data"], index=table["index"], columns=table["columns"]), height=500)
+elif s.view == "flow" and flow_problem(result, 0):
+    st.info(flow_problem(result, 0), icon=":material/info:")
 else:
+    if s.view == "roles":
+        st.dataframe(pd.DataFrame(compute.cached(("attention-roles-table", digest, layer),
+                                                 lambda: roles_table(result, 0), limited=False)), hide_index=True)
     if s.view == "analysis":
         st.dataframe(pd.DataFrame(compute.cached(("attention-head-table", digest), lambda: head_table(result, 0),
                                                  limited=False)), hide_index=True)

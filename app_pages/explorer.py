@@ -3,10 +3,12 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz.analysis.roles import PROBE_ROLES, ROLE_THRESHOLDS
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
 from attnviz.views import generation as G
 from attnviz.views.explorer import (
+    flow_problem,
     head_table,
     is_long,
     knockout,
@@ -15,6 +17,7 @@ from attnviz.views.explorer import (
     output_table,
     pooled_note,
     region_figure,
+    roles_table,
     view_description,
     view_figure,
     view_key,
@@ -141,6 +144,23 @@ elif view == "analysis":
         row = table.iloc[rows[0]]
         picks.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]), layered=result.pretrained)
     show("analysis")
+elif view == "roles":
+    st.caption(_("Each head's scores on this sentence (mean weight on the previous token, the first token, itself; "
+                 "entropy divided by ln of the visible keys). A role is named where its score passes its threshold "
+                 "({thresholds}). Induction and duplicate-token need a repeated random probe and are not scored on "
+                 "your sentence. Select a row to open that head.").format(
+                     thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items() if k not in PROBE_ROLES)))
+    table = pd.DataFrame(compute.cached(("roles-table", result.config, s.seq), lambda: roles_table(result, s.seq),
+                                        limited=False))
+    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="roles_table",
+                          column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                         for c in table.columns if c not in ("layer", "head", "role")})
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        row = table.iloc[rows[0]]
+        picks.open_head(int(row["layer"]), int(row["head"]), ("roles", rows[0]), layered=result.pretrained)
+elif view == "flow" and flow_problem(result, s.seq):
+    st.info(flow_problem(result, s.seq), icon=":material/info:")
 elif view in ("norms", "neurons") and view_problem(result, view):
     st.info(md(view_problem(result, view)), icon=":material/info:")
 elif view == "norms":

@@ -7,6 +7,7 @@ Pure PyTorch/NumPy/Plotly; no web framework here. Main entry points::
     result.weights  # (N, H, L, S)
 """
 
+from attnviz.analysis.roles import attention_flow, head_scores
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.devices import available_devices, resolve_device
 from attnviz.core.efficient import low_rank_attention, tiled_attention
@@ -21,9 +22,11 @@ __all__ = [
     "AttentionConfig",
     "AttentionResult",
     "MultiHeadAttention",
+    "attention_flow",
     "available_devices",
     "compute",
     "embed",
+    "head_scores",
     "low_rank_attention",
     "resolve_device",
     "scaled_dot_product_attention",

@@ -206,3 +206,5 @@ def check_budget(size: RunSize, budget: int | None = None) -> None:
         "{mb}, over this server's budget of {budget}. Up to {fits} tokens fit here with these heads and lines; the "
         "explorer shows longer texts.").format(L=size.L, S=size.S, H=size.H, N=size.N, mb=_mb(size.bytes),
                                                budget=_mb(budget), fits=fits))
+
+MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -430,3 +430,19 @@ def test_a_result_cached_for_one_language_gives_another_session_its_own_words():
     no_errors(en)
     assert any("窗口" in i.value for i in zh.info)
     assert any("The window (9) covers the whole text" in i.value for i in en.info)
+
+
+def test_roles_view_holds_the_score_table_and_flow_draws_or_gives_its_bound():
+    from attnviz.limits import MAX_FLOW_TOKENS
+
+    at = app("text=I+love+AI&heads=2&view=roles")
+    no_errors(at)
+    table = at.dataframe[0].value
+    assert {"layer", "head", "role", "previous_token", "entropy"} <= set(table.columns) and len(table) == 2
+    at = app("text=I+love+AI&heads=2&view=flow")
+    no_errors(at)
+    assert len(figures(at)) == 2  # the grid above and the flow
+    long = "+".join(["w"] * (MAX_FLOW_TOKENS + 1))
+    at = app(f"text={long}&heads=2&view=flow")
+    no_errors(at)
+    assert any(str(MAX_FLOW_TOKENS) in i.value for i in at.info)

@@ -252,3 +252,21 @@ def test_a_file_without_values_is_refused_for_the_norms_in_one_line(tmp_path, ca
         err = capsys.readouterr().err.strip()
         assert code != 0 and len(err.splitlines()) == 1 and "Traceback" not in err
         assert "weights only" in err or "query and key vectors" in err
+
+
+def test_roles_and_flow_json_hold_the_scores_and_the_flow(tmp_path, capsys):
+    from attnviz.limits import MAX_FLOW_TOKENS
+
+    roles, flow = tmp_path / "r.json", tmp_path / "f.json"
+    assert cli.main(["render", *SMALL, "--view", "roles", "--out", str(roles)]) == 0
+    assert cli.main(["render", *SMALL, "--view", "flow", "--out", str(flow)]) == 0
+    s = json.loads(roles.read_text())["head_scores"]
+    assert set(s) >= {"previous_token", "first_token", "self", "induction", "entropy"}
+    assert len(s["self"]) == 1 and len(s["self"][0]) == 2  # one layer × two heads
+    f = json.loads(flow.read_text())["attention_flow"]
+    assert len(f) == 3 and abs(f[0][0] - 1.0) < 1e-9  # causal: the first token only reaches itself
+    code = cli.main(["render", "--text", " ".join(["w"] * (MAX_FLOW_TOKENS + 1)), "--view", "flow",
+                     "--out", str(tmp_path / "x.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "x.json").exists()
+    assert str(MAX_FLOW_TOKENS) in err and len(err.strip().splitlines()) == 1

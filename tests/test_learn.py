@@ -257,3 +257,18 @@ def test_the_page_starts_the_default_training_itself_where_the_launcher_did_not(
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert "loss as it learns" in titles, ([c.value for c in at.caption], titles)
     _wait(TRAININGS, keys)  # leave no worker writing into tmp_path
+
+
+def test_the_trained_tiny_model_shows_its_roles_on_the_probe(default_runs):
+    import numpy as np
+
+    from attnviz.analysis.roles import head_roles, head_scores
+
+    two, _one = default_runs
+    w = np.asarray(two["probe"]["weights"])[None] if np.asarray(two["probe"]["weights"]).ndim == 3 else \
+        np.asarray(two["probe"]["weights"])  # (layers, H, L, L)
+    tokens = [str(t) for t in two["probe"]["tokens"]]
+    s = head_scores(w, tokens)
+    roles = head_roles(s, s)
+    assert "induction" in list(roles[1]), roles
+    assert "previous_token" in list(roles[0]), roles

@@ -11,7 +11,7 @@ from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
 
 # What weights alone can show, then the views that say why a file cannot draw them (no values, no W_O, no q, k).
-VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis", "norms", "neurons")
+VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis", "roles", "flow", "norms", "neurons")
 
 
 def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:

@@ -43,18 +43,27 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
         return norms_figure(result, n, style)
     if view == "neurons":
         return neuron_figure(result, n, h, q, style)
+    if view == "roles":
+        return roles_figure(result, n, style)
+    if view == "flow":
+        return flow_figure(result, n, style)
     raise ValueError(f"Unknown view {view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
 
 
 def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Every layer × head as small multiples (a row per layer), pooled like the grid."""
+    from attnviz.analysis.roles import ROLE_LABELS, head_roles, head_scores
+
     lw = result.layer_weights  # (layers, N, H, L, S)
     layers, _N, H = lw.shape[:3]
+    k = result.lengths[n]
+    roles = head_roles(head_scores(lw[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k]), None)  # (layers, H)
     data = []
     for layer in range(layers):
         for h in range(H):
             d = F.matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
-                               f"L{layer} H{h}", F.DEFAULT_MAX_CELLS // 2)
+                               f"L{layer} H{h}" + (f" · {_(ROLE_LABELS[roles[layer, h]])}" if roles[layer, h] else ""),
+                               F.DEFAULT_MAX_CELLS // 2)
             data.append(d)
     name = result.model_name
     return F.grid_figure(data, style, title=_("model view: {layers} layer(s) × {H} heads of {name}").format(
@@ -156,6 +165,58 @@ def view_record(result: AttentionResult, state: ViewState, view: str) -> dict | 
         return {"view": "neurons", "sequence": n, "layer": result.layer, "head": state.head, "query": state.query,
                 **neuron_row(result, n, state.head, state.query).to_dict()}
     return None
+
+
+def roles_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Every head's scores on this sentence (a row per layer × head); the probe-only scores are left out."""
+    from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_scores
+
+    k = result.lengths[n]
+    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    names = [c for c in SCORES if c not in PROBE_ROLES]
+    layers, H = s[names[0]].shape
+    import numpy as np
+
+    m = np.stack([s[c].reshape(-1) for c in names], axis=1)  # (layers·H, scores)
+    rows = [f"L{layer} H{h}" for layer in range(layers) for h in range(H)]
+    return F.matrix_figure(m, rows, names, _("head scores on this sentence (induction and duplicate-token need "
+                                             "a repeated probe)"), style, value_name=_("score"), zero_one=True)
+
+
+def roles_table(result: AttentionResult, n: int) -> list[dict]:
+    """A row per layer × head: its scores on sentence ``n`` and its role (probe-only roles left out)."""
+    from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_roles, head_scores
+
+    k = result.lengths[n]
+    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    roles = head_roles(s, None)
+    layers, H = roles.shape
+    return [{"layer": layer, "head": h, "role": roles[layer, h],
+             **{c: float(s[c][layer, h]) for c in SCORES if c not in PROBE_ROLES}}
+            for layer in range(layers) for h in range(H)]
+
+
+def flow_problem(result: AttentionResult, n: int) -> str | None:
+    """Why the flow view cannot draw sentence ``n`` (too long), or None."""
+    from attnviz.limits import MAX_FLOW_TOKENS
+
+    k = result.lengths[n]
+    if k > MAX_FLOW_TOKENS:
+        return _("Attention flow is limited to {bound} tokens; this sentence has {k}. Shorten it, or use the "
+                 "rollout (Head analysis).").format(bound=MAX_FLOW_TOKENS, k=k)
+    return None
+
+
+def flow_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
+    """Attention flow (max-flow through ½A + ½I per layer) over the real tokens; refused past MAX_FLOW_TOKENS."""
+    from attnviz.analysis.roles import attention_flow
+
+    k = result.lengths[n]
+    f = attention_flow(result.layer_weights[:, n:n + 1, :, :k, :k].numpy())[0]  # (k, k)
+    toks = result.tokens[n][:k]
+    return F.matrix_figure(f, toks, toks, _("attention flow over {layers} layer(s): the most each input token can "
+                                            "send to each last-layer position").format(layers=result.layers),
+                           style, value_name=_("flow"), zero_one=True)
 
 
 def is_long(result: AttentionResult) -> bool:

@@ -32,7 +32,9 @@ def weights_csv(result: AttentionResult) -> str:
 def run_json(result: AttentionResult, state=None) -> str:
     """The whole run as JSON, with the charts' text alternatives; byte-identical for the
     same config (sorted keys, no times). ``state``: a ``ViewState`` whose view has numbers of
-    its own (weighted norms and knock-out, the neuron view), kept under ``"view"``."""
+    its own, kept under ``"view"`` (weighted norms and knock-out, the neuron view); "roles"
+    adds ``head_scores`` ({score: layers × heads} of sentence ``state.seq``), "flow" adds
+    ``attention_flow`` (L × L)."""
     from attnviz.analysis.describe import describe_grid, describe_head
     from attnviz.views.explorer import view_record
     from attnviz.views.selection import resolve_query
@@ -44,4 +46,14 @@ def run_json(result: AttentionResult, state=None) -> str:
                                                                             for h in range(H)]} for n in range(N)]
     if view is not None:
         data["view"] = view
+    if state is not None and state.view in ("roles", "flow"):
+        from attnviz.analysis.roles import attention_flow, head_scores
+
+        seq = min(state.seq, len(result.lengths) - 1)
+        k = result.lengths[seq]
+        w = result.layer_weights[:, seq:seq + 1, :, :k, :k].numpy()  # (layers, 1, H, k, k)
+        if state.view == "roles":
+            data["head_scores"] = {name: v.tolist() for name, v in head_scores(w, result.tokens[seq][:k]).items()}
+        else:
+            data["attention_flow"] = attention_flow(w)[0].tolist()  # (k, k)
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

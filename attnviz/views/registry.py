@@ -45,7 +45,8 @@ PAGES = (
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
 
-VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis", "norms", "neurons")
+VIEWS = ("grid", "head", "query", "mean", "mask", "output", "table", "model", "analysis", "roles", "flow", "norms",
+         "neurons")
 FIGURE_VIEWS = tuple(v for v in VIEWS if v != "table")  # views that are one figure
 # The selection each view reads besides the sentence: the explorer draws only these
 # widgets (the head grid, the mean and the output read neither).
@@ -61,6 +62,8 @@ VIEW_TITLES = {  # marked for translation; translated where shown
     "table": N_("Weights table"),
     "model": N_("Model view"),
     "analysis": N_("Head analysis"),
+    "roles": N_("Head roles"),
+    "flow": N_("Attention flow"),
     "norms": N_("Does the head matter"),
     "neurons": N_("Neuron view"),
 }

@@ -1,0 +1,205 @@
+"""Head scores for any attention (the notebook API's normal form) and attention flow.
+
+``head_scores(attention, tokens)`` -> {score name: (layers, heads) array}, batch row 0,
+over real (non-pad) positions. A position is a pad when its token is a pad string
+(``PAD_TOKENS``) or its query row is all zero (a fully masked query); pad rows and keys
+are dropped before scoring. Each score is the mean over the query rows it applies to.
+
+How these differ from TransformerLens's ``head_detector`` (transformer_lens/head_detector.py):
+there a score compares the pattern with a 0/1 detection pattern, as
+sum(A ∘ D) / sum(A) over the lower triangle (mean over rows of the mass on D), optionally
+excluding BOS and the current token; here each score is the plain mean of the named
+weight(s), no BOS/current-token exclusion, and ``first_token``, ``self`` and ``entropy``
+have no TransformerLens counterpart.
+
+``attention_flow(attention)`` -> (N, L, S): Abnar & Zuidema's flow, the max-flow over the
+layered graph with capacities Â = rownorm(½·mean_h A + ½·I) (as ``heads.rollout``), from each
+input token (column) to each last-layer position (row). Bounded by ``MAX_FLOW_TOKENS``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from attnviz.analysis.heads import diagonal_score, row_entropy
+from attnviz.i18n import N_
+from attnviz.limits import MAX_FLOW_TOKENS
+
+SCORES = ("previous_token", "first_token", "self", "duplicate_token", "induction", "entropy")
+PAD_TOKENS = frozenset({"[PAD]", "<pad>", "<|pad|>", "<PAD>"})
+
+
+def _real(att) -> tuple[torch.Tensor, list[str]]:
+    """Attention -> ((layers, H, n, n) float64 over the real positions, their tokens)."""
+    w = torch.as_tensor(np.asarray(att.weights), dtype=torch.float64)  # (layers, H, L, S)
+    if att.L != att.S:
+        raise ValueError(f"head scores need self-attention (L = S); got L={att.L}, S={att.S}.")
+    empty = (w.abs().sum(-1) == 0).all(0).all(0)  # (L,) a query row masked in every head
+    keep = [i for i, t in enumerate(att.tokens) if t not in PAD_TOKENS and not bool(empty[i])]
+    idx = torch.tensor(keep, dtype=torch.long)
+    return w[:, :, idx][:, :, :, idx], [att.tokens[i] for i in keep]
+
+
+def _matched(w: torch.Tensor, tokens: list[str], shift: int) -> torch.Tensor:
+    """(layers, H, n, n) -> (layers, H): mean over rows i with a match of Σ_{j<i−shift, t_j=t_i} a[i, j+shift]."""
+    n = len(tokens)
+    m = torch.zeros(n, n, dtype=w.dtype)  # (n, n) 1 where key j+shift is scored for row i
+    for i in range(n):
+        for j in range(i - shift):
+            if tokens[j] == tokens[i]:
+                m[i, j + shift] = 1.0
+    rows = m.sum(-1) > 0  # (n,)
+    if not bool(rows.any()):
+        return torch.zeros(w.shape[:2], dtype=w.dtype)
+    return (w * m).sum(-1)[..., rows].mean(-1)  # (layers, H)
+
+
+def head_scores(attention, tokens=None) -> dict[str, np.ndarray]:
+    """{score: (layers, heads) float64} for batch row 0 over the real positions.
+
+    - ``previous_token``: mean of A[i, i−1] over i ≥ 1 (TransformerLens: previous-token
+      detection pattern, mass on the sub-diagonal over all rows; the same up to its row 0);
+    - ``first_token``: mean of A[i, 0];
+    - ``self``: mean of A[i, i];
+    - ``duplicate_token``: Σ A[i, j] over j < i with tokens[j] == tokens[i], mean over the i
+      that have such a j (TransformerLens averages over every row, counting rows without a
+      duplicate as 0);
+    - ``induction``: Σ A[i, j+1] over j < i−1 with tokens[j] == tokens[i], mean over the i that
+      have such a j (TransformerLens: the same pattern, averaged over every row);
+    - ``entropy``: row entropy (nats) / ln(visible keys), over rows with more than one
+      visible key; visible keys are j ≤ i when every head's pattern is causal (no weight
+      above the diagonal), all real keys otherwise (no TransformerLens counterpart).
+    """
+    from attnviz.notebook.attention import normalise
+
+    att = normalise(attention, tokens)
+    w, toks = _real(att)  # (layers, H, n, n)
+    layers, heads, n, _ = w.shape
+    zero = np.zeros((layers, heads))
+    if n == 0:
+        return {s: zero.copy() for s in SCORES}
+    causal = bool((torch.triu(w, diagonal=1).abs() <= 1e-9).all())
+    visible = torch.arange(1, n + 1, dtype=w.dtype) if causal else torch.full((n,), float(n), dtype=w.dtype)
+    logv = torch.log(visible)  # (n,)
+    ent = row_entropy(w)  # (layers, H, n)
+    ok = logv > 0
+    entropy = (ent[..., ok] / logv[ok]).mean(-1) if bool(ok.any()) else torch.zeros(layers, heads, dtype=w.dtype)
+    out = {
+        "previous_token": diagonal_score(w, -1),
+        "first_token": w[..., :, 0].mean(-1),
+        "self": diagonal_score(w, 0),
+        "duplicate_token": _matched(w, toks, 0),
+        "induction": _matched(w, toks, 1),
+        "entropy": entropy,
+    }
+    return {k: v.numpy().astype(np.float64) for k, v in out.items()}
+
+
+def flow_capacities(weights: np.ndarray) -> np.ndarray:
+    """(layers, H, L, L) -> (layers, L, L): Â = rownorm(½·mean_h A + ½·I) per layer."""
+    w = np.asarray(weights, dtype=np.float64)
+    L = w.shape[-1]
+    hat = 0.5 * w.mean(1) + 0.5 * np.eye(L)  # (layers, L, L)
+    return hat / hat.sum(-1, keepdims=True)
+
+
+def _max_flow(cap: np.ndarray, src: int, sink: int) -> float:
+    """Edmonds–Karp on a dense capacity matrix (V, V)."""
+    V = cap.shape[0]
+    res = cap.copy()
+    total = 0.0
+    while True:
+        parent = np.full(V, -1)
+        parent[src] = src
+        queue = [src]
+        for u in queue:
+            for v in np.nonzero((res[u] > 1e-15) & (parent < 0))[0]:
+                parent[v] = u
+                queue.append(int(v))
+            if parent[sink] >= 0:
+                break
+        if parent[sink] < 0:
+            return total
+        f, v = math.inf, sink
+        while v != src:
+            f = min(f, res[parent[v], v])
+            v = parent[v]
+        v = sink
+        while v != src:
+            res[parent[v], v] -= f
+            res[v, parent[v]] += f
+            v = parent[v]
+        total += f
+
+
+def attention_flow(attention, tokens=None, progress=None) -> np.ndarray:
+    """(N=1, L, S): max-flow from input token j (column) to last-layer position i (row).
+
+    Nodes are (layer ℓ, position p), ℓ = 0 (inputs) … layers; an edge (ℓ+1, i) -> (ℓ, j)
+    has capacity Â_ℓ[i, j]. Refuses L > ``MAX_FLOW_TOKENS``. ``progress(done, total)`` is
+    called after each last-layer row.
+    """
+    from attnviz.notebook.attention import normalise
+
+    att = normalise(attention, tokens)
+    if att.L != att.S:
+        raise ValueError(f"attention flow needs self-attention (L = S); got L={att.L}, S={att.S}.")
+    if att.L > MAX_FLOW_TOKENS:
+        raise ValueError(f"attention flow is limited to {MAX_FLOW_TOKENS} tokens; this input has {att.L}.")
+    hat = flow_capacities(att.weights)  # (layers, L, L)
+    layers, L, _ = hat.shape
+    V = (layers + 1) * L
+    cap = np.zeros((V, V))
+    for ell in range(layers):
+        top, bottom = (ell + 1) * L, ell * L
+        cap[top:top + L, bottom:bottom + L] = hat[ell]
+    out = np.zeros((1, L, L))
+    for i in range(L):
+        for j in range(L):
+            out[0, i, j] = _max_flow(cap, layers * L + i, j)
+        if progress is not None:
+            progress(i + 1, L)
+    return out
+
+
+# A head's role is its strongest score that passes the score's threshold (declared once here,
+# stated on the page). Entropy is not a role; "first_token" is the attention-sink role.
+ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
+                   "duplicate_token": 0.3, "induction": 0.3}
+# Roles that a probe (seeded random tokens repeated once) must show; never scored on the user's text.
+PROBE_ROLES = ("duplicate_token", "induction")
+PROBE_SEED = 0
+# Short labels drawn on the model view (translated where shown).
+ROLE_LABELS = {"previous_token": N_("prev"), "first_token": N_("sink"), "self": N_("self"),
+               "duplicate_token": N_("dup"), "induction": N_("induction")}
+
+
+def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:
+    """Seeded random token ids in [low, vocab), ``length`` of them, then the same again."""
+    if vocab - low < 2 or length < 2:
+        raise ValueError("a probe needs a vocabulary of at least 2 tokens and a length of at least 2.")
+    gen = np.random.default_rng(seed)
+    half = gen.integers(low, vocab, size=length).tolist()
+    return half + half
+
+
+def head_roles(scores: dict[str, np.ndarray], probe_scores: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """(layers, heads) array of role names ("" for none): the highest score/threshold ratio ≥ 1.
+
+    Roles in ``PROBE_ROLES`` are read from ``probe_scores`` only (skipped when it is None).
+    """
+    shape = scores["previous_token"].shape
+    best = np.zeros(shape)
+    out = np.full(shape, "", dtype=object)
+    for role, t in ROLE_THRESHOLDS.items():
+        src = probe_scores if role in PROBE_ROLES else scores
+        if src is None:
+            continue
+        ratio = np.asarray(src[role]) / t  # (layers, heads)
+        win = (ratio >= 1) & (ratio > best)
+        out[win] = role
+        best = np.where(win, ratio, best)
+    return out

@@ -1,0 +1,116 @@
+"""Head scores on hand-made patterns, and attention flow against networkx's max-flow."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import attnviz
+from attnviz.analysis.roles import SCORES, flow_capacities
+from attnviz.limits import MAX_FLOW_TOKENS
+
+TOKS = ["a", "b", "c", "d", "a", "b", "c", "d"]  # repeated once: duplicate and induction defined
+
+
+def _pattern(kind, n=8):
+    w = np.zeros((n, n))
+    for i in range(n):
+        if kind == "previous_token":
+            w[i, max(i - 1, 0)] = 1
+        elif kind == "first_token":
+            w[i, 0] = 1
+        elif kind == "self":
+            w[i, i] = 1
+        elif kind == "duplicate_token":
+            w[i, i - 4 if i >= 4 else 0] = 1
+        elif kind == "induction":
+            w[i, i - 3 if i >= 4 else 0] = 1
+    return w[None, None]  # (layers=1, H=1, L, S)
+
+
+@pytest.mark.parametrize("kind", ["previous_token", "self", "duplicate_token", "induction"])
+def test_perfect_pattern_scores_one_on_its_own_score_only(kind):
+    s = attnviz.head_scores(_pattern(kind), TOKS)
+    assert s[kind].shape == (1, 1)
+    assert s[kind][0, 0] == pytest.approx(1.0)
+    for other in ("previous_token", "self", "duplicate_token", "induction"):
+        if other != kind:
+            assert s[other][0, 0] < 0.3, (kind, other, s[other])
+    assert s["entropy"][0, 0] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_first_token_and_uniform_entropy():
+    s = attnviz.head_scores(_pattern("first_token"), list("abcdefgh"))
+    assert s["first_token"][0, 0] == pytest.approx(1.0)
+    assert s["self"][0, 0] < 0.2 and s["previous_token"][0, 0] < 0.2
+    u = np.full((1, 1, 8, 8), 1 / 8)
+    assert attnviz.head_scores(u, list("abcdefgh"))["entropy"][0, 0] == pytest.approx(1.0)
+    causal = np.tril(np.ones((8, 8)))
+    causal = (causal / causal.sum(-1, keepdims=True))[None, None]
+    assert attnviz.head_scores(causal, list("abcdefgh"))["entropy"][0, 0] == pytest.approx(1.0)
+
+
+def test_pad_positions_are_ignored():
+    w = np.zeros((1, 1, 10, 10))
+    w[0, 0, :8, :8] = _pattern("previous_token")[0, 0]
+    w[0, 0, 8:, :] = 0.1  # pad rows with weight everywhere
+    s = attnviz.head_scores(w, TOKS + ["[PAD]", "[PAD]"])
+    assert s["previous_token"][0, 0] == pytest.approx(1.0)
+    assert set(s) == set(SCORES)
+
+
+def _nx_flow(hat, i, j):
+    layers, L, _ = hat.shape
+    g = nx.DiGraph()
+    for ell in range(layers):
+        for a in range(L):
+            for b in range(L):
+                g.add_edge((ell + 1, a), (ell, b), capacity=float(hat[ell, a, b]))
+    return nx.maximum_flow_value(g, (layers, i), (0, j))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_flow_matches_networkx(seed):
+    rng = np.random.default_rng(seed)
+    layers, H, L = 3, 2, 5
+    w = rng.random((layers, H, L, L)) ** 3
+    w /= w.sum(-1, keepdims=True)
+    flow = attnviz.attention_flow(w)
+    assert flow.shape == (1, L, L)
+    hat = flow_capacities(w)
+    for i in range(L):
+        for j in range(L):
+            assert flow[0, i, j] == pytest.approx(_nx_flow(hat, i, j), abs=1e-6)
+
+
+def test_flow_refuses_over_the_bound():
+    L = MAX_FLOW_TOKENS + 1
+    w = np.full((1, 1, L, L), 1 / L)
+    with pytest.raises(ValueError, match=str(MAX_FLOW_TOKENS)):
+        attnviz.attention_flow(w)
+
+
+def test_roles_take_the_strongest_passing_score_and_probe_roles_only_from_the_probe():
+    from attnviz.analysis.roles import head_roles, probe_ids
+
+    w = np.concatenate([_pattern("previous_token"), _pattern("induction")], axis=1)  # (1, 2, 8, 8)
+    s = attnviz.head_scores(w, TOKS)
+    assert list(head_roles(s, s)[0]) == ["previous_token", "induction"]
+    assert head_roles(s, None)[0, 1] != "induction"  # no probe: induction is not claimed
+    ids = probe_ids(50, 6, seed=3)
+    assert ids[:6] == ids[6:] and ids == probe_ids(50, 6, seed=3)
+
+
+def test_the_model_view_labels_a_head_with_its_role():
+    from attnviz import AttentionConfig, compute
+    from attnviz.analysis.roles import ROLE_LABELS, head_roles
+    from attnviz.views.explorer import model_figure
+    from attnviz.views.selection import style_for
+    from attnviz.views.state import ViewState
+
+    r = compute(AttentionConfig(text="I love AI and you", num_heads=2, mask="causal"))
+    roles = head_roles(attnviz.head_scores(r.layer_weights[:, :1].numpy(), r.tokens[0]), None)
+    text = model_figure(r, 0, style_for(ViewState())).to_json()
+    for role in roles.reshape(-1):
+        if role:
+            assert ROLE_LABELS[role] in text
+    assert "L0 H0" in text
