@@ -335,7 +335,7 @@ def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
     wait_idle(page, timeout=60_000)
     full_page_screenshot(page, SHOTS / "model-view.png")
     d = plot_data(page, 1)
-    assert len(d["titles"]) == 72 and d["titles"][26] == "L2 H2"
+    assert len(d["titles"]) == 72 and d["titles"][26].split(" · ")[0] == "L2 H2"  # and its role, if any
     # click the middle of block L2 H2 (layer 2, head 2: block 26)
     xy = page.evaluate("""() => { const g = document.querySelectorAll('.js-plotly-plot')[1];
         const t = g._fullData[0], L = g._fullLayout, box = g.getBoundingClientRect();

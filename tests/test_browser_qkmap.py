@@ -28,7 +28,9 @@ def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_qu
             return [t.customdata[best], [box.left + L._size.l + L.xaxis.l2p(t.x[best]),
                                           box.top + L._size.t + L.yaxis.l2p(t.y[best])]]; }""")
         page.mouse.click(*xy)
-        page.wait_for_function("() => location.search.includes('view=head')", timeout=30_000)
+        # the explorer's link: its path and its settings (Streamlit may write the two in turn)
+        page.wait_for_function("() => location.search.includes('view=head') && "
+                               "['', '/'].includes(location.pathname.replace(/\\/+$/, ''))", timeout=30_000)
         params = parse_qs(urlsplit(page.url).query)
         browser.close()
     point = record["points"][int(index)]

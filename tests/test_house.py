@@ -132,7 +132,7 @@ def test_download_names_carry_the_models_own_heads_and_width():
 
     result = compute(AttentionConfig(text="a cat", model=M.MINILM))
     stem = file_stem(ViewState.of(model=M.MINILM, head=7), "head", result)
-    assert "-12h-384d-" in stem and "head7" in stem
+    assert stem.endswith("-12h-384d") and "head7" in stem and "minilm-l6" in stem
 
 
 def test_the_graph_json_names_what_the_adjacency_blocks():

@@ -211,6 +211,12 @@ def test_bad_learn_links_fall_back_with_a_warning():
     assert sorted(w.name for w in warnings) == ["knockout", "learn_layers", "learn_lr", "sequence"]
 
 
+def _idle(runs, seconds=240):
+    """Every worker of ``runs`` finished: an earlier test's training would fill the slots."""
+    for job in list(runs._jobs.values()):
+        job.wait(timeout=seconds)
+
+
 def _wait(runs, keys, seconds=240):
     deadline = time.monotonic() + seconds
     while not all(runs.progress(k).done for k in keys) and time.monotonic() < deadline:
@@ -227,6 +233,7 @@ def test_a_fresh_servers_first_visitor_sees_the_default_training_finished(tmp_pa
     from ui.server import train_defaults
 
     monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    _idle(TRAININGS)
     train_defaults()
     keys = [key_of(s) for s in default_trainings()]
     assert all(TRAININGS.progress(k).status != "not started" for k in keys)
@@ -246,6 +253,7 @@ def test_the_page_starts_the_default_training_itself_where_the_launcher_did_not(
     from attnviz.views.learn import default_trainings
 
     monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    _idle(TRAININGS)
     at = app(page="app_pages/watch_it_learn.py", timeout=120)
     assert not at.exception and not any("Press Train" in i.value for i in at.info)
     keys = [key_of(s) for s in default_trainings()]

@@ -76,7 +76,9 @@ def test_flow_matches_networkx(seed):
     w /= w.sum(-1, keepdims=True)
     flow = attnviz.attention_flow(w)
     assert flow.shape == (1, L, L)
-    hat = flow_capacities(w)
+    hat = 0.5 * w.mean(1) + 0.5 * np.eye(L)  # (layers, L, L): ½·mean_h A + ½·I, as rollout
+    hat /= hat.sum(-1, keepdims=True)
+    assert np.allclose(hat, flow_capacities(w))
     for i in range(L):
         for j in range(L):
             assert flow[0, i, j] == pytest.approx(_nx_flow(hat, i, j), abs=1e-6)
@@ -100,17 +102,26 @@ def test_roles_take_the_strongest_passing_score_and_probe_roles_only_from_the_pr
     assert ids[:6] == ids[6:] and ids == probe_ids(50, 6, seed=3)
 
 
-def test_the_model_view_labels_a_head_with_its_role():
+def test_minilms_model_view_names_its_heads_roles_layer_by_layer():
+    """Every layer is scored (a run's (layers, H, L, S) of one sentence), and MiniLM's
+    previous-token head in layer 0 and its first-token ([CLS]) sinks are labelled."""
     from attnviz import AttentionConfig, compute
     from attnviz.analysis.roles import ROLE_LABELS, head_roles
-    from attnviz.views.explorer import model_figure
+    from attnviz.views.explorer import model_figure, roles_table
     from attnviz.views.selection import style_for
     from attnviz.views.state import ViewState
 
-    r = compute(AttentionConfig(text="I love AI and you", num_heads=2, mask="causal"))
-    roles = head_roles(attnviz.head_scores(r.layer_weights[:, :1].numpy(), r.tokens[0]), None)
-    text = model_figure(r, 0, style_for(ViewState())).to_json()
-    for role in roles.reshape(-1):
-        if role:
-            assert ROLE_LABELS[role] in text
-    assert "L0 H0" in text
+    r = compute(AttentionConfig(model="minilm-l6"))
+    k = r.lengths[0]
+    w = r.layer_weights[:, 0, :, :k, :k].numpy()  # (layers, H, k, k)
+    scores = attnviz.head_scores(w, r.tokens[0][:k])
+    assert scores["previous_token"].shape == (6, 12)
+    hand = np.array([[np.diagonal(w[layer, h], -1).mean() for h in range(12)] for layer in range(6)])
+    assert np.allclose(scores["previous_token"], hand, atol=1e-6)
+    roles = head_roles(scores, None)
+    assert roles[0].tolist().count("previous_token") >= 1 and (roles == "first_token").sum() >= 6
+    table = roles_table(r, 0)
+    assert len(table) == 72 and [row["role"] for row in table] == roles.reshape(-1).tolist()
+    titles = [a["text"] for a in model_figure(r, 0, style_for(ViewState())).to_plotly_json()["layout"]["annotations"]]
+    layer0, head = 0, roles[0].tolist().index("previous_token")
+    assert titles[layer0 * 12 + head] == f"L0 H{head} · {ROLE_LABELS['previous_token']}"

@@ -57,7 +57,7 @@ def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
     lw = result.layer_weights  # (layers, N, H, L, S)
     layers, _N, H = lw.shape[:3]
     k = result.lengths[n]
-    roles = head_roles(head_scores(lw[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k]), None)  # (layers, H)
+    roles = head_roles(head_scores(lw[:, n, :, :k, :k].numpy(), result.tokens[n][:k]), None)  # (layers, H)
     data = []
     for layer in range(layers):
         for h in range(H):
@@ -172,7 +172,7 @@ def roles_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
     from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_scores
 
     k = result.lengths[n]
-    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    s = head_scores(result.layer_weights[:, n, :, :k, :k].numpy(), result.tokens[n][:k])
     names = [c for c in SCORES if c not in PROBE_ROLES]
     layers, H = s[names[0]].shape
     import numpy as np
@@ -188,7 +188,7 @@ def roles_table(result: AttentionResult, n: int) -> list[dict]:
     from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_roles, head_scores
 
     k = result.lengths[n]
-    s = head_scores(result.layer_weights[:, n:n + 1, :, :k, :k].numpy(), result.tokens[n][:k])
+    s = head_scores(result.layer_weights[:, n, :, :k, :k].numpy(), result.tokens[n][:k])
     roles = head_roles(s, None)
     layers, H = roles.shape
     return [{"layer": layer, "head": h, "role": roles[layer, h],
@@ -212,7 +212,7 @@ def flow_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fig
     from attnviz.analysis.roles import attention_flow
 
     k = result.lengths[n]
-    f = attention_flow(result.layer_weights[:, n:n + 1, :, :k, :k].numpy())[0]  # (k, k)
+    f = attention_flow(result.layer_weights[:, n, :, :k, :k].numpy())[0]  # (k, k)
     toks = result.tokens[n][:k]
     return F.matrix_figure(f, toks, toks, _("attention flow over {layers} layer(s): the most each input token can "
                                             "send to each last-layer position").format(layers=result.layers),

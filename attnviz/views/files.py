@@ -51,7 +51,7 @@ def run_json(result: AttentionResult, state=None) -> str:
 
         seq = min(state.seq, len(result.lengths) - 1)
         k = result.lengths[seq]
-        w = result.layer_weights[:, seq:seq + 1, :, :k, :k].numpy()  # (layers, 1, H, k, k)
+        w = result.layer_weights[:, seq, :, :k, :k].numpy()  # (layers, H, k, k)
         if state.view == "roles":
             data["head_scores"] = {name: v.tolist() for name, v in head_scores(w, result.tokens[seq][:k]).items()}
         else:
