@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_ROLES, ROLE_THRESHOLDS
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
 from attnviz.views import generation as G
@@ -16,6 +16,7 @@ from attnviz.views.explorer import (
     next_tokens,
     output_table,
     pooled_note,
+    probe_text_of,
     region_figure,
     roles_table,
     view_description,
@@ -145,11 +146,16 @@ elif view == "analysis":
         picks.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]), layered=result.pretrained)
     show("analysis")
 elif view == "roles":
+    probe = probe_text_of(result)
     st.caption(_("Each head's scores on this sentence (mean weight on the previous token, the first token, itself; "
                  "entropy divided by ln of the visible keys). A role is named where its score passes its threshold "
-                 "({thresholds}). Induction and duplicate-token need a repeated random probe and are not scored on "
-                 "your sentence. Select a row to open that head.").format(
-                     thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items() if k not in PROBE_ROLES)))
+                 "({thresholds}). Select a row to open that head.").format(
+                     thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items())) + " " + (
+        _("Induction (weight on the token after an earlier copy) and duplicate-token (weight on earlier copies) "
+          "cannot be read from your sentence: they are scored on a probe, {n} random words of the model's own "
+          "vocabulary repeated once (seed {seed}): “{probe}”.").format(n=PROBE_LENGTH, seed=PROBE_SEED, probe=md(probe))
+        if probe else _("Induction and duplicate-token need a probe of repeated random tokens, which this run cannot "
+                        "be repeated on: they are not scored.")))
     table = pd.DataFrame(compute.cached(("roles-table", result.config, s.seq), lambda: roles_table(result, s.seq),
                                         limited=False))
     picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="roles_table",

@@ -118,10 +118,40 @@ def test_minilms_model_view_names_its_heads_roles_layer_by_layer():
     assert scores["previous_token"].shape == (6, 12)
     hand = np.array([[np.diagonal(w[layer, h], -1).mean() for h in range(12)] for layer in range(6)])
     assert np.allclose(scores["previous_token"], hand, atol=1e-6)
-    roles = head_roles(scores, None)
+    from attnviz.views.explorer import probe_scores
+
+    roles = head_roles(scores, probe_scores(r))  # the sentence's roles, and the probe's
     assert roles[0].tolist().count("previous_token") >= 1 and (roles == "first_token").sum() >= 6
     table = roles_table(r, 0)
     assert len(table) == 72 and [row["role"] for row in table] == roles.reshape(-1).tolist()
     titles = [a["text"] for a in model_figure(r, 0, style_for(ViewState())).to_plotly_json()["layout"]["annotations"]]
     layer0, head = 0, roles[0].tolist().index("previous_token")
     assert titles[layer0 * 12 + head] == f"L0 H{head} · {ROLE_LABELS['previous_token']}"
+
+
+def test_probe_roles_are_scored_on_a_seeded_repeated_probe_of_the_models_own_words():
+    """Induction and duplicate-token come from a probe (random whole words of the model's
+    vocabulary, repeated once), never from the user's sentence: MiniLM has a duplicate-token
+    head there; an attention file cannot be rerun, so it has no probe scores."""
+    from attnviz import AttentionConfig, compute
+    from attnviz.analysis.roles import PROBE_LENGTH, head_scores, probe_text
+    from attnviz.models.registry import probe_vocabulary
+    from attnviz.views.explorer import probe_scores, probe_text_of, roles_table
+
+    r = compute(AttentionConfig(model="minilm-l6"))
+    text = probe_text_of(r)
+    words = text.split()
+    assert len(words) == 2 * PROBE_LENGTH and words[:PROBE_LENGTH] == words[PROBE_LENGTH:]
+    assert text == probe_text(probe_vocabulary("minilm-l6"))  # seeded: the same probe every time
+    assert all(w in probe_vocabulary("minilm-l6") for w in words)
+    probe_run = compute(AttentionConfig(model="minilm-l6", text=text))
+    k = probe_run.lengths[0]
+    want = head_scores(probe_run.layer_weights[:, 0, :, :k, :k].numpy(), probe_run.tokens[0][:k])
+    got = probe_scores(r)
+    assert all(np.array_equal(got[c], want[c]) for c in ("induction", "duplicate_token"))
+    table = roles_table(r, 0)
+    assert any(row["role"] == "duplicate_token" for row in table)
+    assert all(row["duplicate_token (probe)"] == float(got["duplicate_token"][row["layer"], row["head"]])
+               for row in table)
+    with pytest.raises(ValueError, match="fewer than 2 whole words"):
+        probe_text(["only"])

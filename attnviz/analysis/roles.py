@@ -177,6 +177,23 @@ ROLE_LABELS = {"previous_token": N_("prev"), "first_token": N_("sink"), "self": 
                "duplicate_token": N_("dup"), "induction": N_("induction")}
 
 
+PROBE_LENGTH = 12  # a probe's random tokens, before they repeat
+
+
+def probe_text(vocabulary: list[str], length: int = PROBE_LENGTH, seed: int = PROBE_SEED) -> str:
+    """A probe as text: ``length`` seeded random words of ``vocabulary`` (whole words: a
+    tokenizer's sub-word pieces and specials left out by the caller), then the same again,
+    so that every token of the second half has an earlier copy (duplicate-token) and a token
+    that followed it (induction)."""
+    words = sorted(set(vocabulary))
+    if len(words) < 2:
+        raise ValueError("This model's vocabulary has fewer than 2 whole words: no probe can be made for the roles "
+                         "that need one (induction, duplicate-token).")
+    pick = np.random.default_rng(seed).choice(len(words), size=length, replace=len(words) < length)
+    half = [words[i] for i in pick]
+    return " ".join(half + half)
+
+
 def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:
     """Seeded random token ids in [low, vocab), ``length`` of them, then the same again."""
     if vocab - low < 2 or length < 2:

@@ -332,3 +332,18 @@ def load_in_background(model: str) -> Loading | None:
 
             threading.Thread(target=work, name=f"attnviz-load-{model}", daemon=True).start()
         return status
+
+
+def probe_vocabulary(model: str) -> list[str]:
+    """The whole words a probe may draw from for ``model`` (``attnviz.analysis.roles.probe_text``):
+    its tokenizer's vocabulary without specials and sub-word pieces (a GPT-2 "Ġword" or a
+    SentencePiece "▁word" is the word it starts), or, for the tokenizer-free random layer,
+    the words of the shipped corpus. Loads the model (once per process)."""
+    if model == RANDOM:
+        from attnviz.inputs.corpus import default_corpus
+
+        return sorted({w.lower() for line in default_corpus() for w in line.split() if w.isascii() and w.isalpha()})
+    tokenizer = getattr(load(model), "tokenizer", None)
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    words = {t.lstrip("Ġ▁") for t in vocab}
+    return sorted(w for w in words if len(w) >= 3 and w.isascii() and w.isalpha() and w.islower())

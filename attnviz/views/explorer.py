@@ -5,6 +5,8 @@ close-up; each view's cache key and text alternative.
 
 from __future__ import annotations
 
+import functools
+
 import plotly.graph_objects as go
 
 from attnviz import plots as F
@@ -57,7 +59,7 @@ def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
     lw = result.layer_weights  # (layers, N, H, L, S)
     layers, _N, H = lw.shape[:3]
     k = result.lengths[n]
-    roles = head_roles(head_scores(lw[:, n, :, :k, :k].numpy(), result.tokens[n][:k]), None)  # (layers, H)
+    roles = head_roles(head_scores(lw[:, n, :, :k, :k].numpy(), result.tokens[n][:k]), probe_scores(result))
     data = []
     for layer in range(layers):
         for h in range(H):
@@ -184,16 +186,54 @@ def roles_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
 
 
 def roles_table(result: AttentionResult, n: int) -> list[dict]:
-    """A row per layer × head: its scores on sentence ``n`` and its role (probe-only roles left out)."""
+    """A row per layer × head: its scores on sentence ``n``, the probe-only scores on the probe
+    (where the run can be repeated on one: ``probe_scores``) and its role."""
     from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_roles, head_scores
 
     k = result.lengths[n]
     s = head_scores(result.layer_weights[:, n, :, :k, :k].numpy(), result.tokens[n][:k])
-    roles = head_roles(s, None)
+    probe = probe_scores(result)
+    roles = head_roles(s, probe)
     layers, H = roles.shape
     return [{"layer": layer, "head": h, "role": roles[layer, h],
-             **{c: float(s[c][layer, h]) for c in SCORES if c not in PROBE_ROLES}}
+             **{c: float(s[c][layer, h]) for c in SCORES if c not in PROBE_ROLES},
+             **({f"{c} (probe)": float(probe[c][layer, h]) for c in PROBE_ROLES} if probe else {})}
             for layer in range(layers) for h in range(H)]
+
+
+def probe_text_of(result: AttentionResult) -> str | None:
+    """The probe this run's model is scored on for induction and duplicate-token: seeded
+    random whole words of its own vocabulary, repeated once; None where the run cannot be
+    repeated on other text (weights from a file, an image, a sound, a graph)."""
+    from attnviz.analysis.roles import probe_text
+    from attnviz.models.registry import probe_vocabulary
+
+    if result.config is None or result.kind != "text":
+        return None
+    try:
+        return probe_text(probe_vocabulary(result.config.model))
+    except ValueError:  # a vocabulary with no whole words, a model that cannot load: no probe
+        return None
+
+
+def probe_scores(result: AttentionResult) -> dict | None:
+    """``head_scores`` of the same model and settings on its probe (``probe_text_of``), every
+    layer; None without a probe."""
+    text = probe_text_of(result)
+    return None if text is None else _probe_scores(result.config.with_(text=text, source="", pad_to=0))
+
+
+@functools.lru_cache(maxsize=32)
+def _probe_scores(config) -> dict | None:
+    from attnviz.analysis.roles import head_scores
+    from attnviz.run.run import compute
+
+    try:
+        r = compute(config)
+    except ValueError:
+        return None
+    k = r.lengths[0]
+    return head_scores(r.layer_weights[:, 0, :, :k, :k].numpy(), r.tokens[0][:k])  # {score: (layers, H)}
 
 
 def flow_problem(result: AttentionResult, n: int) -> str | None:
