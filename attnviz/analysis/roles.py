@@ -68,7 +68,9 @@ def head_scores(attention, tokens=None) -> dict[str, np.ndarray]:
       that have such a j (TransformerLens averages over every row, counting rows without a
       duplicate as 0);
     - ``induction``: Σ A[i, j+1] over j < i−1 with tokens[j] == tokens[i], mean over the i that
-      have such a j (TransformerLens: the same pattern, averaged over every row);
+      have such a j (TransformerLens: the duplicate pattern shifted one key right, so it also
+      counts j = i−1, the query's own key, when tokens[i−1] == tokens[i]; averaged over every
+      row, as its default "mul" measure, Σ A∘D / Σ A, does);
     - ``entropy``: row entropy (nats) / ln(visible keys), over rows with more than one
       visible key; visible keys are j ≤ i when every head's pattern is causal (no weight
       above the diagonal), all real keys otherwise (no TransformerLens counterpart).
