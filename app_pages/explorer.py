@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_LABELS, ROLE_THRESHOLDS, ROLE_WORDS
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
 from attnviz.views import generation as G
@@ -124,7 +124,10 @@ elif view == "model":
     fig = compute.figure(view_key(s, "model"), lambda: view_figure(result, s, "model"))
     event = st.plotly_chart(fig, key="chart_model", theme=None, width="stretch", on_select="rerun",
                             selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
-    st.caption(_("Each block is one layer × head. Click a block to open it in the 'One head' view."))
+    st.caption(_("Each block is one layer × head. Click a block to open it in the 'One head' view.") + " " + _(
+        "Roles, where a head's mean weight passes the threshold: {legend}; dup and induction on a repeated random "
+        "probe (Head roles says which).").format(legend=" · ".join(
+            f"**{_(ROLE_LABELS[r])}** {_(ROLE_WORDS[r])} ≥ {t}" for r, t in ROLE_THRESHOLDS.items())))
     points = getattr(getattr(event, "selection", None), "points", None) or []
     if points:
         block = points[0].get("customdata")

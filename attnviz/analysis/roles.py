@@ -174,6 +174,10 @@ ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
 # Roles that a probe (seeded random tokens repeated once) must show; never scored on the user's text.
 PROBE_ROLES = ("duplicate_token", "induction")
 PROBE_SEED = 0
+# What each role's score measures, in words, for the model view's one-line legend (translated where shown).
+ROLE_WORDS = {"previous_token": N_("on the previous token"), "first_token": N_("on the first token (a sink)"),
+              "self": N_("on itself"), "duplicate_token": N_("on earlier copies of its token"),
+              "induction": N_("on the token after an earlier copy")}
 # Short labels drawn on the model view (translated where shown).
 ROLE_LABELS = {"previous_token": N_("prev"), "first_token": N_("sink"), "self": N_("self"),
                "duplicate_token": N_("dup"), "induction": N_("induction")}
