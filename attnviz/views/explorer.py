@@ -205,13 +205,28 @@ def probe_text_of(result: AttentionResult) -> str | None:
     """The probe this run's model is scored on for induction and duplicate-token: seeded
     random whole words of its own vocabulary, repeated once; None where the run cannot be
     repeated on other text (weights from a file, an image, a sound, a graph)."""
+    if result.config is None or result.kind != "text":
+        return None
+    from attnviz.models.base import ModelError
+    from attnviz.models.registry import RANDOM, _key
+
+    model = result.config.model
+    try:  # a folder's path and its config's time: another folder of that name is another probe
+        where = None if model == RANDOM else _key(model)
+    except ModelError:
+        return None
+    return _probe_text(model, where)
+
+
+@functools.lru_cache(maxsize=32)
+def _probe_text(model: str, where) -> str | None:
+    """Once per model: reading a tokenizer's vocabulary (30k entries for MiniLM) took 25 ms, on
+    every rerun of the roles view."""
     from attnviz.analysis.roles import probe_text
     from attnviz.models.registry import probe_vocabulary
 
-    if result.config is None or result.kind != "text":
-        return None
     try:
-        return probe_text(probe_vocabulary(result.config.model))
+        return probe_text(probe_vocabulary(model))
     except ValueError:  # a vocabulary with no whole words, a model that cannot load: no probe
         return None
 
