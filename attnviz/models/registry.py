@@ -334,6 +334,12 @@ def load_in_background(model: str) -> Loading | None:
         return status
 
 
+def model_key(model: str) -> tuple:
+    """What names ``model``'s files: its folder and its config's time (``ModelError`` for an
+    unknown model); another folder under the same name is another key."""
+    return _key(model)
+
+
 def probe_vocabulary(model: str) -> list[str]:
     """The whole words a probe may draw from for ``model`` (``attnviz.analysis.roles.probe_text``):
     its tokenizer's vocabulary without specials and sub-word pieces (a GPT-2 "Ġword" or a

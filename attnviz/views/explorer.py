@@ -208,11 +208,11 @@ def probe_text_of(result: AttentionResult) -> str | None:
     if result.config is None or result.kind != "text":
         return None
     from attnviz.models.base import ModelError
-    from attnviz.models.registry import RANDOM, _key
+    from attnviz.models.registry import RANDOM, model_key
 
     model = result.config.model
     try:  # a folder's path and its config's time: another folder of that name is another probe
-        where = None if model == RANDOM else _key(model)
+        where = None if model == RANDOM else model_key(model)
     except ModelError:
         return None
     return _probe_text(model, where)
