@@ -145,7 +145,11 @@ def test_the_explorer_with_the_pretrained_model():
     assert at.selectbox(key="model").value == "minilm-l6" and at.selectbox(key="layer").value == 1
     model_view = figures(at)[1]
     titles = [a["text"] for a in model_view["layout"]["annotations"]]
-    assert len(titles) == 72 and titles[0] == "L0 H0" and titles[-1] == "L5 H11"
+    assert len(titles) == 72 and titles[0].startswith("H0") and titles[-1].startswith("H11")
+    rows = model_view["layout"]["yaxis"]["ticktext"]  # each row of blocks is a layer, named at its left
+    assert rows == [f"L{layer}" for layer in range(6)]
+    hovers = [t["hovertemplate"] for t in model_view["data"] if t["type"] == "heatmap"]
+    assert [h.split(" · ")[0] for h in hovers] == rows  # the hover names the layer, and the head in it
     at.segmented_control(key="view").set_value("analysis").run()
     no_errors(at)
     table = at.dataframe[0].value

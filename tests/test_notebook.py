@@ -197,11 +197,14 @@ def test_the_head_model_and_query_views_show_the_input():
     head = as_dict(nb.show(W, TOKENS, "head", layer=1, head=2))
     np.testing.assert_array_equal(z(head["data"][0]), W[1, 2])
     model = as_dict(nb.show(W, TOKENS, "model"))
-    got = blocks_of(model["data"][0])
-    assert len(got) == LAYERS * H
-    for i, b in enumerate(got):
-        np.testing.assert_array_equal(b["z"], W[i // H, i % H])
-    assert len({b["r0"] for b in got}) == LAYERS  # a row per layer
+    rows = [t for t in model["data"] if t["type"] == "heatmap"]  # a trace per layer, its blocks numbered by head
+    assert len(rows) == LAYERS and [t["hovertemplate"].split(" · ")[0] for t in rows] == [
+        f"L{layer}" for layer in range(LAYERS)]
+    for layer, trace in enumerate(rows):
+        got = blocks_of(trace)
+        assert len(got) == H
+        for h, b in enumerate(got):
+            np.testing.assert_array_equal(b["z"], W[layer, h])
     query = as_dict(nb.show(W, TOKENS, "query", layer=1))  # query=-1: the last
     assert len(query["data"]) == H
     for h, t in enumerate(query["data"]):

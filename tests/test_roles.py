@@ -126,7 +126,7 @@ def test_minilms_model_view_names_its_heads_roles_layer_by_layer():
     assert len(table) == 72 and [row["role"] for row in table] == roles.reshape(-1).tolist()
     titles = [a["text"] for a in model_figure(r, 0, style_for(ViewState())).to_plotly_json()["layout"]["annotations"]]
     layer0, head = 0, roles[0].tolist().index("previous_token")
-    assert titles[layer0 * 12 + head] == f"L0 H{head} · {ROLE_LABELS['previous_token']}"
+    assert titles[layer0 * 12 + head] == f"H{head}<br>{ROLE_LABELS['previous_token']}"  # the role on its own line
 
 
 def test_probe_roles_are_scored_on_a_seeded_repeated_probe_of_the_models_own_words():

@@ -123,19 +123,24 @@ def sentence_note(b: int, L: int) -> str:
     return f" · sentence A = tokens 0–{b - 1}, sentence B = tokens {b}–{L - 1}"
 
 
-def dividers(fig: go.Figure, b: int, pooled: int) -> list[dict]:
+def dividers(fig: go.Figure, b: int, pooled: int, *, stacked: bool = False) -> list[dict]:
     """Lines between sentence A and B in every block of a grid figure (found through the
-    trace's block index, ``customdata``): a column line (keys) and a row line (queries)."""
-    head = np.asarray(fig.data[0].customdata)
+    trace's block index, ``customdata``): a column line (keys) and a row line (queries).
+    ``stacked``: a trace per row of blocks (the model view), one below the other."""
     at = b / pooled - 0.5  # categories sit at 0, 1, ...: the boundary is half a cell before b
-    shapes = []
-    for i in range(int(head.max()) + 1):
-        rows, cols = np.nonzero(head == i)
-        r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-        shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": c0 + at, "x1": c0 + at,
-                       "y0": r0 - 0.5, "y1": r1 - 0.5, "line": DIVIDER})
-        shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": c0 - 0.5, "x1": c1 - 0.5,
-                       "y0": r0 + at, "y1": r0 + at, "line": DIVIDER})
+    shapes, top = [], 0
+    for trace in (fig.data if stacked else fig.data[:1]):
+        if trace.type != "heatmap":
+            continue
+        head = np.asarray(trace.customdata)  # (rows of this trace, C)
+        for i in sorted(set(head[head >= 0].tolist())):
+            rows, cols = np.nonzero(head == i)
+            r0, r1, c0, c1 = rows.min() + top, rows.max() + 1 + top, cols.min(), cols.max() + 1
+            shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": c0 + at, "x1": c0 + at,
+                           "y0": r0 - 0.5, "y1": r1 - 0.5, "line": DIVIDER})
+            shapes.append({"type": "line", "xref": "x", "yref": "y", "x0": c0 - 0.5, "x1": c1 - 0.5,
+                           "y0": r0 + at, "y1": r0 + at, "line": DIVIDER})
+        top += head.shape[0]
     return [{k: (float(v) if isinstance(v, np.number) else v) for k, v in s.items()} for s in shapes]
 
 
@@ -210,6 +215,6 @@ def model_view(attention=None, tokens=None, sentence_b_start=None, prettify_toke
             title += sentence_note(b, a.L)
         fig = model_grid(_pretty(a, prettify_tokens), style, layers, chosen, title=title)
         if b is not None:
-            fig.update_layout(shapes=dividers(fig, b, pool_block(a.L, a.S, MODEL_MAX_CELLS)))
+            fig.update_layout(shapes=dividers(fig, b, pool_block(a.L, a.S, MODEL_MAX_CELLS), stacked=True))
         figures.append(fig)
     return deliver(Rendered(figures), html_action)

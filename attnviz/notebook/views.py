@@ -102,9 +102,10 @@ def model_view(a: Attention, style: FigureStyle, layers=None, heads=None, max_ce
                title: str | None = None) -> go.Figure:
     layers = list(range(a.layers)) if layers is None else list(layers)
     heads = list(range(a.heads)) if heads is None else list(heads)
-    data = blocks(a, [(layer, h) for layer in layers for h in heads], lambda layer, h: f"L{layer} H{h}", max_cells)
+    data = blocks(a, [(layer, h) for layer in layers for h in heads], lambda layer, h: f"H{h}", max_cells)
     title = title or f"every layer × head ({len(layers)} × {len(heads)}): a row per layer"
-    fig = grid_figure(data, style, title=title + pooled_suffix(data), cols=len(heads), ticks=False)
+    fig = grid_figure(data, style, title=title + pooled_suffix(data), cols=len(heads), ticks=False,
+                      row_names=[f"L{layer}" for layer in layers], col_ids=heads)
     return colour_axis(fig, a.weights[np.ix_(layers, heads)], a.signed)
 
 

@@ -65,7 +65,8 @@ def grid_layout(H: int, font_size: int) -> tuple[int, int]:
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
                 title: str | None = None, cols: int | None = None,
-                ticks: bool = True, clickable: bool = False, value_name: str = "") -> go.Figure:
+                ticks: bool = True, clickable: bool = False, value_name: str = "",
+                row_names: list[str] | None = None, col_ids: list[int] | None = None) -> go.Figure:
     """Every head in ONE heatmap trace: head blocks laid out in rows of four (two in
     presenter mode), separated by blank gaps (NaN), on one shared 0–1 colour scale,
     each titled "head h" above it.
@@ -75,14 +76,25 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     column (the token, made unique with invisible suffixes), so the hover names the
     query and the key; an int8 ``customdata`` names the head. ``value_name``: what the
     cells hold, on the hover and the colour bar ("weight" unless told).
+
+    ``row_names`` (small multiples, a row per layer): each row of blocks is named at its
+    left and on the hover ("L3 · head 5": a block is named by ``col_ids[column]``, its
+    column's head, 0, 1, ... unless told), one trace per row; a block title may hold two
+    lines ("H5<br>sink"), and the gap above each row is sized for them, so that twelve
+    titles a row no longer run into each other.
     """
     H = len(data)
     value_name = value_name or _("weight")
     title = _("attention weights per head") if title is None else title
     rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
     L, S = data[0].z.shape
+    lines = max(d.title.count("<br>") + 1 for d in data)  # title lines above each block
+    per_row = SMALL_ROW_PX + TITLE_LINE_PX * (lines - 1)  # small multiples: pixels per row of blocks
     gap_x = max(1, round(0.06 * S))  # blank columns between blocks
     gap_y = max(2, round(0.12 * L))  # blank rows: room for the next row's titles
+    if lines > 1:  # rows of cells enough for the title's lines, at per_row pixels for L + gap rows
+        need = TITLE_LINE_PX * lines + 4
+        gap_y = max(gap_y, math.ceil(L * need / max(1, per_row - need)))
     R, C = rows * L + (rows - 1) * gap_y, cols * S + (cols - 1) * gap_x
     z = np.full((R, C), np.nan, dtype=np.float32)  # (R, C): NaN = the gaps, not drawn
     head = np.full((R, C), -1, dtype=np.int8 if H < 128 else np.int16)  # which block each cell shows
@@ -107,11 +119,20 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
                             "font": {"size": style.font_size + 1}})
     # Labels are already escaped (HeatmapData); only made unique across blocks here.
     x_lab, y_lab = _unique(x_raw), _unique(y_raw)
+    hover = (f"{_('head')} %{{customdata}}<br>{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>"
+             f"{value_name}: %{{z:.4f}}<extra></extra>")
     trace = {"type": "heatmap", "z": z, "x": x_lab, "y": y_lab, "customdata": head, "coloraxis": "coloraxis",
-             "hoverongaps": False, "xgap": 0, "ygap": 0,
-             "hovertemplate": f"{_('head')} %{{customdata}}<br>{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>"
-                              f"{value_name}: %{{z:.4f}}<extra></extra>"}
+             "hoverongaps": False, "xgap": 0, "ygap": 0, "hovertemplate": hover}
     traces = [trace]
+    if row_names is not None:  # a trace per row of blocks (with the gap above it), named on the hover
+        traces = []
+        for r, name in enumerate(row_names[:rows]):
+            top, y1 = max(0, r * (L + gap_y) - gap_y), r * (L + gap_y) + L
+            ids = np.asarray(list(range(cols)) if col_ids is None else col_ids)  # each column's head
+            block = np.where(head[top:y1] >= 0, ids[np.clip(head[top:y1] - r * cols, 0, cols - 1)],
+                             -1).astype(head.dtype)  # (rows of this trace, C)
+            traces.append({**trace, "z": z[top:y1], "y": y_lab[top:y1], "customdata": block,
+                           "hovertemplate": f"{name} · " + hover})
     if clickable:
         # Heatmaps cannot be selected in Plotly; a near-invisible marker at each block's
         # centre can, so a click on a block reports that block (customdata = its index).
@@ -119,7 +140,9 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         traces.append({"type": "scatter", "mode": "markers", "showlegend": False,
                        "x": [x_lab[c * (S + gap_x) + S // 2] for _row, c in centres],
                        "y": [y_lab[r * (L + gap_y) + L // 2] for r, _col in centres],
-                       "customdata": list(range(H)), "text": [d.title for d in data],
+                       "customdata": list(range(H)),
+                       "text": [(f"{row_names[r]} " if row_names else "") + d.title.replace("<br>", " · ")
+                                for (r, _c), d in zip(centres, data, strict=True)],
                        "marker": {"size": 28, "opacity": 0.01, "color": "#000000"},
                        "hovertemplate": "%{text}: " + _("click to open") + "<extra></extra>"})
     layout: dict = {
@@ -132,7 +155,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         "plot_bgcolor": "rgba(0,0,0,0)",
     }
     if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
-        layout["height"] = max(300, min(1400, 110 * rows + 120))
+        layout["height"] = max(300, min(1400, per_row * rows + 120))
     elif style.height is None:
         # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
         per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
@@ -141,7 +164,15 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     room = {"r": margins.colorbar(value_name, fs)}
     if ticks:
         room.update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
+    elif row_names is not None:  # each row's name at its middle, left of it
+        layout["yaxis"].update(showticklabels=True, tickmode="array", ticktext=list(row_names[:rows]),
+                               tickvals=[y_lab[r * (L + gap_y) + L // 2] for r in range(rows)])
+        room["l"] = margins.left(row_names[:rows], fs)
     return figure(traces, layout_for(layout, style, title, room=room))
+
+
+SMALL_ROW_PX = 110  # small multiples: a row of blocks with one title line
+TITLE_LINE_PX = 18  # one more line of block title
 
 
 def _unique(labels: list[str]) -> list[str]:

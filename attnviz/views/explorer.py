@@ -64,13 +64,13 @@ def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
     for layer in range(layers):
         for h in range(H):
             d = F.matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
-                               f"L{layer} H{h}" + (f" · {_(ROLE_LABELS[roles[layer, h]])}" if roles[layer, h] else ""),
+                               f"H{h}" + (f"<br>{_(ROLE_LABELS[roles[layer, h]])}" if roles[layer, h] else ""),
                                F.DEFAULT_MAX_CELLS // 2)
             data.append(d)
     name = result.model_name
     return F.grid_figure(data, style, title=_("model view: {layers} layer(s) × {H} heads of {name}").format(
-        layers=layers, H=H, name=name), cols=H,
-                         ticks=False, clickable=True)
+        layers=layers, H=H, name=name), cols=H, ticks=False, clickable=True,
+        row_names=[f"L{layer}" for layer in range(layers)])
 
 
 def head_table(result: AttentionResult, n: int) -> list[dict]:
