@@ -25,6 +25,7 @@ from attnviz.views.explorer import (
     view_problem,
     weights_table,
 )
+from attnviz.views.neurons import neuron_caption
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
 from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, picks, session, widgets
@@ -198,9 +199,7 @@ elif view == "norms":
                      "of the original ten most likely tokens stay in the ten.").format(
             token=md(ko.top_token), p=f"{ko.top_p:.3f}"))
 elif view == "neurons":
-    st.caption(_("BertViz's neuron view, for the query chosen above: each key's k, the elementwise product q∘k (one "
-                 "column per dimension of the head), their sum q·k (the row of q∘k sums to it), the score "
-                 "q·k × scale and the weight after softmax."))
+    st.caption(neuron_caption(result))
     show("neurons")
 elif view != "grid":
     show(view)

@@ -7,6 +7,8 @@ import torch
 
 TEXTS = ["the cat sat on the mat", "it was tired"]
 KINDS = ("gpt2", "llama", "bert", "t5", "bart", "vit")
+# Also built by ``save``, not listed in KINDS: "roberta", and "qwen3" (q and k normalised per head after their
+# projections, before the rotation: an attention whose scores are not the watched q·k, rotated or not).
 
 
 def tokenizer():
@@ -31,6 +33,8 @@ def save(tmp_path, name: str):
         GPT2LMHeadModel,
         LlamaConfig,
         LlamaForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
         RobertaConfig,
         RobertaModel,
         T5Config,
@@ -48,6 +52,10 @@ def save(tmp_path, name: str):
         "llama": lambda: LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64,
                                                       num_hidden_layers=2, num_attention_heads=4,
                                                       num_key_value_heads=2, max_position_embeddings=64,
+                                                      bos_token_id=2, eos_token_id=3, pad_token_id=1)),
+        "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(vocab_size=V, hidden_size=32, intermediate_size=64,
+                                                      num_hidden_layers=2, num_attention_heads=4,
+                                                      num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
                                                       bos_token_id=2, eos_token_id=3, pad_token_id=1)),
         "bert": lambda: BertModel(BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                              intermediate_size=64, max_position_embeddings=64)),

@@ -50,7 +50,7 @@ def test_minilm_draws_both_views(view):
     assert all(any(w in t for t in titles) for w in want), titles
 
 
-def test_a_causal_folder_shows_its_next_tokens_moving_and_says_why_it_has_no_neuron_view(tmp_path, monkeypatch):
+def test_a_causal_folder_shows_its_next_tokens_moving_and_its_rotated_q_and_k(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     _save(tmp_path, "llama")
     _save(tmp_path, "gpt2")
@@ -60,12 +60,59 @@ def test_a_causal_folder_shows_its_next_tokens_moving_and_says_why_it_has_no_neu
     bars = next(f for f in figures(at) if "set to zero before W_O" in _titles(f))
     assert len(bars["data"]) == 2 and "next-token probability" in bars["layout"]["yaxis2"]["title"]["text"]
     assert any("top-10 overlap" in d.value.columns for d in at.dataframe)
-    at = app("model=llama&layer=1&view=neurons&text=the+cat+sat", timeout=120)
+    at = app("model=llama&layer=1&view=neurons&head=3&text=the+cat+sat", timeout=120)
     no_errors(at)
-    assert not any("q∘k" in _titles(f) for f in figures(at)) and any("rotary positions" in i.value for i in at.info)
+    assert not any("neuron view needs" in i.value for i in at.info), [i.value for i in at.info]
+    fig = next(f for f in figures(at) if "q∘k sums to q·k" in _titles(f))
+    assert "rotated by position (rotary)" in _titles(fig)
+    assert any("rotated by position (rotary positions)" in c.value for c in at.caption)
+    product, sums = heatmaps(fig)[2], heatmaps(fig)[3]
+    assert abs(z(product).sum(1) - z(sums)[:, 0]).max() < 1e-4
     at = app("model=gpt2&layer=1&view=neurons&text=the+cat+sat", timeout=120)
     no_errors(at)
     assert any("q∘k sums to q·k" in _titles(f) for f in figures(at))
+    assert not any("rotary" in c.value or "position bias" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("stack", ["encoder", "decoder", "cross"])
+def test_t5s_every_stack_draws_the_neuron_view_with_its_position_bias(tmp_path, monkeypatch, stack):
+    pytest.importorskip("transformers")
+    _save(tmp_path, "t5")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app(f"model=t5&stack={stack}&layer=1&view=neurons&text=the+cat+sat", timeout=120)
+    no_errors(at)
+    assert not any("neuron view needs" in i.value for i in at.info), [i.value for i in at.info]
+    fig = next(f for f in figures(at) if "q∘k sums to q·k" in _titles(f))
+    sums = heatmaps(fig)[3]
+    biased = stack != "cross"  # T5's cross-attention adds no relative position bias
+    assert ("position bias" in sums["x"]) == biased
+    assert any(("position bias b[i, j]" in c.value) == biased and "neuron view" in c.value for c in at.caption)
+    if biased:
+        cols = z(sums)
+        assert abs(cols[:, 0] + cols[:, 1] - cols[:, 2]).max() < 1e-5  # q·k + bias = the score
+
+
+@pytest.mark.parametrize("name,stack,said", [("llama", "encoder", "旋转位置编码"), ("t5", "decoder", "位置偏置")])
+def test_the_rotary_and_position_bias_neuron_views_in_chinese(tmp_path, monkeypatch, name, stack, said):
+    pytest.importorskip("transformers")
+    from .test_i18n import texts, untranslated
+
+    _save(tmp_path, name)
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app(f"lang=zh&model={name}&stack={stack}&layer=1&view=neurons&text=the+cat+sat", timeout=120)
+    no_errors(at)
+    assert not untranslated(texts(at)), untranslated(texts(at))[:3]
+    fig = next(f for f in figures(at) if "q∘k 这一行" in _titles(f))
+    assert said in _titles(fig) and any(said in c.value for c in at.caption)
+
+
+def test_a_folder_whose_scores_are_not_its_q_k_says_why_it_has_no_neuron_view(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    _save(tmp_path, "qwen3")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app("model=qwen3&layer=1&view=neurons&text=the+cat+sat", timeout=120)
+    no_errors(at)
+    assert not any("q∘k" in _titles(f) for f in figures(at)) and any("rotary positions" in i.value for i in at.info)
 
 
 @pytest.mark.parametrize("view", ["norms", "neurons"])

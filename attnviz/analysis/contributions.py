@@ -15,8 +15,10 @@ per head, the output projection W_O (E, H·D) and what went into and came out of
   projection) and the next-token distribution after the sentence is compared: the
   probability of the original top token, and how many of the original top 10 stay in the
   top 10.
-- **Neuron view** (BertViz's): for one query, per key: q, k, q∘k, Σ q∘k = q·k, the scaled
-  score and the weight.
+- **Neuron view** (BertViz's): for one query, per key: q, k, q∘k, Σ q∘k = q·k, the score
+  q·k · scale (+ the position bias b[i, j], where the model adds one: T5) and the weight,
+  softmax of the scores over the keys the mask lets through. Where the model rotates q and k
+  by position (rotary positions: LLaMA), q and k are the rotated ones, which the scores use.
 """
 
 from __future__ import annotations
@@ -133,12 +135,23 @@ class NeuronRow:
     weight: np.ndarray  # after softmax (and the mask) (S,)
     visible: np.ndarray  # bool (S,): the mask lets this query see the key
     scale: float
+    bias: np.ndarray | None = None  # the position bias b[i, j] added to the scores (S,); None: none
+    rotary: bool = False  # q and k are rotated by position (rotary positions)
+
+    @property
+    def score(self) -> np.ndarray:
+        """What softmax reads (before the mask): q·k · scale + b[i, j] (S,)."""
+        return self.scaled if self.bias is None else self.scaled + self.bias
 
     def to_dict(self) -> dict:
         return {"q": self.q.tolist(), "k": self.k.tolist(), "q_times_k": self.product.tolist(),
                 "sum_of_q_times_k": self.product.sum(-1).tolist(), "q_dot_k": self.dot.tolist(),
                 "scale": self.scale, "scaled": self.scaled.tolist(), "weight": self.weight.tolist(),
-                "visible": self.visible.tolist()}
+                "visible": self.visible.tolist(), "rotary": self.rotary,
+                **({} if self.bias is None else {"position_bias": self.bias.tolist()}),
+                "score": self.score.tolist(),
+                "score_means": "q·k × scale" + ("" if self.bias is None else " + position bias")
+                               + (" (q and k rotated by position)" if self.rotary else "")}
 
 
 def neuron_parts(result: AttentionResult) -> HeadParts:
@@ -160,6 +173,7 @@ def neuron_row(result: AttentionResult, n: int, h: int, i: int) -> NeuronRow:
     k = parts.k[n, h, :S].float()  # (S, D)
     product = q * k  # (S, D)
     dot = k @ q  # (S,)
+    bias = None if parts.bias is None else parts.bias[n, h, i, :S].float().numpy()  # (S,)
     return NeuronRow(q.numpy(), k.numpy(), product.numpy(), dot.numpy(), (dot * parts.scale).numpy(),
                      result.weights[n, h, i, :S].float().numpy(), result.mask_matrix(n)[i, :S].numpy(),
-                     float(parts.scale))
+                     float(parts.scale), bias, parts.rotary)

@@ -4,6 +4,8 @@
 attention), ``hf`` (any Hugging Face folder on transformers: decoders, encoders,
 encoder–decoders, vision transformers), ``hooks`` (forward hooks on a transformers model's
 attention projections: the followed layer's values, W_O, q and k, and a head knocked out),
+``positions`` (what an attention module adds after those projections: rotary q and k, a
+position bias),
 ``vision`` (an image as a ViT's input),
 ``generate`` (greedy generation with each token's attention), ``given`` (weights from a
 file), ``tiny`` (the attention-only model of "Watch it learn") and ``registry`` (which

@@ -33,8 +33,13 @@ class HeadParts:
         out = joined W_O^T + b_O,  joined = [head_0 | head_1 | ... ]   (N, L, H·D)
 
     ``w_o``'s columns h·D .. (h+1)·D are W_O^h, the slice head h's output multiplies.
-    ``q`` and ``k`` are kept only where softmax(q·k · scale + mask) gives the model's own
-    weights (``qk_note`` says why not, e.g. rotary positions or a relative position bias).
+    ``q`` and ``k`` are the ones the scores use, kept only where
+
+        weights = softmax(q·k · scale + bias + mask)
+
+    gives the model's own weights (``qk_note`` says why not). A model with rotary positions
+    rotates q and k by position before q·k (``rotary``: these are the rotated ones); one with a
+    relative position bias (T5) adds ``bias`` to the scores (None: no bias).
     ``knock_out(n, heads)``: for a causal LM, the next-token probabilities (len(heads), V)
     after sequence ``n``, row r with head ``heads[r]``'s output zeroed before W_O (-1: none),
     from one batched rerun of the whole model; None elsewhere.
@@ -47,7 +52,9 @@ class HeadParts:
     b_o: torch.Tensor | None  # (E,)
     q: torch.Tensor | None = None  # (N, H, L, D), as the scores use them
     k: torch.Tensor | None = None  # (N, H, S, D)
-    scale: float = 1.0  # scores = q·k · scale
+    scale: float = 1.0  # scores = q·k · scale (+ bias)
+    bias: torch.Tensor | None = None  # a position bias added to the scores, before the mask (N, H, L, S)
+    rotary: bool = False  # q and k are rotated by position (rotary positions) before q·k
     qk_note: str = ""  # why q and k are not kept
     knock_out: Callable[[int, list[int]], torch.Tensor] | None = None
     token_name: Callable[[int], str] | None = None  # a vocabulary id's token, with knock_out
@@ -60,7 +67,7 @@ class HeadParts:
         if self.qk_check is not None:
             why, self.qk_check = self.qk_check(), None
             if why:
-                self.q = self.k = None
+                self.q = self.k = self.bias = None
                 self.qk_note = why
         return self.q is not None and self.k is not None
 

@@ -5,6 +5,10 @@ The attention modules are found by the names of their projections (``FAMILIES``)
 table covers GPT-2 (one Conv1D for q, k and v), LLaMA (grouped-query: a key/value head is
 repeated for the query heads that share it), BERT and RoBERTa, T5, BART and ViT. The model
 is shared by every session of the server: a hook acts only in the thread that set it.
+
+Positions that a module adds after its projections (rotary q and k, an additive position bias)
+are read by a hook on the module itself (``positions``): the q and k kept are the ones the
+scores use, with the bias beside them, and the check says whether they give the weights.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from contextlib import contextmanager
 import torch
 
 from attnviz.i18n import _
+from attnviz.models import positions
 from attnviz.models.base import HeadParts
 
 # The query, key, value and output projections, relative to the attention module. One Conv1D
@@ -27,7 +32,7 @@ FAMILIES = (
     ("q", "k", "v", "o"),  # T5
 )
 CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention")  # a decoder's attention over the encoder
-QK_TOLERANCE = 1e-4  # softmax(q·k · scale + mask) against the model's own weights
+QK_TOLERANCE = 1e-4  # softmax(q·k · scale + bias + mask) against the model's own weights
 
 
 def attention_modules(model) -> dict[str, list[tuple]]:
@@ -50,12 +55,13 @@ def attention_modules(model) -> dict[str, list[tuple]]:
 @contextmanager
 def watch(watched: tuple | None):
     """Keep what the followed layer's projections see in this thread's forward pass: q, k, v
-    (their outputs), the output projection's input ("joined") and output."""
+    (their outputs), the output projection's input ("joined") and output, and the positions the
+    attention module adds itself ("cos" and "sin": rotary; "bias": added to the scores)."""
     seen: dict[str, torch.Tensor] = {}
     if watched is None:
         yield seen
         return
-    _module, q, k, v, o = watched
+    module, q, k, v, o = watched
     owner = threading.get_ident()
 
     def keep(name):
@@ -68,7 +74,15 @@ def watch(watched: tuple | None):
         if threading.get_ident() == owner and "joined" not in seen:
             seen["joined"] = args[0].detach().float()
 
-    handles = [o.register_forward_pre_hook(keep_in), o.register_forward_hook(keep("output"))]
+    calls = []
+
+    def keep_positions(m, args, kwargs, out):
+        if threading.get_ident() == owner and not calls:  # the first call only, as above
+            calls.append(1)
+            seen.update(positions.position_inputs(m, args, kwargs, out))
+
+    handles = [o.register_forward_pre_hook(keep_in), o.register_forward_hook(keep("output")),
+               module.register_forward_hook(keep_positions, with_kwargs=True)]
     if q is k:  # one packed projection
         handles.append(q.register_forward_hook(keep("qkv")))
     else:
@@ -103,15 +117,22 @@ def head_parts(watched, seen: dict, w: torch.Tensor, mask, lengths: list[int],
         return t.repeat_interleave(H // n, dim=1) if n != H else t
 
     q, k, v = heads(q, H), heads(k, kv), heads(v, kv)  # (N, H, L|S, D)
+    rotary = "cos" in seen and seen["cos"].shape[-2] == L == k.shape[2]  # the scores use q and k rotated by position
+    if rotary:
+        q, k = positions.rotate(module, q, k, seen["cos"], seen["sin"])  # (N, H, L, D), (N, H, S, D)
+    bias = seen.get("bias")
+    bias = bias.expand(N, H, L, S) if bias is not None and bias.shape[-3:] == (H, L, S) else None  # (N, H, L, S)
     weight = o.weight.detach().float()
     w_o = weight if isinstance(o, torch.nn.Linear) else weight.T  # (E, H·D): a Conv1D holds (in, out)
     b_o = None if getattr(o, "bias", None) is None else o.bias.detach().float()
     scale = next((float(m.scaling) for m in (module, getattr(module, "self", None))
                   if isinstance(getattr(m, "scaling", None), (int, float))), D ** -0.5)
-    parts = HeadParts(v, seen["joined"], seen["output"], w_o, b_o, q, k, scale)
+    parts = HeadParts(v, seen["joined"], seen["output"], w_o, b_o, q, k, scale, bias=bias, rotary=rotary)
 
-    def check() -> str:  # softmax(q·k · scale + mask) against the model's own weights, on the real rows
+    def check() -> str:  # softmax(q·k · scale + bias + mask) against the model's own weights, on the real rows
         scores = (q @ k.transpose(-1, -2)) * scale  # (N, H, L, S)
+        if bias is not None:
+            scores = scores + bias  # (N, H, L, S)
         if mask is not None:
             scores = scores.masked_fill(~mask.bool(), float("-inf"))
         mine = torch.softmax(scores, -1).nan_to_num(0.0)  # (N, H, L, S)

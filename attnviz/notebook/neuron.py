@@ -1,6 +1,8 @@
 """BertViz's neuron view, offline: for one head and one query token, each key's k, the
 elementwise product q∘k (a column per dimension of the head), its sum q·k, the scaled score
-and the weight after softmax.
+(plus the position bias where the model adds one, as T5 does) and the weight after softmax.
+Where the model rotates q and k by position (rotary positions, as LLaMA does), the q and k
+shown are the rotated ones, which its scores use; the title says so.
 
 BertViz's ``neuron_view.show(model, model_type, tokenizer, sentence_a, sentence_b=None,
 display_mode='dark', layer=None, head=None, html_action='view')`` needs its own patched
@@ -84,7 +86,10 @@ def neuron_view(model_or_run, sentence_a: str | None = None, sentence_b: str | N
         except ValueError as e:
             raise ValueError(f"neuron_view: {e}") from None
         keys = result.source_tokens[n][: len(r.dot)]
+        bias = "" if r.bias is None else " plus the position bias"
         title = (f"layer {result.layer}, head {h}, query “{escape_label(result.tokens[n][i])}” ({i}): the row of "
-                 f"q∘k sums to q·k; × {r.scale:.4g} gives the score; softmax gives the weight")
-        figures.append(neuron_figure(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style))
+                 f"q∘k sums to q·k; × {r.scale:.4g}{bias} gives the score; softmax gives the weight"
+                 + ("; q and k rotated by position (rotary)" if r.rotary else ""))
+        figures.append(neuron_figure(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style,
+                                     bias=r.bias))
     return deliver(Rendered(figures), html_action)

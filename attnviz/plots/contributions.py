@@ -39,18 +39,32 @@ def knockout_figure(moved: list[float], title: str, style: FigureStyle = FigureS
     return figure(traces, layout_for(layout, style, title))
 
 
+def score_columns(dot: np.ndarray, scaled: np.ndarray, bias: np.ndarray | None) -> tuple[list[str], np.ndarray]:
+    """The columns between q∘k and the weight, per key (S, C): Σ q∘k = q·k and the scaled score;
+    with a position bias, q·k, the scaled score (left out when scaling changes nothing, as in
+    T5), the bias and their sum, the score softmax reads."""
+    if bias is None:
+        return ["Σ q∘k = q·k", _("scaled")], np.stack([dot, scaled], 1)  # (S, 2)
+    names, cols = ["Σ q∘k = q·k"], [dot]
+    if not np.array_equal(scaled, dot):
+        names, cols = [*names, _("scaled")], [*cols, scaled]
+    return [*names, _("position bias"), _("score")], np.stack([*cols, bias, scaled + bias], 1)  # (S, C)
+
+
 def neuron_figure(q: np.ndarray, k: np.ndarray, product: np.ndarray, dot: np.ndarray, scaled: np.ndarray,
                   weight: np.ndarray, visible: np.ndarray, keys: list[str], title: str,
-                  style: FigureStyle = FigureStyle()) -> go.Figure:
+                  style: FigureStyle = FigureStyle(), *, bias: np.ndarray | None = None) -> go.Figure:
     """BertViz's neuron view of one query: q (top), each key's k, the elementwise q∘k (one
-    column per dimension of the head), then per key Σ q∘k = q·k, the scaled score and the
-    weight after softmax (blocked keys say "masked")."""
+    column per dimension of the head), then per key Σ q∘k = q·k, the scaled score (with a
+    position bias ``bias`` (S,): the bias and the score, ``score_columns``) and the weight after
+    softmax (blocked keys say "masked")."""
     S, D = k.shape
+    names, scores = score_columns(dot, scaled, bias)  # (S, C)
     y = axis_labels(keys)
     dims = [str(d) for d in range(D)]
     lim = float(max(np.abs(k).max(initial=0), np.abs(q).max(initial=0))) or 1.0
     plim = float(np.abs(product).max(initial=0)) or 1.0
-    slim = float(max(np.abs(dot).max(initial=0), np.abs(scaled).max(initial=0))) or 1.0
+    slim = float(np.abs(scores).max(initial=0)) or 1.0
     div = colorscale(DIVERGING)
     cell = lambda name: f"{_('key')}: %{{y}}<br>{_('dimension')} %{{x}}<br>{name}: %{{z:.4f}}<extra></extra>"  # noqa: E731
     masked = _("masked")
@@ -62,7 +76,7 @@ def neuron_figure(q: np.ndarray, k: np.ndarray, product: np.ndarray, dot: np.nda
          "colorscale": div, "zmin": -lim, "zmax": lim, "showscale": False, "hovertemplate": cell("k")},
         {"type": "heatmap", "z": product.astype(np.float64), "x": dims, "y": y, "xaxis": "x2", "yaxis": "y",
          "colorscale": div, "zmin": -plim, "zmax": plim, "showscale": False, "hovertemplate": cell("q∘k")},
-        {"type": "heatmap", "z": np.stack([dot, scaled], 1).astype(np.float64), "x": ["Σ q∘k = q·k", _("scaled")],
+        {"type": "heatmap", "z": scores.astype(np.float64), "x": names,
          "y": y, "xaxis": "x3", "yaxis": "y", "colorscale": div, "zmin": -slim, "zmax": slim, "showscale": False,
          "texttemplate": "%{z:.3f}", "hovertemplate": f"{_('key')}: %{{y}}<br>%{{x}}: %{{z:.4f}}<extra></extra>"},
         {"type": "heatmap", "z": weight[:, None].astype(np.float64), "x": [_("weight")], "y": y, "xaxis": "x4",
@@ -71,10 +85,12 @@ def neuron_figure(q: np.ndarray, k: np.ndarray, product: np.ndarray, dot: np.nda
          "texttemplate": "%{text}", "hovertemplate": f"{_('key')}: %{{y}}<br>{_('weight')}: %{{z:.4f}}<extra></extra>"},
     ]
     row = {"type": "category", "showgrid": False}
+    wide = len(names) > 2  # the bias and the score take room from q∘k's block
     layout: dict = {
         "xaxis": {**row, "domain": [0, 0.33], "title": {"text": _("k, per dimension")}},
-        "xaxis2": {**row, "domain": [0.36, 0.69], "anchor": "y", "title": {"text": _("q∘k, per dimension")}},
-        "xaxis3": {**row, "domain": [0.73, 0.9], "anchor": "y"},
+        "xaxis2": {**row, "domain": [0.36, 0.64 if wide else 0.69], "anchor": "y",
+                   "title": {"text": _("q∘k, per dimension")}},
+        "xaxis3": {**row, "domain": [0.67 if wide else 0.73, 0.9], "anchor": "y"},
         "xaxis4": {**row, "domain": [0.92, 1.0], "anchor": "y"},
         "yaxis": {**row, **rows_down(S), "domain": [0, 0.86]},
         "yaxis2": {**row, "domain": [0.9, 1.0], "anchor": "x"},

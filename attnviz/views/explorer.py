@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
+from attnviz.views.neurons import describe_neurons, neuron_figure
 from attnviz.views.registry import FIGURE_VIEWS
 from attnviz.views.selection import style_for
 from attnviz.views.state import ViewState
@@ -123,20 +124,6 @@ def knockout_figure(result: AttentionResult, n: int, style: F.FigureStyle, ko=No
     ko = ko or knockout(result, n)
     return bars(ko.moved, _("layer {layer}: each head's output set to zero before W_O").format(layer=result.layer),
                 style, top_p_without=ko.top_p_without, top_p=ko.top_p, top_token=F.escape_label(ko.top_token or ""))
-
-
-def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.FigureStyle) -> go.Figure:
-    """BertViz's neuron view of query ``q`` of head ``h``."""
-    from attnviz.analysis.contributions import neuron_row
-    from attnviz.plots.contributions import neuron_figure as draw
-
-    q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
-    r = neuron_row(result, n, h, q)
-    keys = result.source_tokens[n][: len(r.dot)]
-    title = _("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} gives the score; softmax "
-              "gives the weight").format(h=h, token=F.escape_label(result.tokens[n][q]), q=q,
-                                         scale=f"{r.scale:.4g}")
-    return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style)
 
 
 def view_problem(result: AttentionResult, view: str) -> str | None:
@@ -347,18 +334,6 @@ def describe_norms(result: AttentionResult, n: int, ko=None) -> str:
     return (_("Weights beside weighted value norms, layer {layer}.").format(layer=result.layer) + " " + "; ".join(parts)
             + ". " + _("Knocking out head {h} (its output set to zero before W_O) moves the layer's output most: "
                        "{x} of its norm.").format(h=worst, x=f"{ko.moved[worst]:.3f}"))
-
-
-def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
-    from attnviz.analysis.contributions import neuron_row
-
-    q = q if q >= 0 else result.lengths[n] - 1
-    r = neuron_row(result, n, h, q)
-    j = int(r.weight.argmax())
-    return _("Neuron view of head {h}, query “{token}”: for each key, the {d} products q∘k sum to q·k, times {scale} "
-             "is the score. The largest weight, {w}, goes to “{key}” (q·k = {dot}).").format(
-        h=h, token=result.tokens[n][q], d=r.q.shape[0], scale=f"{r.scale:.4g}", w=f"{r.weight[j]:.3f}",
-        key=result.source_tokens[n][j], dot=f"{r.dot[j]:.3f}")
 
 
 def pooled_note(result: AttentionResult, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:

@@ -1,0 +1,70 @@
+"""The explorer's neuron view (BertViz's) of one query: its figure, its one-line definition
+for the page, and its text alternative. Each says when the model rotates q and k by position
+(rotary positions) or adds a position bias to the scores (T5), where the run's
+``HeadParts`` say so (``attnviz.analysis.contributions.neuron_row``).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from attnviz import plots as F
+from attnviz.i18n import _
+from attnviz.run.result import AttentionResult
+
+
+def rotary_note() -> str:
+    return _("q and k are rotated by position (rotary positions): the ones shown are the ones the scores use.")
+
+
+def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.FigureStyle) -> go.Figure:
+    """BertViz's neuron view of query ``q`` of head ``h``."""
+    from attnviz.analysis.contributions import neuron_row
+    from attnviz.plots.contributions import neuron_figure as draw
+
+    q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
+    r = neuron_row(result, n, h, q)
+    keys = result.source_tokens[n][: len(r.dot)]
+    title = (_("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} gives the score; softmax "
+               "gives the weight") if r.bias is None else
+             _("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} plus the position bias gives "
+               "the score; softmax gives the weight")).format(h=h, token=F.escape_label(result.tokens[n][q]), q=q,
+                                                               scale=f"{r.scale:.4g}")
+    if r.rotary:
+        title += "; " + _("q and k rotated by position (rotary)")
+    return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style, bias=r.bias)
+
+
+def neuron_caption(result: AttentionResult) -> str:
+    """The view's definition in one line, for the page: with the position bias where the
+    model adds one, and a sentence on rotary positions where it rotates q and k."""
+    from attnviz.analysis.contributions import neuron_parts
+
+    parts = neuron_parts(result)
+    text = (_("BertViz's neuron view, for the query chosen above: each key's k, the elementwise product q∘k (one "
+              "column per dimension of the head), their sum q·k (the row of q∘k sums to it), the score q·k × scale "
+              "and the weight after softmax.") if parts.bias is None else
+            _("BertViz's neuron view, for the query chosen above: each key's k, the elementwise product q∘k (one "
+              "column per dimension of the head), their sum q·k (the row of q∘k sums to it), the model's position "
+              "bias b[i, j] (added to the scores inside its attention), the score q·k × scale + b[i, j] and the "
+              "weight after softmax."))
+    return text + (" " + rotary_note() if parts.rotary else "")
+
+
+def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
+    """The view's text alternative: the definition and where the largest weight goes."""
+    from attnviz.analysis.contributions import neuron_row
+
+    q = q if q >= 0 else result.lengths[n] - 1
+    r = neuron_row(result, n, h, q)
+    j = int(r.weight.argmax())
+    values = dict(h=h, token=result.tokens[n][q], d=r.q.shape[0], scale=f"{r.scale:.4g}", w=f"{r.weight[j]:.3f}",
+                  key=result.source_tokens[n][j], dot=f"{r.dot[j]:.3f}")
+    if r.bias is None:
+        text = _("Neuron view of head {h}, query “{token}”: for each key, the {d} products q∘k sum to q·k, times "
+                 "{scale} is the score. The largest weight, {w}, goes to “{key}” (q·k = {dot}).").format(**values)
+    else:
+        text = _("Neuron view of head {h}, query “{token}”: for each key, the {d} products q∘k sum to q·k; times "
+                 "{scale}, plus the position bias, it is the score. The largest weight, {w}, goes to “{key}” "
+                 "(q·k = {dot}, position bias = {bias}).").format(**values, bias=f"{r.bias[j]:.3f}")
+    return text + (" " + rotary_note() if r.rotary else "")
