@@ -131,3 +131,14 @@ def test_a_training_recorded_before_roles_replays_and_says_so(learned_defaults, 
     assert any("recorded before roles were" in c.value for c in at.caption)
     assert not any(" · " in t for t in _titles(_figure(at, "every head on the probe")))
     assert any(t.endswith(" · induction") for t in _titles(_figure(at, "every head on your sequence")))
+
+
+def test_the_command_lines_animation_titles_each_frames_heads_with_that_checkpoints_roles(learned_defaults):
+    from attnviz.plots import FigureStyle
+    from attnviz.views.learn_report import animation
+
+    record = learned_defaults["records"][0]
+    fig = animation(record, FigureStyle())
+    first, last = ([a.text for a in f.layout.annotations] for f in (fig.frames[0], fig.frames[-1]))
+    assert first == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]  # untrained: no role passes its threshold
+    assert any(t.endswith(" · prev") for t in last[:2]) and any(t.endswith(" · induction") for t in last[2:]), last
