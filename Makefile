@@ -46,9 +46,9 @@ figures: $(STAMP)
 # Extract every _()/N_() message, merge it into each language's .po, compile the .mo files
 # that ship with the package (committed, so a fresh clone needs no Babel to run).
 i18n: $(STAMP)
-	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output \
+	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output --no-wrap \
 		-o attnviz/locale/attnviz.pot .
-	$(VENV)/bin/pybabel update -D attnviz -i attnviz/locale/attnviz.pot -d attnviz/locale --no-fuzzy-matching
+	$(VENV)/bin/pybabel update -D attnviz -i attnviz/locale/attnviz.pot -d attnviz/locale --no-fuzzy-matching --no-wrap
 	$(VENV)/bin/pybabel compile -D attnviz -d attnviz/locale --statistics
 
 lint: $(STAMP)

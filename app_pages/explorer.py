@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_LABELS, ROLE_THRESHOLDS, ROLE_WORDS
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
 from attnviz.views import generation as G
@@ -27,6 +27,7 @@ from attnviz.views.explorer import (
 )
 from attnviz.views.neurons import neuron_caption
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
+from attnviz.views.roles import legend as roles_legend
 from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, picks, session, widgets
 from ui.controls import control, row
@@ -127,8 +128,7 @@ elif view == "model":
                             selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
     st.caption(_("Each block is one layer × head. Click a block to open it in the 'One head' view.") + " " + _(
         "Roles, where a head's mean weight passes the threshold: {legend}; dup and induction on a repeated random "
-        "probe (Head roles says which).").format(legend=" · ".join(
-            f"**{_(ROLE_LABELS[r])}** {_(ROLE_WORDS[r])} ≥ {t}" for r, t in ROLE_THRESHOLDS.items())))
+        "probe (Head roles says which).").format(legend=roles_legend()))
     points = getattr(getattr(event, "selection", None), "points", None) or []
     if points:
         block = points[0].get("customdata")

@@ -3,13 +3,16 @@
 import pandas as pd
 import streamlit as st
 
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
 from attnviz.i18n import _, fixed
+from attnviz.learn import roles as R
 from attnviz.learn import trained as T
-from attnviz.learn.train import LENGTH, best, phase_change
+from attnviz.learn.train import LENGTH, VOCAB, best, phase_change
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
+from attnviz.views.roles import legend as roles_legend
 from attnviz.views.selection import style_for
-from ui import compute, session, widgets
+from ui import compute, picks, session, widgets
 from ui.controls import control
 
 s = session.current()
@@ -92,10 +95,17 @@ def live() -> None:
     control("checkpoint", c1, kind="slider", bounds=(-1, max(0, n - 1)))
     c2.toggle(_("Play"), key="_learn_play", help=_("Step through the checkpoints, one a second."))
     chosen = p.checkpoints[int(st.session_state["checkpoint"])]
+    roles = V.roles_at(chosen)
     compute.chart(compute.figure(("learn-heads", keys[0], chosen["step"], compute.style_key(style)),
                                  lambda: V.heads_figure(chosen, p.record["probe"]["tokens"] if p.record else
-                                                        V.probe_tokens(settings), style)),
+                                                        V.probe_tokens(settings), style, roles=roles)),
                   key="learn_probe", filename="attnviz-learn-heads")
+    st.caption((_("Each head is titled with its role at this checkpoint, where its mean weight on the roles probe "
+                  "passes the threshold: {legend}.").format(legend=roles_legend()) if roles is not None else
+                _("This training was recorded before roles were: its heads are not titled with roles here (the "
+                  "trained model's are, below).")) + " " +
+               _("The roles probe is BOS, then {n} random tokens (seed {seed}) repeated once; the figure draws the "
+                 "task's probe sequence.").format(n=PROBE_LENGTH, seed=PROBE_SEED))
     if not p.done and not running:
         st.rerun()  # the training started in this rerun: poll from the next one
     if p.done and running:
@@ -114,10 +124,27 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
     c1, c2 = st.columns([1, 3])
     c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),
                  hide_index=True, column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
+    scores = compute.cached(("learn-roles", keys[0]), lambda: R.of_model(model), limited=False)
+    roles = R.roles(scores)
     with c2:
         compute.chart(V.heads_figure({"step": progress.checkpoints[-1]["step"], "weights": weights.tolist()}, ids,
-                                     style_for(s), title=_("every head on your sequence")),
+                                     style_for(s), title=_("every head on your sequence"), roles=roles),
                       key="learn_yours", filename="attnviz-learn-yours")
+    st.subheader(_("Head roles"))
+    st.caption(_("Every head's scores on the roles probe ({probe}), for the final model: its mean weight on the "
+                 "previous token, the first token, itself, earlier copies of its token (duplicate_token) and the "
+                 "token after an earlier copy (induction); entropy divided by ln of the visible keys. A role is named "
+                 "where its score passes its threshold ({thresholds}); the heads above are titled with it. Sort by "
+                 "any column; select a row to open that head: it is drawn on your sequence and knocked out.").format(
+        probe=V.probe_words(VOCAB), thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items())))
+    table = pd.DataFrame(V.roles_table(scores))
+    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="learn_roles",
+                          column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                         for c in table.columns if c not in ("layer", "head", "role")})
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        row = table.iloc[rows[0]]
+        picks.pick({"knockout": f"{int(row['layer'])}.{int(row['head'])}"}, ("learn-roles", rows[0]))
     options = ["none"] + [f"{layer}.{h}" for layer in range(settings.layers) for h in range(settings.heads)]
     if st.session_state.get("knockout") not in options:
         st.session_state["knockout"] = "none"
@@ -131,6 +158,8 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                       "to {d}.").format(layer=layer, head=head, a=f"{k['loss_repeat']:.2f}",
                                         b=f"{k['knocked_repeat']:.2f}", c=f"{k['loss_other']:.2f}",
                                         d=f"{k['knocked_other']:.2f}"))
+        compute.chart(V.head_figure(weights.tolist(), ids, layer, head, roles[layer, head], style_for(s)),
+                      key="learn_head", filename=f"attnviz-learn-L{layer}H{head}")
     st.caption(_("Best prefix-matching score in the last layer: {pm}; best previous-token score in layer 0: "
                  "{pt}.").format(
         pm=f"{best(progress.checkpoints[-1], 'prefix_matching', settings.layers - 1):.2f}",

@@ -20,3 +20,28 @@ def _fresh_app_caches():
         mod.RESULTS.clear()
         mod.FIGURES.clear()
     yield
+
+
+@pytest.fixture(scope="session")
+def learned_defaults(tmp_path_factory):
+    """Watch it learn's default training and its one-layer control, trained once per test
+    session as the worker trains them (``_train_to_files``, in this process, one thread):
+    a runs folder holding their records and weights, as a server's replays read them.
+    {"dir": the folder, "keys": [default, control], "records": [default, control]}."""
+    import json
+    from dataclasses import asdict
+
+    from attnviz.learn.worker import _train_to_files, key_of
+    from attnviz.views.learn import default_trainings
+
+    folder = tmp_path_factory.mktemp("learn-runs")
+    threads = torch.get_num_threads()
+    try:
+        keys = []
+        for settings in default_trainings():
+            keys.append(key_of(settings))
+            _train_to_files(asdict(settings), str(folder), keys[-1])
+    finally:
+        torch.set_num_threads(threads)  # the worker's function sets one thread
+    return {"dir": folder, "keys": keys,
+            "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}

@@ -432,6 +432,17 @@ def test_a_result_cached_for_one_language_gives_another_session_its_own_words():
     assert any("The window (9) covers the whole text" in i.value for i in en.info)
 
 
+def test_the_model_view_states_what_each_role_means_and_its_threshold():
+    """The one-line legend (``views.roles.legend``, shared with Watch it learn)."""
+    at = app("text=I+love+AI&heads=2&view=model")
+    no_errors(at)
+    caption = next(c.value for c in at.caption if "Roles, where" in c.value)
+    for words in ("**prev** on the previous token ≥ 0.4", "**sink** on the first token (a sink) ≥ 0.5",
+                  "**self** on itself ≥ 0.5", "**dup** on earlier copies of its token ≥ 0.3",
+                  "**induction** on the token after an earlier copy ≥ 0.3"):
+        assert words in caption, caption
+
+
 def test_roles_view_holds_the_score_table_and_flow_draws_or_gives_its_bound():
     from attnviz.limits import MAX_FLOW_TOKENS
 

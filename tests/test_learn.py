@@ -79,12 +79,11 @@ def test_the_same_seed_gives_identical_numbers():
 
 
 @pytest.fixture(scope="module")
-def default_runs():
-    torch.set_num_threads(1)  # as in the worker
-    try:
-        return train(LearnSettings()), train(LearnSettings(layers=1, heads=4))
-    finally:
-        torch.set_num_threads(2)
+def default_runs(learned_defaults):
+    """The default training and its one-layer control (4 heads), as the worker records them."""
+    two, one = learned_defaults["records"]
+    assert one["config"]["layers"] == 1 and one["config"]["heads"] == 4
+    return two, one
 
 
 def test_two_layers_form_an_induction_head_and_one_layer_does_not(default_runs):

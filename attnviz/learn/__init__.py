@@ -1,6 +1,7 @@
 """Watch attention learn: a tiny attention-only model (``attnviz.models.tiny``) trained on
 a task (``tasks``) in front of the class (``train``), in a worker process shared by every
-session that asks for the same settings (``worker``).
+session that asks for the same settings (``worker``); its heads' roles on a probe, as the
+explorer names them (``roles``); the finished model loaded back (``trained``).
 
 May import: ``attnviz.core``, ``attnviz.models``, ``attnviz.analysis``, ``limits``, ``i18n``.
 """

@@ -139,8 +139,9 @@ def head_parts(watched, seen: dict, w: torch.Tensor, mask, lengths: list[int],
         worst = max(float((mine[n, :, :lengths[n], :kv_lengths[n]] - w[n, :, :lengths[n], :kv_lengths[n]])
                           .abs().max()) for n in range(N))
         return "" if worst <= QK_TOLERANCE else _(
-            "its scores are not q·k × scale alone: the model adds positions inside its attention (rotary positions "
-            "or a relative position bias), after the projections attnviz watches")
+            "its scores are not q·k × scale, even with rotary positions or a position bias taken in: the model "
+            "changes q, k or the scores inside its attention (a normalisation of q and k, say), after the "
+            "projections attnviz watches")
 
     parts.qk_check = check
     return parts

@@ -55,7 +55,8 @@ def view_figure(result: AttentionResult, state: ViewState, view: str | None = No
 
 def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
     """Every layer × head as small multiples (a row per layer), pooled like the grid."""
-    from attnviz.analysis.roles import ROLE_LABELS, head_roles, head_scores
+    from attnviz.analysis.roles import head_roles, head_scores
+    from attnviz.views.roles import head_title
 
     lw = result.layer_weights  # (layers, N, H, L, S)
     layers, _N, H = lw.shape[:3]
@@ -65,7 +66,7 @@ def model_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Fi
     for layer in range(layers):
         for h in range(H):
             d = F.matrix_data(lw[layer, n, h].numpy(), result.tokens[n], result.source_tokens[n],
-                               f"H{h}" + (f"<br>{_(ROLE_LABELS[roles[layer, h]])}" if roles[layer, h] else ""),
+                               head_title(layer, h, roles[layer, h], stacked=True),
                                F.DEFAULT_MAX_CELLS // 2)
             data.append(d)
     name = result.model_name
@@ -176,16 +177,13 @@ def roles_table(result: AttentionResult, n: int) -> list[dict]:
     """A row per layer × head: its scores on sentence ``n``, the probe-only scores on the probe
     (where the run can be repeated on one: ``probe_scores``) and its role."""
     from attnviz.analysis.roles import PROBE_ROLES, SCORES, head_roles, head_scores
+    from attnviz.views.roles import table
 
     k = result.lengths[n]
     s = head_scores(result.layer_weights[:, n, :, :k, :k].numpy(), result.tokens[n][:k])
     probe = probe_scores(result)
-    roles = head_roles(s, probe)
-    layers, H = roles.shape
-    return [{"layer": layer, "head": h, "role": roles[layer, h],
-             **{c: float(s[c][layer, h]) for c in SCORES if c not in PROBE_ROLES},
-             **({f"{c} (probe)": float(probe[c][layer, h]) for c in PROBE_ROLES} if probe else {})}
-            for layer in range(layers) for h in range(H)]
+    return table({**{c: s[c] for c in SCORES if c not in PROBE_ROLES},
+                  **({f"{c} (probe)": probe[c] for c in PROBE_ROLES} if probe else {})}, head_roles(s, probe))
 
 
 def probe_text_of(result: AttentionResult) -> str | None:

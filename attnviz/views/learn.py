@@ -1,5 +1,6 @@
 """The "Watch it learn" page's figures: the loss with its phase change, each head's scores
-over the steps, and every head's attention on the probe at one checkpoint."""
+over the steps, every head's attention on the probe at one checkpoint (titled with its role),
+one head enlarged, and the Head roles table."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from attnviz import plots as F
 from attnviz.i18n import N_, _
 from attnviz.learn.train import phase_change
 from attnviz.learn.trained import token_name
+from attnviz.views.roles import head_title, table
 
 SCORES = {"prefix_matching": N_("prefix matching"), "previous_token": N_("previous token"), "copying": N_("copying")}
 
@@ -37,19 +39,57 @@ def scores_figure(checkpoints: list[dict], score: str, style: F.FigureStyle) -> 
                           x_title=_("step"), y_title=_("score"), log_x=False)
 
 
-def heads_figure(checkpoint: dict, tokens: list[int], style: F.FigureStyle, title: str | None = None) -> go.Figure:
-    """Every (layer, head)'s attention on the probe at ``checkpoint``: a row per layer."""
+def heads_figure(checkpoint: dict, tokens: list[int], style: F.FigureStyle, title: str | None = None,
+                 roles=None) -> go.Figure:
+    """Every (layer, head)'s attention on the probe at ``checkpoint``: a row per layer, each
+    titled with its role where ``roles`` (layers, H) names one (``views.roles.head_title``)."""
     from dataclasses import replace
 
     import numpy as np
 
     w = np.asarray(checkpoint["weights"], dtype=np.float32)  # (layers, H, L, L)
     labels = [token_name(t) for t in tokens]
-    data = [F.matrix_data(w[layer, h], labels, labels, f"L{layer} H{h}", None)
+    data = [F.matrix_data(w[layer, h], labels, labels, head_title(layer, h, "" if roles is None else roles[layer, h]),
+                          None)
             for layer in range(w.shape[0]) for h in range(w.shape[1])]
     tall = replace(style, height=style.height or 140 + 300 * w.shape[0])  # square-ish blocks
     return F.grid_figure(data, tall, title=title or _("every head on the probe at step {s}").format(
         s=checkpoint["step"]), cols=w.shape[1], ticks=False)
+
+
+def head_figure(weights: list, tokens: list[int], layer: int, head: int, role: str, style: F.FigureStyle
+                ) -> go.Figure:
+    """One head's attention on ``tokens``, large enough to read (``weights``: (layers, H, L, L))."""
+    import numpy as np
+
+    labels = [token_name(t) for t in tokens]
+    w = np.asarray(weights, dtype=np.float32)[layer, head]  # (L, L)
+    return F.heatmap_figure(F.matrix_data(w, labels, labels, _("head {head} on your sequence").format(
+        head=head_title(layer, head, role)), None), style)
+
+
+def roles_at(checkpoint: dict):
+    """(layers, H) role names recorded at ``checkpoint``, or None (a record made before roles were)."""
+    from attnviz.learn.roles import roles
+
+    return roles(checkpoint["roles"]) if "roles" in checkpoint else None
+
+
+def roles_table(scores: dict) -> list[dict]:
+    """A row per layer × head: its role and every score (``analysis.roles.SCORES``) on the roles probe."""
+    import numpy as np
+
+    from attnviz.analysis.roles import SCORES
+    from attnviz.learn.roles import roles
+
+    return table({c: np.asarray(scores[c]) for c in SCORES}, roles(scores))
+
+
+def probe_words(vocab: int) -> str:
+    """The roles probe as the page writes tokens: "BOS 27 21 …"."""
+    from attnviz.learn.roles import probe
+
+    return " ".join(token_name(t) for t in probe(vocab))
 
 
 def control_of(settings):

@@ -5,7 +5,8 @@
 ``--out DIR`` writes ``loss.png``, ``scores.png`` (the three scores of every head),
 ``heads-step<N>.png`` at the first checkpoint, the phase change and the last one, and
 ``heads.html``: every checkpoint's heads as one self-contained animation (Plotly's frames
-and slider, Plotly's JavaScript inlined: it plays offline).
+and slider, Plotly's JavaScript inlined: it plays offline); each head is titled with its
+role at that checkpoint, as on the page.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def settings_from(args) -> LearnSettings:
 
 def animation(record: dict, style: F.FigureStyle) -> go.Figure:
     """Every checkpoint's heads as frames of one figure, with a slider and play button."""
-    figs = [V.heads_figure(c, record["probe"]["tokens"], style) for c in record["checkpoints"]]
+    figs = [V.heads_figure(c, record["probe"]["tokens"], style, roles=V.roles_at(c)) for c in record["checkpoints"]]
     base = go.Figure(figs[-1].to_dict())
-    base.frames = [go.Frame(data=f.to_dict()["data"], name=str(c["step"]), layout={"title": f.layout.title})
+    base.frames = [go.Frame(data=f.to_dict()["data"], name=str(c["step"]),
+                            layout={"title": f.layout.title, "annotations": f.layout.annotations})
                    for f, c in zip(figs, record["checkpoints"], strict=True)]
     steps = [{"label": str(c["step"]), "method": "animate",
               "args": [[str(c["step"])], {"mode": "immediate", "frame": {"duration": 0, "redraw": True}}]}
@@ -75,7 +77,8 @@ def write_figures(record: dict, out: Path, exporter: ImageExporter) -> list[Path
     if change is not None:
         chosen.add(next(i for i, c in enumerate(cs) if c["step"] == change["step"]))
     for i in sorted(chosen):
-        png(f"heads-step{cs[i]['step']}.png", V.heads_figure(cs[i], record["probe"]["tokens"], style), 700)
+        png(f"heads-step{cs[i]['step']}.png", V.heads_figure(cs[i], record["probe"]["tokens"], style,
+                                                                 roles=V.roles_at(cs[i])), 700)
     html = out / "heads.html"
     check_writable(html)
     write_atomic(html, animation(record, style).to_html(include_plotlyjs=True, full_html=True).encode("utf-8"))
