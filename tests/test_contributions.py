@@ -228,7 +228,7 @@ def test_a_model_whose_scores_are_not_its_q_k_even_rotated_keeps_the_refusal(tmp
     folder, model, _f = _save(tmp_path, "qwen3")
     r = compute(AttentionConfig(text="\n".join(TEXTS), model=str(folder), layer=1))
     assert r.parts.rotary  # rotated, yet the check fails: the view does not draw what the model does not compute
-    with pytest.raises(ValueError, match="rotary positions or a relative position bias"):
+    with pytest.raises(ValueError, match="even with rotary positions or a position bias taken in"):
         C.neuron_row(r, 0, 0, 0)
     assert r.parts.q is None and r.parts.bias is None
 
