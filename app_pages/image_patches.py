@@ -44,7 +44,7 @@ else:
     image = I.sample_image(s.image_sample)
 if vit:
     loading.ready(s.model)
-key = ("image-run", source, s.config, s.patch, s.stride, s.patch_mask, s.patch_k)
+key = ("image-run", source, s.config, s.input_projections, s.patch, s.stride, s.patch_mask, s.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))
 nH, nW = inp.meta["grid"]
 first = inp.meta.get("first", 0)
