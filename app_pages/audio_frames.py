@@ -31,7 +31,7 @@ if read is not None:
 else:
     samples, rate = I.sample_audio(s.audio_sample)
 st.audio(samples, sample_rate=rate)
-key = ("audio-run", source, s.config, s.frame, s.hop)
+key = ("audio-run", source, s.config, s.input_projections, s.frame, s.hop)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: audio_run(s, samples, rate)))
 labels = inp.labels
 st.session_state["frame_at"] = min(int(st.session_state.get("frame_at", 0)), len(labels) - 1)

@@ -11,8 +11,6 @@ from attnviz.views.explorer import (
     flow_problem,
     head_table,
     is_long,
-    knockout,
-    knockout_figure,
     next_tokens,
     output_table,
     pooled_note,
@@ -29,7 +27,7 @@ from attnviz.views.neurons import neuron_caption
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
 from attnviz.views.roles import legend as roles_legend
 from attnviz.views.selection import clamp_selection, file_stem, style_for
-from ui import compute, picks, session, widgets
+from ui import compute, heads, picks, session, widgets
 from ui.controls import control, row
 from ui.safe import md
 
@@ -174,22 +172,15 @@ elif view == "flow" and flow_problem(result, s.seq):
 elif view in ("norms", "neurons") and view_problem(result, view):
     st.info(md(view_problem(result, view)), icon=":material/info:")
 elif view == "norms":
-    st.caption(_("Left of each pair, head h's weights A[i, j]; right, its weighted value norms ‖A[i, j] · v_j W_O^h‖ "
-                 "(Kobayashi et al. 2020), where W_O^h is the part of the output projection that head h's output "
-                 "multiplies. A large weight on a key whose transformed value is small moves little. Each row of "
-                 "norms is drawn as its share of the row's total, on the weights' 0–1 scale."))
+    st.caption(_(heads.NORMS_CAPTION))
     show("norms")
-    st.subheader(_("Knock-out: remove one head"))
+    st.subheader(_(heads.KNOCKOUT_TITLE))
     st.caption(_("Each head's output is set to zero before W_O, one head at a time. The bars show how far the "
                  "layer's output moves: ‖output − output without the head‖ / ‖output‖, over this sentence's real "
                  "tokens. For a language model that predicts the next token, the model is rerun with the head "
                  "removed: the second chart shows the probability of its original top next token."))
-    ko = compute.guard(lambda: compute.cached(("knockout", result.config, s.seq), lambda: knockout(result, s.seq)))
-    fig = compute.figure(("knockout", *view_key(s, "norms")), lambda: knockout_figure(result, s.seq, style_for(s), ko),
-                         alt=lambda f: _("Knock-out, layer {layer}: the output moves by {moved} when each head "
-                                         "0–{last} is removed.").format(layer=result.layer, last=result.heads - 1,
-                                                                        moved=", ".join(f"{x:.3f}" for x in ko.moved)))
-    compute.chart(fig, key="chart_knockout", filename=file_stem(s, "knockout", result))
+    ko = heads.knockout_chart(result, s.seq, style_for(s), key=(result.config,), chart_key="chart_knockout",
+                              filename=file_stem(s, "knockout", result))
     if ko.top_token is not None:
         st.dataframe(pd.DataFrame({_("head"): list(range(result.heads)),
                                    _("p(top token) without the head"): ko.top_p_without,

@@ -3,11 +3,12 @@
 import streamlit as st
 
 from attnviz import inputs as I
-from attnviz.i18n import _
+from attnviz.i18n import N_, _, fixed
 from attnviz.models.registry import model_kind
-from attnviz.views.modality import followed, image_run, input_figure
+from attnviz.views.modality import IMAGE_VIEWS, followed, followed_state, image_run, input_figure
+from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import style_for
-from ui import compute, loading, picks, session, widgets
+from ui import compute, heads, loading, picks, session, widgets
 from ui.controls import control
 from ui.safe import md
 
@@ -44,7 +45,7 @@ else:
     image = I.sample_image(s.image_sample)
 if vit:
     loading.ready(s.model)
-key = ("image-run", source, s.config, s.patch, s.stride, s.patch_mask, s.patch_k)
+key = ("image-run", source, s.config, s.input_projections, s.patch, s.stride, s.patch_mask, s.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))
 nH, nW = inp.meta["grid"]
 first = inp.meta.get("first", 0)
@@ -69,4 +70,24 @@ event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", o
 points = getattr(getattr(event, "selection", None), "points", None) or []
 if points and isinstance(points[0].get("customdata"), (int, float)):
     picks.pick({"patch_at": int(points[0]["customdata"])}, ("patch", int(points[0]["customdata"])))
-widgets.input_results(key, inp, result, s, style, "image-patches", views=("grid", "mean"))
+# Below the overlay, one view at a time, built only when chosen: the weights (every head and
+# their mean), does the head matter, or the neuron view of the followed token. The random
+# layer keeps every step, so it gives all three, as a vision transformer does.
+if st.session_state.get("view") not in IMAGE_VIEWS:  # a link's explorer view (head, mean…): the weights
+    st.session_state["view"] = "grid"
+titles = {**VIEW_TITLES, "grid": N_("All heads and the mean")}
+control("view", kind="segmented", options=IMAGE_VIEWS, format_func=lambda v, t=fixed(): t(titles[v]))
+view = st.session_state["view"]
+if view == "neurons":
+    if not 0 <= st.session_state.get("head", 0) < result.heads:
+        st.session_state["head"] = 0
+    control("head", options=range(result.heads), width=140)
+s = session.current()
+if view == "grid":
+    widgets.input_results(key, inp, result, s, style, "image-patches", views=("grid", "mean"))
+else:
+    if not vit and not s.input_projections:
+        st.caption(_("Without the Q/K/V projections every projection here is the identity, W_O too: a patch's v, q "
+                     "and k for a head are its own vector's slice for that head."))
+    heads.input_head_view(view, key, result, followed_state(s, inp), style, "image-patches")
+    widgets.input_results(key, inp, result, s, style, "image-patches", views=())

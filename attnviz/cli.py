@@ -118,15 +118,15 @@ def _figure_for(job: Job) -> go.Figure:
 
 
 def _compute(job: Job):
-    """The run behind ``job`` (cross-attention for that page), its selection checked."""
+    """The run behind ``job`` (cross-attention for that page) and the state it is read with, its selection checked."""
     try:
-        result = page_result(job.page, job.state, job.data)
+        result, state = page_result(job.page, job.state, job.data)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    problems = selection_problems(result, job.state)
+    problems = selection_problems(result, state)
     if problems:
         raise UsageError(next(iter(problems.values())) + ".")
-    return result
+    return result, state
 
 
 def start_job(job: Job, exporter: ImageExporter):
@@ -146,9 +146,9 @@ def start_job(job: Job, exporter: ImageExporter):
         if job.page == "qk-map":  # every point, the agreement and its baseline
             data = qk_record_json(job.state, fmt)
         else:  # a view with numbers of its own (norms, neurons) adds them
-            result = _compute(job)
+            result, state = _compute(job)
             with use(job.state.lang):
-                data = (run_json(result, job.state) if fmt == "json" else weights_csv(result)).encode("utf-8")
+                data = (run_json(result, state) if fmt == "json" else weights_csv(result)).encode("utf-8")
         return lambda: data
     fig = figure_for(job)
     if fmt == "html":

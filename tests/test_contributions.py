@@ -320,6 +320,30 @@ def test_the_cli_renders_a_vision_transformers_norms_on_the_image_page(tmp_path)
                      "--out", str(tmp_path / "n.html")]) == 0
 
 
+def test_the_cli_gives_the_image_pages_neuron_view_of_the_followed_token(tmp_path):
+    """--page image-patches --view neurons: the JSON holds the query the page follows ([CLS]
+    for a ViT, or --patch-at's patch), as the app's image page draws it."""
+    pytest.importorskip("transformers")
+    import json
+
+    from attnviz import cli
+    from attnviz import inputs as I
+    from attnviz.views.modality import image_run
+    from attnviz.views.state import ViewState
+
+    folder, _m, _p = _save(tmp_path, "vit")
+    _inp, r = image_run(ViewState.of(model=str(folder), layer=1), I.sample_image("shapes"))
+    for extra, query in (([], 0), (["--patch-at", "5"], 6)):
+        out = tmp_path / f"n{query}.json"
+        assert cli.main(["render", "--model", str(folder), "--page", "image-patches", "--layer", "1", "--view",
+                         "neurons", "--head", "2", *extra, "--out", str(out)]) == 0
+        view = json.loads(out.read_text())["view"]
+        row = C.neuron_row(r, 0, 2, query)
+        assert (view["query"], view["head"], view["layer"]) == (query, 2, 1)
+        assert np.allclose(view["q_times_k"], row.product, atol=1e-6) and np.allclose(view["q_dot_k"], row.dot,
+                                                                                      atol=1e-5)
+
+
 def test_a_causal_lms_knock_out_reruns_in_batches_within_the_memory_budget(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     from attnviz import limits

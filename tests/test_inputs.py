@@ -214,3 +214,19 @@ def test_cli_renders_each_page_from_a_file_or_a_sample(tmp_path):
 
     assert json.loads((tmp_path / "g.json").read_text())["tokens"] == [["node 0", "node 1", "node 2"]]
     assert len(json.loads((tmp_path / "a.json").read_text())["tokens"][0]) == 1 + (8000 - 256) // 128
+
+
+@pytest.mark.parametrize("page", ["image_patches", "audio_frames", "graph_nodes"])
+def test_the_projections_switch_reruns_each_page(page):
+    """The page's run is cached on its settings: the Q/K/V switch is one of them."""
+    from .apphelp import heatmaps, z
+
+    def grid(at):
+        fig = next(f for f in figures(at) if f["layout"]["title"]["text"] == "attention weights per head")
+        return np.nan_to_num(z(heatmaps(fig)[0]))
+
+    at = app("heads=4", page=f"app_pages/{page}.py", timeout=120)
+    plain = grid(at)
+    at.toggle(key="input_projections").set_value(True).run()
+    no_errors(at)
+    assert not np.allclose(grid(at), plain)

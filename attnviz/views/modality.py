@@ -15,6 +15,10 @@ from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
 from attnviz.views.state import ViewState
 
+# The image page's views under its overlay: the weights (the head grid and the mean over
+# heads), does the head matter (weighted value norms and knock-out), the neuron view.
+IMAGE_VIEWS = ("grid", "norms", "neurons")
+
 
 def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
     """(input, result, image or None) of a modality page, from a file's bytes or the
@@ -115,5 +119,11 @@ def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.F
     if state.view in ("norms", "neurons"):  # the followed layer's weighted norms, or one query's q∘k (a ViT's too)
         from attnviz.views.explorer import view_figure
 
-        return view_figure(result, state.with_(seq=0), state.view, style=style)
+        return view_figure(result, followed_state(state, inp), state.view, style=style)
     return input_figure(inp, result, state, style, image=image)
+
+
+def followed_state(state: ViewState, inp) -> ViewState:
+    """``state`` reading sequence 0 with the followed patch, frame or node as its query: the
+    neuron view of a modality page (and its JSON) is that token's."""
+    return state.with_(seq=0, query=followed(state, inp))

@@ -13,7 +13,7 @@ from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
 from attnviz.views.explorer import view_figure
-from attnviz.views.modality import input_run, input_view_figure
+from attnviz.views.modality import followed_state, input_run, input_view_figure
 from attnviz.views.registry import INPUT_PAGES, PAGE_NAMES
 from attnviz.views.selection import check_selection
 from attnviz.views.state import ViewState
@@ -72,16 +72,19 @@ def step_weights_figure(result: AttentionResult, state: ViewState, style: F.Figu
                            zero_one=True, highlight_row=state.query)
 
 
-def page_result(page: str, state: ViewState, data: bytes | None = None) -> AttentionResult:
-    """The run a page's downloads hold (CSV, JSON): its own input through the one seam."""
+def page_result(page: str, state: ViewState, data: bytes | None = None) -> tuple[AttentionResult, ViewState]:
+    """The run a page's downloads hold (CSV, JSON), its own input through the one seam, and
+    ``state`` as that page reads it: an image, audio or graph page's query is the token it
+    follows (``followed_state``), so the neuron view's JSON is the page's."""
     if page in INPUT_PAGES:
-        return input_run(page, state, data)[1]
+        inp, result, _image = input_run(page, state, data)
+        return result, followed_state(state, inp)
     if page == "attention-file":
         from attnviz.views.attention_file import file_run, sample_file
 
         data, name = (data, None) if data is not None else sample_file()
-        return file_run(data, name, state.layer)
-    return compute(state.cross_config() if page == "cross-attention" else state.config)
+        return file_run(data, name, state.layer), state
+    return compute(state.cross_config() if page == "cross-attention" else state.config), state
 
 
 def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
