@@ -4,7 +4,7 @@ Both modules hold the same weights (``from_torch``) and run in this process on t
 CPU, interleaved, so the ratio cancels out the machine's speed. Prints a Markdown
 table: median milliseconds per call and ours / PyTorch (below 1.0 = faster).
 
-    python bench/bench_attention.py [--repeats 30] [--threads N] [--steps]
+    python bench/bench_attention.py [--repeats 60] [--threads N] [--steps]
 
 ``--steps`` times ``MultiHeadAttention.steps`` (every intermediate kept: scores, scaled,
 masked, weights, per-head outputs, as the explorer runs) instead of the forward pass.
@@ -35,7 +35,7 @@ def timed(fn, repeats: int, sync=lambda: None) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=60)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512, 1024])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda:N")
@@ -75,7 +75,7 @@ def main() -> None:
                     run_ours(), run_ref()
                 a, b = [], []
                 # A short call is over in a few ms, where one scheduler hiccup moves a median of 30:
-                # take more of them (about as much time as 30 calls at L = 512), fewer past it.
+                # take more of them (about as much time as --repeats calls at L = 512), fewer past it.
                 reps = max(5, args.repeats * max(1, 512 // L) if L <= 512 else args.repeats // 2)
                 for _ in range(reps):  # interleave so drift hits both alike
                     a += timed(run_ours, 1, sync)
