@@ -335,13 +335,16 @@ def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
     wait_idle(page, timeout=60_000)
     full_page_screenshot(page, SHOTS / "model-view.png")
     d = plot_data(page, 1)
-    assert len(d["titles"]) == 72 and d["titles"][26].split(" · ")[0] == "L2 H2"  # and its role, if any
-    # click the middle of block L2 H2 (layer 2, head 2: block 26)
+    assert len(d["titles"]) == 72 and d["titles"][26].split("<br>")[0] == "H2"  # and its role, if any
+    # click the middle of block L2 H2: layer 2's trace (a trace per row of blocks), its head 2
     xy = page.evaluate("""() => { const g = document.querySelectorAll('.js-plotly-plot')[1];
-        const t = g._fullData[0], L = g._fullLayout, box = g.getBoundingClientRect();
+        const t = g._fullData[2], L = g._fullLayout, box = g.getBoundingClientRect();
+        if (!t.hovertemplate.startsWith('L2 · ')) return null;
+        const top = L.yaxis._categories.indexOf(t.y[0]);  // the trace's first row on the shared axis
         let r0 = -1, c0 = -1;
-        t.customdata.forEach((row, r) => row.forEach((v, c) => { if (v === 26 && r0 < 0) { r0 = r; c0 = c; } }));
-        return [box.left + L._size.l + L.xaxis.l2p(c0 + 4), box.top + L._size.t + L.yaxis.l2p(r0 + 6)]; }""")
+        t.customdata.forEach((row, r) => row.forEach((v, c) => { if (v === 2 && r0 < 0) { r0 = r; c0 = c; } }));
+        return [box.left + L._size.l + L.xaxis.l2p(c0 + 4), box.top + L._size.t + L.yaxis.l2p(top + r0 + 6)]; }""")
+    assert xy is not None  # the third trace is layer 2's, named so on its hover
     page.mouse.click(*xy)
     page.wait_for_function("() => location.search.includes('view=head') && location.search.includes('layer=2')",
                            timeout=30_000)
