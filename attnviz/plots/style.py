@@ -269,8 +269,10 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
                room: dict[str, int] | None = None) -> dict:
     """``room``: the left, right or bottom margin a builder reserved for its labels, colour
     bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
-    # A key axis drawn on top needs room between it and the title.
-    top = 60 + style.font_size + (6 * style.font_size if top_axis else 0)
+    # A key axis drawn on top needs room between it and the title; so does each further line
+    # of a title (``<br>``) above the first.
+    top = (60 + style.font_size + (6 * style.font_size if top_axis else 0)
+           + title.count("<br>") * round(style.font_size * 1.3 * 1.3))
     layout.update(
         template=template(style.theme),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},

@@ -25,13 +25,14 @@ def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.Figu
     q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
     r = neuron_row(result, n, h, q)
     keys = result.source_tokens[n][: len(r.dot)]
-    title = (_("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} gives the score; softmax "
-               "gives the weight") if r.bias is None else
-             _("head {h}, query “{token}” ({q}): the row of q∘k sums to q·k; × {scale} plus the position bias gives "
-               "the score; softmax gives the weight")).format(h=h, token=F.escape_label(result.tokens[n][q]), q=q,
-                                                               scale=f"{r.scale:.4g}")
+    # Lines, not one: the explanation is longer than the figure is wide (it was cut off).
+    lines = [_("head {h}, query “{token}” ({q})").format(h=h, token=F.escape_label(result.tokens[n][q]), q=q),
+             (_("the row of q∘k sums to q·k; × {scale} gives the score; softmax gives the weight") if r.bias is None
+              else _("the row of q∘k sums to q·k; × {scale} plus the position bias gives the score; softmax gives "
+                     "the weight")).format(scale=f"{r.scale:.4g}")]
     if r.rotary:
-        title += "; " + _("q and k rotated by position (rotary)")
+        lines.append(_("q and k rotated by position (rotary)"))
+    title = "<br>".join(lines)
     return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style, bias=r.bias)
 
 
