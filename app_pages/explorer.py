@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED
 from attnviz.i18n import _, fixed
 from attnviz.plots import REGION
 from attnviz.views import generation as G
@@ -26,9 +26,10 @@ from attnviz.views.explorer import (
 from attnviz.views.neurons import neuron_caption
 from attnviz.views.registry import VIEW_PICKS, VIEW_TITLES
 from attnviz.views.roles import legend as roles_legend
+from attnviz.views.roles import thresholds as roles_thresholds
 from attnviz.views.selection import clamp_selection, file_stem, style_for
 from ui import compute, heads, picks, session, widgets
-from ui.controls import control, row
+from ui.controls import control
 from ui.safe import md
 
 s = session.current()
@@ -139,20 +140,16 @@ elif view == "analysis":
                  "itself, the first token ([CLS]) and [SEP]. Sort by any column; select a row to open that head."))
     table = pd.DataFrame(compute.cached(("head-table", result.config, s.seq), lambda: head_table(result, s.seq),
                                         limited=False))
-    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="head_table",
-                          column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                         for c in table.columns if c not in ("layer", "head")})
-    rows = picked.selection.rows if picked is not None else []
-    if rows:
-        row = table.iloc[rows[0]]
-        picks.open_head(int(row["layer"]), int(row["head"]), ("table", rows[0]), layered=result.pretrained)
+    picked = widgets.picked_head(table, "head_table", ("layer", "head"))
+    if picked:
+        picks.open_head(picked[1], picked[2], ("table", picked[0]), layered=result.pretrained)
     show("analysis")
 elif view == "roles":
     probe = probe_text_of(result)
     st.caption(_("Each head's scores on this sentence (mean weight on the previous token, the first token, itself; "
                  "entropy divided by ln of the visible keys). A role is named where its score passes its threshold "
                  "({thresholds}). Select a row to open that head.").format(
-                     thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items())) + " " + (
+                     thresholds=roles_thresholds()) + " " + (
         _("Induction (weight on the token after an earlier copy) and duplicate-token (weight on earlier copies) "
           "cannot be read from your sentence: they are scored on a probe, {n} random words of the model's own "
           "vocabulary repeated once (seed {seed}): “{probe}”.").format(n=PROBE_LENGTH, seed=PROBE_SEED, probe=md(probe))
@@ -160,13 +157,9 @@ elif view == "roles":
                         "be repeated on: they are not scored.")))
     table = pd.DataFrame(compute.cached(("roles-table", result.config, s.seq), lambda: roles_table(result, s.seq),
                                         limited=False))
-    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="roles_table",
-                          column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                         for c in table.columns if c not in ("layer", "head", "role")})
-    rows = picked.selection.rows if picked is not None else []
-    if rows:
-        row = table.iloc[rows[0]]
-        picks.open_head(int(row["layer"]), int(row["head"]), ("roles", rows[0]), layered=result.pretrained)
+    picked = widgets.picked_head(table, "roles_table")
+    if picked:
+        picks.open_head(picked[1], picked[2], ("roles", picked[0]), layered=result.pretrained)
 elif view == "flow" and flow_problem(result, s.seq):
     st.info(flow_problem(result, s.seq), icon=":material/info:")
 elif view in ("norms", "neurons") and view_problem(result, view):

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED, ROLE_THRESHOLDS
+from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED
 from attnviz.i18n import _, fixed
 from attnviz.learn import roles as R
 from attnviz.learn import trained as T
@@ -11,6 +11,7 @@ from attnviz.learn.train import LENGTH, VOCAB, best, phase_change
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
 from attnviz.views.roles import legend as roles_legend
+from attnviz.views.roles import thresholds as roles_thresholds
 from attnviz.views.selection import style_for
 from ui import compute, picks, session, widgets
 from ui.controls import control
@@ -136,15 +137,11 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                  "token after an earlier copy (induction); entropy divided by ln of the visible keys. A role is named "
                  "where its score passes its threshold ({thresholds}); the heads above are titled with it. Sort by "
                  "any column; select a row to open that head: it is drawn on your sequence and knocked out.").format(
-        probe=V.probe_words(VOCAB), thresholds=", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items())))
+        probe=V.probe_words(VOCAB), thresholds=roles_thresholds()))
     table = pd.DataFrame(V.roles_table(scores))
-    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="learn_roles",
-                          column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                         for c in table.columns if c not in ("layer", "head", "role")})
-    rows = picked.selection.rows if picked is not None else []
-    if rows:
-        row = table.iloc[rows[0]]
-        picks.pick({"knockout": f"{int(row['layer'])}.{int(row['head'])}"}, ("learn-roles", rows[0]))
+    picked = widgets.picked_head(table, "learn_roles")
+    if picked:
+        picks.pick({"knockout": f"{picked[1]}.{picked[2]}"}, ("learn-roles", picked[0]))
     options = ["none"] + [f"{layer}.{h}" for layer in range(settings.layers) for h in range(settings.heads)]
     if st.session_state.get("knockout") not in options:
         st.session_state["knockout"] = "none"

@@ -5,6 +5,7 @@ Used by the browser tests and by bench/bench_browser.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -30,16 +31,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT):
+def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT,
+                     env: dict[str, str] | None = None):
     """Yield the base URL of the app as `make run` serves it (``python -m ui.server``), or
     of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after.
-    ``root``: the checkout whose app is served (a benchmark's ``--against``)."""
+    ``root``: the checkout whose app is served (a benchmark's ``--against``); ``env``: variables
+    the server runs with beside this process's (an operator's ``ATTNVIZ_MODEL_DIRS``, say)."""
     port = free_port()
     opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
            [sys.executable, "-m", "streamlit", "run", str(script), *opts])
-    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=None if env is None else {**os.environ, **env})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc, timeout)
@@ -54,6 +58,19 @@ def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path
 
 def launch(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000):
+    """A page of a fresh Chromium (for a test module's ``page`` fixture); closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield browser.new_context(viewport={"width": width, "height": height}).new_page()
+        finally:
+            browser.close()
 
 
 def plotly_page(playwright, width: int, script: str = ""):

@@ -1,11 +1,10 @@
 """Your own model's pages in a real browser: tiny GPT-2, T5 and ViT folders listed by the
 operator (ATTNVIZ_MODEL_DIRS), served by `python -m ui.server` as `make run` starts it."""
 
-import os
 
 import pytest
 
-from .browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch, streamlit_server, wait_idle
+from .browserkit import HOW_TO_GET_CHROMIUM, browser_page, chromium_path, streamlit_server, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
@@ -17,23 +16,14 @@ def server(tmp_path_factory):
     from .hfmodels import model_dirs
 
     folder = model_dirs(tmp_path_factory.mktemp("models"), ("gpt2", "t5", "vit"))
-    old = os.environ.get("ATTNVIZ_MODEL_DIRS")
-    os.environ["ATTNVIZ_MODEL_DIRS"] = str(folder)  # the server process inherits it
-    try:
-        with streamlit_server() as base:
-            yield base
-    finally:
-        os.environ.pop("ATTNVIZ_MODEL_DIRS") if old is None else os.environ.update(ATTNVIZ_MODEL_DIRS=old)
+    with streamlit_server(env={"ATTNVIZ_MODEL_DIRS": str(folder)}) as base:
+        yield base
 
 
 @pytest.fixture
 def page(server):
-    with sync_api.sync_playwright() as p:
-        browser = launch(p)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1200})
-        pg = ctx.new_page()
+    with browser_page(height=1200) as pg:
         yield pg
-        browser.close()
 
 
 def body(page) -> str:

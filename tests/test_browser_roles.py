@@ -2,16 +2,15 @@
 select a row of ``st.dataframe`` (a glide-data-grid canvas), so Chromium clicks it: the
 row-selection column is at the grid's left, rows ``ROW`` px tall under a header as tall."""
 
-import os
 
 import pytest
 
 from .browserkit import (
     HOW_TO_GET_CHROMIUM,
     ROOT,
+    browser_page,
     chromium_path,
     full_page_screenshot,
-    launch,
     streamlit_server,
     wait_idle,
 )
@@ -26,23 +25,14 @@ ROW = 35  # px: Streamlit's dataframe rows and header (its default row height)
 def server(learned_defaults):
     """``python -m ui.server`` whose runs folder holds the finished default trainings (so it
     starts none, and Watch it learn replays them)."""
-    old = os.environ.get("ATTNVIZ_LEARN_DIR")
-    os.environ["ATTNVIZ_LEARN_DIR"] = str(learned_defaults["dir"])  # the server process inherits it
-    try:
-        with streamlit_server() as base:
-            yield base
-    finally:
-        os.environ.pop("ATTNVIZ_LEARN_DIR") if old is None else os.environ.update(ATTNVIZ_LEARN_DIR=old)
+    with streamlit_server(env={"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}) as base:
+        yield base
 
 
 @pytest.fixture
 def page(server):
-    with sync_api.sync_playwright() as p:
-        browser = launch(p)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = ctx.new_page()
+    with browser_page() as pg:
         yield pg
-        browser.close()
 
 
 def grid(page, key: str):

@@ -166,3 +166,19 @@ def input_results(key: tuple, inp, result, state, style, name: str, views: tuple
                       key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
     verify_line(result)
     run_downloads(result, key=f"dl_{name}", json_name=f"attnviz-{name}.json")
+
+
+def picked_head(table, key: str,
+                text_columns: tuple[str, ...] = ("layer", "head", "role")) -> tuple[int, int, int] | None:
+    """A sortable table of heads (a pandas DataFrame with "layer" and "head" columns; every
+    other column but ``text_columns`` a score shown to 3 decimals), one row selectable:
+    (row, layer, head) of the selected row, or None. Selected rows keep their positions
+    whatever the sort, so the row indexes ``table`` as given."""
+    picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key=key,
+                          column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                         for c in table.columns if c not in text_columns})
+    rows = picked.selection.rows if picked is not None else []
+    if not rows:
+        return None
+    row = table.iloc[rows[0]]
+    return rows[0], int(row["layer"]), int(row["head"])

@@ -25,6 +25,11 @@ def legend() -> str:
     return " · ".join(f"**{_(ROLE_LABELS[r])}** {_(ROLE_WORDS[r])} ≥ {t}" for r, t in ROLE_THRESHOLDS.items())
 
 
+def thresholds() -> str:
+    """Every role's score and threshold, for a page's caption: "previous_token ≥ 0.4, …"."""
+    return ", ".join(f"{k} ≥ {v}" for k, v in ROLE_THRESHOLDS.items())
+
+
 def table(columns: dict[str, np.ndarray], roles: np.ndarray) -> list[dict]:
     """A row per layer × head: its layer, head, role, then each column's (layers, heads) score."""
     layers, heads = roles.shape
