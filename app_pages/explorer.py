@@ -155,8 +155,8 @@ elif view == "roles":
           "vocabulary repeated once (seed {seed}): “{probe}”.").format(n=PROBE_LENGTH, seed=PROBE_SEED, probe=md(probe))
         if probe else _("Induction and duplicate-token need a probe of repeated random tokens, which this run cannot "
                         "be repeated on: they are not scored.")))
-    table = pd.DataFrame(compute.cached(("roles-table", result.config, s.seq), lambda: roles_table(result, s.seq),
-                                        limited=False))
+    # On a compute worker (up to ~2 s at 2048 tokens × 16 heads, and a probe run), once per link.
+    table = pd.DataFrame(compute.cached(("roles-table", result.config, s.seq), lambda: roles_table(result, s.seq)))
     picked = widgets.picked_head(table, "roles_table")
     if picked:
         picks.open_head(picked[1], picked[2], ("roles", picked[0]), layered=result.pretrained)

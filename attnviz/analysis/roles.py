@@ -33,12 +33,17 @@ PAD_TOKENS = frozenset({"[PAD]", "<pad>", "<|pad|>", "<PAD>"})
 
 
 def _real(att) -> tuple[torch.Tensor, list[str]]:
-    """Attention -> ((layers, H, n, n) float64 over the real positions, their tokens)."""
-    w = torch.as_tensor(np.asarray(att.weights), dtype=torch.float64)  # (layers, H, L, S)
+    """Attention -> ((layers, H, n, n) float32 over the real positions, their tokens).
+
+    float32, as the weights come (the notebook's normal form): at 2048 tokens × 16 heads a
+    float64 copy was 0.5 GB more, and the scores are means, summed in float64 (``head_scores``)."""
+    w = torch.as_tensor(np.asarray(att.weights), dtype=torch.float32)  # (layers, H, L, S)
     if att.L != att.S:
         raise ValueError(f"head scores need self-attention (L = S); got L={att.L}, S={att.S}.")
     empty = (w.abs().sum(-1) == 0).all(0).all(0)  # (L,) a query row masked in every head
     keep = [i for i, t in enumerate(att.tokens) if t not in PAD_TOKENS and not bool(empty[i])]
+    if len(keep) == att.L:  # nothing to drop: no copy
+        return w, list(att.tokens)
     idx = torch.tensor(keep, dtype=torch.long)
     return w[:, :, idx][:, :, :, idx], [att.tokens[i] for i in keep]
 
@@ -46,15 +51,16 @@ def _real(att) -> tuple[torch.Tensor, list[str]]:
 def _matched(w: torch.Tensor, tokens: list[str], shift: int) -> torch.Tensor:
     """(layers, H, n, n) -> (layers, H): mean over rows i with a match of Σ_{j<i−shift, t_j=t_i} a[i, j+shift]."""
     n = len(tokens)
+    codes = {t: c for c, t in enumerate(dict.fromkeys(tokens))}
+    ids = torch.tensor([codes[t] for t in tokens])  # (n,) one code per distinct token
+    # (n, n): t_j = t_i for the keys j < i − shift (a Python loop over i and j took seconds at 2048 tokens)
+    same = (ids[:, None] == ids[None, :]) & torch.ones(n, n, dtype=torch.bool).tril(-1 - shift)
     m = torch.zeros(n, n, dtype=w.dtype)  # (n, n) 1 where key j+shift is scored for row i
-    for i in range(n):
-        for j in range(i - shift):
-            if tokens[j] == tokens[i]:
-                m[i, j + shift] = 1.0
+    m[:, shift:] = same[:, :n - shift].to(w.dtype)
     rows = m.sum(-1) > 0  # (n,)
     if not bool(rows.any()):
         return torch.zeros(w.shape[:2], dtype=w.dtype)
-    return (w * m).sum(-1)[..., rows].mean(-1)  # (layers, H)
+    return (w * m).sum(-1).double()[..., rows].mean(-1)  # (layers, H), each row's sum averaged in float64
 
 
 def head_scores(attention, tokens=None) -> dict[str, np.ndarray]:
@@ -84,14 +90,14 @@ def head_scores(attention, tokens=None) -> dict[str, np.ndarray]:
     if n == 0:
         return {s: zero.copy() for s in SCORES}
     causal = bool((torch.triu(w, diagonal=1).abs() <= 1e-9).all())
-    visible = torch.arange(1, n + 1, dtype=w.dtype) if causal else torch.full((n,), float(n), dtype=w.dtype)
+    visible = torch.arange(1, n + 1, dtype=torch.float64) if causal else torch.full((n,), float(n), dtype=torch.float64)
     logv = torch.log(visible)  # (n,)
-    ent = row_entropy(w)  # (layers, H, n)
+    ent = row_entropy(w).double()  # (layers, H, n)
     ok = logv > 0
-    entropy = (ent[..., ok] / logv[ok]).mean(-1) if bool(ok.any()) else torch.zeros(layers, heads, dtype=w.dtype)
+    entropy = (ent[..., ok] / logv[ok]).mean(-1) if bool(ok.any()) else torch.zeros(layers, heads, dtype=torch.float64)
     out = {
         "previous_token": diagonal_score(w, -1),
-        "first_token": w[..., :, 0].mean(-1),
+        "first_token": w[..., :, 0].double().mean(-1),
         "self": diagonal_score(w, 0),
         "duplicate_token": _matched(w, toks, 0),
         "induction": _matched(w, toks, 1),
