@@ -73,13 +73,13 @@ def div_ids(html: str) -> list[str]:
 
 def containers():
     t = torch.from_numpy(W)
-    batch = np.stack([W, weights(seed=1)])  # (N=2, layers, H, L, S)
+    batch = np.stack([W, weights(seed=1)], axis=1)  # (layers, N=2, H, L, S), as torch.stack(outputs.attentions)
     return {
         "numpy 4-d": (W, 1), "torch 4-d": (t, 1), "list 4-d": (W.tolist(), 1),
         "torch float64": (t.double(), 1),
         "numpy 5-d": (batch, 2), "torch 5-d": (torch.from_numpy(batch), 2), "list 5-d": (batch.tolist(), 2),
         "tuple of torch (1, H, L, S)": (tuple(t[i].unsqueeze(0) for i in range(LAYERS)), 1),
-        "list of numpy (N, H, L, S)": ([batch[:, i] for i in range(LAYERS)], 2),
+        "list of numpy (N, H, L, S)": ([batch[i] for i in range(LAYERS)], 2),
         "tuple of torch (H, L, S)": (tuple(t[i] for i in range(LAYERS)), 1),
         "list of numpy (L, S) per head, per layer": ([[W[i, h] for h in range(H)] for i in range(LAYERS)], 1),
     }

@@ -1,7 +1,8 @@
 """Inputs: everything that becomes the tokens of attention, as one ``Input`` record each.
 
-text (tokenizer-free tokens and embeddings), image patches, audio frames, graph nodes, and
-the Q/K map's corpus of sentences (corpus).
+text (tokenizer-free tokens and embeddings), image patches, audio frames, graph nodes, the
+Q/K map's corpus of sentences (corpus), and attention weights computed elsewhere (attention:
+``normalise`` reads every array and object the field hands over into one ``Attention``).
 May import: ``attnviz.core``, ``attnviz.settings.spec``, ``limits``, ``i18n``. Never a
 model, a run or a view.
 """

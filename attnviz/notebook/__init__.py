@@ -25,7 +25,7 @@ numpy, torch, safetensors, plotly (and IPython when it is there, found at run ti
 view, ``ui`` or Streamlit.
 """
 
-from attnviz.notebook.attention import Attention, normalise  # noqa: F401
+from attnviz.inputs.attention import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.notebook.attention import Attention, normalise
+from attnviz.inputs.attention import Attention, is_model_output, normalise
 from attnviz.notebook.page import Rendered, check_action, deliver, to_html  # noqa: F401
 from attnviz.notebook.views import MODEL_MAX_CELLS, blocks, colour_axis, pooled_suffix
 from attnviz.notebook.views import model_view as model_grid
@@ -47,9 +47,12 @@ def prettify(tokens: list[str]) -> list[str]:
     return out
 
 
-def _checked(name: str, attention, tokens, source_tokens=None) -> Attention:
+def _checked(name: str, attention, tokens, source_tokens=None, stack: str | None = None) -> Attention:
+    """``attention`` normalised; ``stack``: the attention a model output passed as
+    ``encoder_attention=`` (``decoder_attention=``, ``cross_attention=``) stands for."""
     try:
-        a = normalise(attention, tokens, source_tokens=source_tokens)
+        a = normalise(attention, tokens, source_tokens=source_tokens,
+                      stack=stack if is_model_output(attention) else None)
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
     if a.batch > 1:
@@ -73,16 +76,17 @@ def attention_sets(attention, tokens, encoder_attention, decoder_attention, cros
     if encoder_attention is not None:
         if encoder_tokens is None:
             raise ValueError("'encoder_tokens' required if 'encoder_attention' is not None")
-        sets.append(("Encoder", _checked("encoder_attention", encoder_attention, encoder_tokens)))
+        sets.append(("Encoder", _checked("encoder_attention", encoder_attention, encoder_tokens, stack="encoder")))
     if decoder_attention is not None:
         if decoder_tokens is None:
             raise ValueError("'decoder_tokens' required if 'decoder_attention' is not None")
-        sets.append(("Decoder", _checked("decoder_attention", decoder_attention, decoder_tokens)))
+        sets.append(("Decoder", _checked("decoder_attention", decoder_attention, decoder_tokens, stack="decoder")))
     if cross_attention is not None:
         for arg, value in (("encoder_tokens", encoder_tokens), ("decoder_tokens", decoder_tokens)):
             if value is None:
                 raise ValueError(f"'{arg}' required if 'cross_attention' is not None")
-        sets.append(("Cross", _checked("cross_attention", cross_attention, decoder_tokens, encoder_tokens)))
+        sets.append(("Cross", _checked("cross_attention", cross_attention, decoder_tokens, encoder_tokens,
+                                          stack="cross")))
     if not sets:
         raise ValueError("You must specify at least one attention argument.")
     return sets

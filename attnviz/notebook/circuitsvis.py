@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from attnviz.notebook.attention import Attention, normalise
+from attnviz.inputs.attention import Attention, is_model_output, normalise
 from attnviz.notebook.page import Rendered
 from attnviz.plots import (
     DEFAULT_MAX_CELLS,
@@ -55,10 +55,19 @@ def _ndim(x) -> int | None:
         return None
 
 
+# How to take one layer (and one sequence) out of what the field hands over, by its dimensions.
+_ONE_LAYER = {4: "(N, H, L, S), one layer of a batch: pass attention[0]",
+              5: "(layers, N, H, L, S), every layer: pass attention[layer, 0]"}
+
+
 def _checked(attention, tokens, ndim: int, shape: str, source_tokens) -> Attention:
+    if is_model_output(attention) or hasattr(attention, "cache_dict"):
+        raise ValueError(f"attention must be {shape}, one layer's pattern: pass outputs.attentions[layer][0] or "
+                         f"cache['pattern', layer][0].")
     nd = _ndim(attention)
     if nd is not None and nd != ndim:
-        raise ValueError(f"attention must be {shape}; got {nd} dimensions.")
+        hint = _ONE_LAYER.get(nd, "") if ndim == 3 else ""
+        raise ValueError(f"attention must be {shape}; got {nd} dimensions" + (f" {hint}" if hint else "") + ".")
     if tokens is None:
         raise ValueError("tokens are required: one string per position.")
     return normalise(attention, tokens, signed=True, source_tokens=source_tokens)

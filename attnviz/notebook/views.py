@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz.analysis.heads import head_stats, mean_distance, rollout, row_entropy
-from attnviz.notebook.attention import Attention, normalise
+from attnviz.inputs.attention import Attention, normalise
 from attnviz.plots import (
     DEFAULT_MAX_CELLS,
     DIVERGING,

@@ -1,18 +1,33 @@
 """``normalise``: every shape and container attention weights come in, made one checked
 ``Attention`` record (weights (layers, H, L, S) float32 for the first sequence of a batch).
 
-Accepted: (L, S), (H, L, S), (layers, H, L, S), (N, layers, H, L, S), or a per-layer tuple
-or list of (N, H, L, S) (or (H, L, S)) tensors, as Hugging Face models return with
-``output_attentions=True``; each as torch tensors, NumPy arrays or nested lists. A nested
-*list* is read by its number of dimensions alone (a 5-d list is (N, layers, H, L, S)); only a
-tuple or list of tensors/arrays of 3 or more dimensions is read as one entry per layer (a list
-of matrices or rows is stacked, like a nested list).
+Accepted, as the field writes them:
+
+- arrays: (L, S), (H, L, S), (layers, H, L, S) and (layers, N, H, L, S): a 5-d array is
+  layers first, as ``torch.stack(outputs.attentions)`` and TransformerLens's
+  ``cache.stack_activation("pattern")`` give it (attnviz used to read it as
+  (N, layers, H, L, S): see docs/notebook.md, "Behaviour changes");
+- a per-layer tuple or list of (N, H, L, S) (or (H, L, S)) tensors, as Hugging Face models
+  return with ``output_attentions=True``;
+- a transformers ``ModelOutput``: its ``.attentions``, or for an encoder–decoder the stack
+  ``stack`` names ("encoder", "decoder" or "cross": ``encoder_attentions``,
+  ``decoder_attentions``, ``cross_attentions``, as BertViz's ``encoder_attention=`` /
+  ``decoder_attention=`` / ``cross_attention=`` choose them);
+- a TransformerLens ``ActivationCache``: its per-layer ``blocks.{l}.attn.hook_pattern``
+  activations ((N, H, L, S), or (H, L, S) with ``remove_batch_dim``).
+
+Each as torch tensors, NumPy arrays or nested lists; the objects are read by their attributes
+(neither transformers nor TransformerLens is imported). A nested *list* is read by its number
+of dimensions alone; only a tuple or list of tensors/arrays of 3 or more dimensions is read as
+one entry per layer (a list of matrices or rows is stacked, like a nested list). Tokens may
+come as TransformerLens's ``to_str_tokens`` list, BOS included: one label per position.
 
 Sizes are checked from the shapes before anything is copied or converted.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, replace
 
@@ -138,7 +153,7 @@ def _per_layer(items, what: str) -> tuple[np.ndarray, int, tuple]:
     return out, batch, (len(items), *shapes[0])
 
 
-_SHAPES = {2: "(L, S)", 3: "(H, L, S)", 4: "(layers, H, L, S)", 5: "(N, layers, H, L, S)"}
+_SHAPES = {2: "(L, S)", 3: "(H, L, S)", 4: "(layers, H, L, S)", 5: "(layers, N, H, L, S)"}
 
 
 def _stacked(x, what: str) -> tuple[np.ndarray, int, tuple]:
@@ -147,14 +162,64 @@ def _stacked(x, what: str) -> tuple[np.ndarray, int, tuple]:
     if len(shape) not in _SHAPES:
         raise ValueError(f"{what} has {len(shape)} dimensions {shape}; expected 2 to 5: "
                          + ", ".join(_SHAPES.values()) + ", or a per-layer tuple of (N, H, L, S).")
-    batch = shape[0] if len(shape) == 5 else 1
+    batch = shape[1] if len(shape) == 5 else 1
     if batch <= 0:
         raise ValueError(f"{what} has an empty batch (N = 0).")
-    full = (1,) * (4 - min(len(shape), 4)) + shape[-4:]  # (layers, H, L, S)
+    full = (shape[0], *shape[2:]) if len(shape) == 5 else (1,) * (4 - len(shape)) + shape  # (layers, H, L, S)
     _check_size(*full)
     if len(shape) == 5:
-        x = x[0]  # (layers, H, L, S): the first sequence, a view
+        x = x[:, 0]  # (layers, H, L, S): the first sequence of every layer, a view
     return _to_float32(x).reshape(full), batch, shape
+
+
+STACKS = {"encoder": "encoder_attentions", "decoder": "decoder_attentions", "cross": "cross_attentions"}
+_PATTERN = re.compile(r"blocks\.(\d+)\.attn\.hook_pattern")
+
+
+def is_model_output(x) -> bool:
+    """A transformers ``ModelOutput`` (or anything holding attentions the same way)."""
+    return not _is_tensor(x) and not isinstance(x, (list, tuple)) and any(
+        hasattr(x, name) for name in ("attentions", *STACKS.values()))
+
+
+def _from_model_output(out, stack: str | None) -> tuple:
+    """The per-layer tuple a model output holds: ``.attentions``, or the encoder–decoder stack ``stack`` names."""
+    held = {s: getattr(out, name, None) for s, name in STACKS.items()}
+    held = {s: v for s, v in held.items() if v}
+    own = getattr(out, "attentions", None)
+    if stack is None:
+        if own:
+            return tuple(own)
+        if len(held) == 1:
+            return tuple(next(iter(held.values())))
+        if held:
+            raise ValueError(f"this model output holds {', '.join(STACKS[s] for s in held)}: say which with "
+                             f"stack={' | '.join(repr(s) for s in held)} (BertViz: encoder_attention=, "
+                             "decoder_attention=, cross_attention=).")
+    elif stack not in STACKS:
+        raise ValueError(f"stack must be one of {', '.join(STACKS)}; got {stack!r}.")
+    elif stack in held:
+        return tuple(held[stack])
+    raise ValueError("this model output holds no attention weights: run the model with output_attentions=True"
+                     + (f" (it has no {STACKS[stack]})." if stack else "."))
+
+
+def _is_cache(x) -> bool:
+    """A TransformerLens ``ActivationCache`` (read by its ``cache_dict``)."""
+    return isinstance(getattr(x, "cache_dict", None), dict)
+
+
+def _from_cache(cache) -> tuple:
+    """Every layer's ``blocks.{l}.attn.hook_pattern``, in layer order (layers 0 … n−1, none missing)."""
+    found = {int(m.group(1)): v for k, v in cache.cache_dict.items() if (m := _PATTERN.fullmatch(str(k)))}
+    if not found:
+        raise ValueError("this ActivationCache holds no attention patterns (blocks.{l}.attn.hook_pattern): run "
+                         "run_with_cache without a names_filter that drops them.")
+    layers = sorted(found)
+    if layers != list(range(len(layers))):
+        raise ValueError(f"this ActivationCache holds the patterns of layers {', '.join(map(str, layers))} only: "
+                         f"pass one layer's, cache['pattern', {layers[0]}].")
+    return tuple(found[i] for i in layers)
 
 
 def _where(w: np.ndarray, mask: np.ndarray) -> str:
@@ -210,12 +275,14 @@ def _tokens(tokens, source_tokens, L: int, S: int) -> tuple[list[str], list[str]
     return queries, list(queries)
 
 
-def normalise(attention, tokens=None, *, signed: bool = False, source_tokens=None) -> Attention:
+def normalise(attention, tokens=None, *, signed: bool = False, source_tokens=None,
+              stack: str | None = None) -> Attention:
     """``attention`` in any accepted shape or container -> a checked ``Attention``.
 
     ``tokens`` label the L queries (positions when None); ``source_tokens`` the S keys
-    (equal to ``tokens`` unless given). ``ValueError`` names what is wrong; rows that do
-    not sum to 1 give a ``UserWarning``.
+    (equal to ``tokens`` unless given); ``stack``: which attention of an encoder–decoder's
+    model output. ``ValueError`` names what is wrong; rows that do not sum to 1 give a
+    ``UserWarning``.
     """
     if isinstance(attention, Attention):
         if tokens is None and source_tokens is None:
@@ -225,6 +292,13 @@ def normalise(attention, tokens=None, *, signed: bool = False, source_tokens=Non
                                 (None if tokens is not None else attention.source_tokens), attention.L, attention.S)
         return replace(attention, tokens=queries, source_tokens=keys, signed=signed or attention.signed)
     what = "attention"
+    if _is_cache(attention):
+        attention = _from_cache(attention)
+    elif is_model_output(attention):
+        attention = _from_model_output(attention, stack)
+    elif stack is not None:
+        raise ValueError(f"stack={stack!r} chooses among a model output's attentions; this attention is a "
+                         f"{type(attention).__name__}.")
     if isinstance(attention, (tuple, list)) and attention and all(_is_tensor(t) and t.ndim >= 3 for t in attention):
         w, batch, _shape = _per_layer(attention, what)
     elif isinstance(attention, (tuple, list)) and not attention:
