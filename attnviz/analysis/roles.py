@@ -1,4 +1,4 @@
-"""Head scores for any attention (the notebook API's normal form) and attention flow.
+"""Head scores for any attention (``attnviz.inputs.attention``'s normal form) and attention flow.
 
 ``head_scores(attention, tokens)`` -> {score name: (layers, heads) array}, batch row 0,
 over real (non-pad) positions. A position is a pad when its token is a pad string
@@ -12,9 +12,13 @@ excluding BOS and the current token; here each score is the plain mean of the na
 weight(s), no BOS/current-token exclusion, and ``first_token``, ``self`` and ``entropy``
 have no TransformerLens counterpart.
 
-``attention_flow(attention)`` -> (N, L, S): Abnar & Zuidema's flow, the max-flow over the
-layered graph with capacities Â = rownorm(½·mean_h A + ½·I) (as ``heads.rollout``), from each
-input token (column) to each last-layer position (row). Bounded by ``MAX_FLOW_TOKENS``.
+``attention_flow(attention)`` -> (1, L, L): Abnar & Zuidema's flow as their code computes it
+(samiraabnar/attention_flow, ``attention_graph_util.compute_flows``): the max-flow over the
+layered graph with capacities Â = rownorm(½·mean_h A + ½·I) (as ``heads.rollout``) from each
+last-layer position (row) to each input token (column), each row then divided by its sum: the
+share of the flow. ``raw=True`` keeps the max-flow values; ``every_layer=True`` gives every
+layer's rows (layers, L, L), as their ``convert_adjmat_tomats`` does. Bounded by
+``MAX_FLOW_TOKENS``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch
 
 from attnviz.analysis.heads import diagonal_score, row_entropy
 from attnviz.i18n import N_
+from attnviz.inputs.attention import normalise
 from attnviz.limits import MAX_FLOW_TOKENS
 
 SCORES = ("previous_token", "first_token", "self", "duplicate_token", "induction", "entropy")
@@ -81,8 +86,6 @@ def head_scores(attention, tokens=None) -> dict[str, np.ndarray]:
       visible key; visible keys are j ≤ i when every head's pattern is causal (no weight
       above the diagonal), all real keys otherwise (no TransformerLens counterpart).
     """
-    from attnviz.notebook.attention import normalise
-
     att = normalise(attention, tokens)
     w, toks = _real(att)  # (layers, H, n, n)
     layers, heads, n, _ = w.shape
@@ -143,15 +146,16 @@ def _max_flow(cap: np.ndarray, src: int, sink: int) -> float:
         total += f
 
 
-def attention_flow(attention, tokens=None, progress=None) -> np.ndarray:
-    """(N=1, L, S): max-flow from input token j (column) to last-layer position i (row).
+def attention_flow(attention, tokens=None, progress=None, *, raw: bool = False,
+                   every_layer: bool = False) -> np.ndarray:
+    """(1, L, L): the share of the flow from last-layer position i (row) that reaches input
+    token j (column), each row summing to 1 (Abnar & Zuidema's ``compute_flows``).
 
     Nodes are (layer ℓ, position p), ℓ = 0 (inputs) … layers; an edge (ℓ+1, i) -> (ℓ, j)
-    has capacity Â_ℓ[i, j]. Refuses L > ``MAX_FLOW_TOKENS``. ``progress(done, total)`` is
-    called after each last-layer row.
+    has capacity Â_ℓ[i, j]. ``raw``: the max-flow values themselves (rows sum to more than
+    1). ``every_layer``: (layers, L, L), row i of entry ℓ − 1 being node (ℓ, i)'s flows to the
+    inputs. Refuses L > ``MAX_FLOW_TOKENS``. ``progress(done, total)`` is called after each row.
     """
-    from attnviz.notebook.attention import normalise
-
     att = normalise(attention, tokens)
     if att.L != att.S:
         raise ValueError(f"attention flow needs self-attention (L = S); got L={att.L}, S={att.S}.")
@@ -164,12 +168,19 @@ def attention_flow(attention, tokens=None, progress=None) -> np.ndarray:
     for ell in range(layers):
         top, bottom = (ell + 1) * L, ell * L
         cap[top:top + L, bottom:bottom + L] = hat[ell]
-    out = np.zeros((1, L, L))
-    for i in range(L):
-        for j in range(L):
-            out[0, i, j] = _max_flow(cap, layers * L + i, j)
-        if progress is not None:
-            progress(i + 1, L)
+    shown = range(1, layers + 1) if every_layer else range(layers, layers + 1)
+    out = np.zeros((len(shown), L, L))  # (layers shown, L, L)
+    total = len(shown) * L
+    for row, ell in enumerate(shown):
+        # Flow from a node of layer ℓ only runs down: the graph up to layer ℓ is all it needs.
+        below = cap[:(ell + 1) * L, :(ell + 1) * L]
+        for i in range(L):
+            for j in range(L):
+                out[row, i, j] = _max_flow(below, ell * L + i, j)
+            if not raw:
+                out[row, i] /= out[row, i].sum()  # compute_flows: flow_values[u] /= flow_values[u].sum()
+            if progress is not None:
+                progress(row * L + i + 1, total)
     return out
 
 

@@ -252,10 +252,10 @@ def matrix_height(rows: int) -> int:
 
 def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
                   style: FigureStyle = FigureStyle(), *, value_name: str = "",
-                  zero_one: bool = False, highlight_row: int | None = None) -> go.Figure:
+                  zero_one: bool = False, highlight_row: int | None = None, bar_title: str = "") -> go.Figure:
     """Any intermediate as a heatmap. −∞ cells (blocked scores) are left blank with
     "−∞ (masked)" on hover, never drawn as a number. ``highlight_row`` outlines one row
-    (the token a lesson follows)."""
+    (the token a lesson follows); ``bar_title`` titles the colour bar."""
     value_name = value_name or _("value")
     m = np.asarray(matrix, dtype=np.float64)
     blocked = np.isneginf(m)
@@ -270,6 +270,8 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
                               "<extra></extra>"}
     trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
                  {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
+    if bar_title:
+        trace["colorbar"] = {"title": {"text": bar_title}}
     x, y = trace["x"], trace["y"]
     layout: dict = {"yaxis": {**rows_down(len(y)), "type": "category", **_every_tick(y)},
                     "xaxis": {"type": "category", **_every_tick(x)}, "height": matrix_height(len(rows))}
@@ -279,5 +281,5 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
                              "line": {"color": "#111111", "width": 3}}]
     fs = style.font_size
     room = {"l": margins.left(y, fs), "b": margins.bottom(x, fs),
-            "r": margins.colorbar("", fs, trace["zmin"], trace["zmax"])}
+            "r": margins.colorbar(bar_title, fs, trace["zmin"], trace["zmax"])}
     return figure([trace], layout_for(layout, style, title, room=room))

@@ -248,15 +248,16 @@ def flow_problem(result: AttentionResult, n: int) -> str | None:
 
 
 def flow_figure(result: AttentionResult, n: int, style: F.FigureStyle) -> go.Figure:
-    """Attention flow (max-flow through ½A + ½I per layer) over the real tokens; refused past MAX_FLOW_TOKENS."""
+    """Attention flow (max-flow through ½A + ½I per layer, each row divided by its sum, as Abnar & Zuidema's
+    code does) over the real tokens; refused past MAX_FLOW_TOKENS."""
     from attnviz.analysis.roles import attention_flow
 
     k = result.lengths[n]
     f = attention_flow(result.layer_weights[:, n, :, :k, :k].numpy())[0]  # (k, k)
     toks = result.tokens[n][:k]
-    return F.matrix_figure(f, toks, toks, _("attention flow over {layers} layer(s): the most each input token can "
-                                            "send to each last-layer position").format(layers=result.layers),
-                           style, value_name=_("flow"), zero_one=True)
+    return F.matrix_figure(f, toks, toks, _("attention flow over {layers} layer(s): each last-layer position's share "
+                                            "of the flow from each input token").format(layers=result.layers),
+                           style, value_name=_("share of the flow"), zero_one=True, bar_title=_("share of the flow"))
 
 
 def is_long(result: AttentionResult) -> bool:
