@@ -7,6 +7,7 @@ Pure PyTorch/NumPy/Plotly; no web framework here. Main entry points::
     result.weights  # (N, H, L, S)
 """
 
+from attnviz.analysis.detector import detect_head
 from attnviz.analysis.roles import attention_flow, head_scores
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.devices import available_devices, resolve_device
@@ -25,6 +26,7 @@ __all__ = [
     "attention_flow",
     "available_devices",
     "compute",
+    "detect_head",
     "embed",
     "head_scores",
     "low_rank_attention",
