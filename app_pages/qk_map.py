@@ -18,9 +18,9 @@ s = session.current()
 widgets.header(_("Q/K map"), _(
     "Every real token's query and key of one head, over many sentences, projected together into one map: a query "
     "lands near the keys it attends to, so clusters show what the head does (Yeh et al., AttentionViz, 2023). As "
-    "there, keys are first moved so that their centre is the queries' centre, and queries and keys are scaled to "
-    "one mean norm: no attention weight changes, and nearness follows the dot product. Click a point to open its "
-    "sentence in the explorer at this head, with that token as the query."))
+    "there, queries and keys are first scaled to one mean norm (queries × c, keys ÷ c), then the keys are moved so "
+    "that their centre is the queries' centre: no attention weight changes, and nearness follows the dot product. "
+    "Click a point to open its sentence in the explorer at this head, with that token as the query."))
 t = fixed()
 SOURCES = {"default": _("the shipped sentences"), "own": _("your own lines")}
 source = st.segmented_control(_("Sentences"), list(SOURCES), format_func=SOURCES.get, default="default",

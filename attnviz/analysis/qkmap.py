@@ -3,14 +3,23 @@
 Yeh et al., "AttentionViz: A Global View of Transformer Attention" (IEEE VIS 2023) put a
 head's query and key vectors from many sentences into one 2-D map, so that a query lands
 near the keys it attends to. Before projecting, they use the two changes that leave every
-attention weight as it was:
+attention weight as it was. In the words of the method's write-up by one of its authors
+(Cynthia Chen, chenxcynthia.github.io/projects/attention): "there are two ``free parameters''
+when computing attention: translation and scaling. The operations of *translation* (shifting
+query and key vectors by a constant vector) and *scaling in opposite directions* (multiplying
+query vectors by c and dividing key vectors by c) can both be performed without changing the
+resulting attention value", and the maps are of "the query and key embeddings after they have
+been scaled by the respective constant and then translated so the query and key clouds have
+the same centroid". attnviz does exactly that, in that order:
 
-1. **Translation.** Adding one vector ``t`` to every key adds ``q·t`` to every score of a
-   query ``q``: a constant per query, which softmax removes. attnviz moves the keys so that
-   their centroid is the queries' centroid: ``k' = k - mean(k) + mean(q)``.
-2. **Scaling.** ``(c·q)·(k/c) = q·k``. attnviz takes ``c = sqrt(mean‖k'‖ / mean‖q‖)``
-   (norms measured from the common centroid), so queries and keys have the same mean norm
-   around it, and neither kind crowds the middle of the map.
+1. **Scaling.** ``(c·q)·(k/c) = q·k``. c = sqrt(mean‖k‖ / mean‖q‖), norms measured from the
+   origin: queries × c and keys ÷ c then have the same mean norm (the write-up's experiment
+   took the median norms; attnviz takes the means).
+2. **Translation.** Adding one vector ``t`` to every key adds ``q·t`` to every score of a
+   query ``q``: a constant per query, which softmax removes. The scaled keys are moved so
+   that their centroid is the scaled queries' centroid: ``k' = k/c - mean(k/c) + mean(c·q)``.
+   After it, the two centroids coincide (tested); the mean norms, measured from the origin,
+   were equal before it.
 
 After both, a small distance ``‖q - k‖² = ‖q‖² + ‖k‖² - 2 q·k`` goes with a large dot
 product. Both are applied over the whole corpus, then the queries and keys are projected
@@ -66,23 +75,23 @@ def token_kind(token: str) -> str:
 
 @dataclass(frozen=True)
 class Normalised:
-    queries: np.ndarray  # (n, D) float64, scaled by ``scale``
-    keys: np.ndarray  # (m, D) float64, translated, then divided by ``scale``
-    shift: np.ndarray  # (D,) added to every key: mean(q) - mean(k)
+    queries: np.ndarray  # (n, D) float64: c·q
+    keys: np.ndarray  # (m, D) float64: k / c, then translated by ``shift``
+    shift: np.ndarray  # (D,) added to every scaled key: mean(c·q) - mean(k / c)
     scale: float  # c: queries times c, keys divided by c
 
 
 def normalise(queries: np.ndarray, keys: np.ndarray) -> Normalised:
-    """AttentionViz's translation and scaling (see the module doc); every q·k - q·t is kept."""
+    """AttentionViz's scaling, then translation (see the module doc); every q·k is kept up to a
+    constant per query, which softmax removes."""
     q = np.asarray(queries, dtype=np.float64)  # (n, D)
     k = np.asarray(keys, dtype=np.float64)  # (m, D)
-    shift = q.mean(0) - k.mean(0)  # (D,)
-    k = k + shift  # (m, D): the keys' centroid is now the queries'
-    centre = q.mean(0)  # (D,)
-    nq = float(np.linalg.norm(q - centre, axis=1).mean())
-    nk = float(np.linalg.norm(k - centre, axis=1).mean())
+    nq = float(np.linalg.norm(q, axis=1).mean())
+    nk = float(np.linalg.norm(k, axis=1).mean())
     c = math.sqrt(nk / nq) if nq > 0 and nk > 0 else 1.0
-    return Normalised(q * c, k / c, shift, c)
+    q, k = q * c, k / c  # (n, D), (m, D): the same mean norm
+    shift = q.mean(0) - k.mean(0)  # (D,)
+    return Normalised(q, k + shift, shift, c)  # the keys' centroid is now the queries'
 
 
 def pca_2d(x: np.ndarray) -> tuple[np.ndarray, list[float]]:
@@ -210,8 +219,8 @@ def map_record(queries: np.ndarray, keys: np.ndarray, tokens: list[str], sentenc
         "baseline_expected": expected_baseline(sentence, k),
         "explained": explained,
         "normalisation": {"key_shift_norm": float(np.linalg.norm(norm.shift)), "scale": norm.scale,
-                          "method": "keys translated to the queries' centroid; queries × c, keys ÷ c "
-                                    "(c = sqrt(mean key norm / mean query norm))"},
+                          "method": "queries × c, keys ÷ c (c = sqrt(mean key norm / mean query norm), norms "
+                                    "from the origin), then keys translated so their centroid is the queries'"},
         "queries": n, "keys": n, "seconds": round(took, 4),
         "points": points,
     }  # fmt: skip
