@@ -8,7 +8,15 @@ classroom, where thirty students open the same link at the same moment:
 - **single flight**: while a key is being computed, other callers of that key wait
   for it instead of computing (and holding) thirty copies.
 
-An entry larger than the whole budget is computed and returned but not kept.
+An entry larger than the whole budget is computed and returned but not kept. A caller that
+knows an entry's size before computing it (a model's weight files) says so, and room is
+made first, so the new entry never sits beside what it replaces.
+
+It is the one byte-bounded cache of the package: the shared results (``attnviz.run.run``),
+the app's figures, the loaded models (``attnviz.models.registry``), the random layer's
+weights and the Q/K map's corpus runs are each one of these.
+
+May import: nothing of attnviz (numpy and torch, to size what it holds).
 """
 
 from __future__ import annotations
@@ -85,15 +93,21 @@ class ByteBudgetCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def keys(self) -> list[Hashable]:
+        """The keys held now, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._entries
 
-    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any], *, size: int | None = None) -> Any:
         """The cached value of ``key``, computing it (once, however many callers) if absent.
 
         Callers that arrive while ``key`` is being computed wait and get the same value,
-        or the same exception (exceptions are not cached).
+        or the same exception (exceptions are not cached). ``size``: the entry's bytes, known
+        before it is computed: the least recently used entries leave first, to make room.
         """
         with self._lock:
             if key in self._entries:
@@ -105,6 +119,8 @@ class ByteBudgetCache:
             if owner:
                 flight = self._flights[key] = _Flight()
                 self.misses += 1
+                if size is not None:
+                    self._evict(self.max_bytes - size)
         if not owner:
             flight.done.wait()
             if flight.error is not None:
@@ -118,20 +134,36 @@ class ByteBudgetCache:
         finally:
             with self._lock:
                 if flight.error is None:
-                    self._put(key, flight.value)
+                    self._put(key, flight.value, size)
                 del self._flights[key]
             flight.done.set()
         return flight.value
 
-    def _put(self, key: Hashable, value: Any) -> None:
-        size = self._size_of(value)
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        """The cached value of ``key`` (now the most recently used), or ``default``; never computes."""
+        with self._lock:
+            if key not in self._entries:
+                return default
+            self._entries.move_to_end(key)
+            return self._entries[key][0]
+
+    def make_room(self, size: int) -> None:
+        """Unload the least recently used entries until ``size`` more bytes fit."""
+        with self._lock:
+            self._evict(self.max_bytes - size)
+
+    def _evict(self, down_to: int) -> None:
+        while self._entries and self.total_bytes > down_to:
+            _, (_, old) = self._entries.popitem(last=False)
+            self.total_bytes -= old
+
+    def _put(self, key: Hashable, value: Any, size: int | None = None) -> None:
+        size = self._size_of(value) if size is None else size
         if size > self.max_bytes:
             return  # larger than the whole budget: handed back, never kept
         self._entries[key] = (value, size)
         self.total_bytes += size
-        while self.total_bytes > self.max_bytes:
-            _, (_, old) = self._entries.popitem(last=False)
-            self.total_bytes -= old
+        self._evict(self.max_bytes)
 
     def clear(self) -> None:
         with self._lock:

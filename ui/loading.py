@@ -31,9 +31,9 @@ def ready(model: str) -> None:
     if status.error:
         st.error(status.error, icon=":material/error:")
         st.stop()
-    st.progress(status.fraction, text=_("Loading {model}: {what}…").format(model=model, what=status.words))
+    st.progress(status.fraction, text=_("Loading {model}: {what}…").format(model=model, what=_(status.words)))
     st.caption(_("It is loaded once for this server and shared by every session."))
-    _poll(model, status.phase)
+    _poll(model, status.words)
     st.stop()
 
 
@@ -41,5 +41,5 @@ def ready(model: str) -> None:
 def _poll(model: str, phase: str) -> None:
     """Rerun the page when the load moves on (a new phase, ready or failed)."""
     status = load_in_background(model)
-    if status is None or status.done.is_set() or status.phase != phase:
+    if status is None or status.done.is_set() or status.words != phase:
         st.rerun()

@@ -3,6 +3,6 @@ norms, knock-out, the neuron view's numbers), text alternatives, the walkthrough
 head, verification against PyTorch, gradients, the √d_k sweep, the joint map of one head's
 queries and keys over a corpus (qkmap).
 
-May import: ``attnviz.core``, ``attnviz.inputs``, ``attnviz.models``, ``attnviz.run``.
-Never a figure.
+May import: attnviz.cache, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.jobs, attnviz.limits,
+attnviz.models, attnviz.run. Never a figure.
 """

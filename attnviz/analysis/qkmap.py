@@ -1,4 +1,6 @@
-"""The joint map of one head's queries and keys over many sentences (AttentionViz's idea).
+"""The joint map of one head's queries and keys over many sentences (AttentionViz's idea): its
+geometry (normalisation, projection, agreement) for any queries and keys; a model run over a
+corpus to get them is ``attnviz.analysis.qkcorpus``.
 
 Yeh et al., "AttentionViz: A Global View of Transformer Attention" (IEEE VIS 2023) put a
 head's query and key vectors from many sentences into one 2-D map, so that a query lands
@@ -41,14 +43,12 @@ from __future__ import annotations
 import math
 import time
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from attnviz import limits
-from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import _
 
 METHODS = ("pca", "tsne")
@@ -81,7 +81,7 @@ class Normalised:
     scale: float  # c: queries times c, keys divided by c
 
 
-def normalise(queries: np.ndarray, keys: np.ndarray) -> Normalised:
+def scale_and_translate(queries: np.ndarray, keys: np.ndarray) -> Normalised:
     """AttentionViz's scaling, then translation (see the module doc); every q·k is kept up to a
     constant per query, which softmax removes."""
     q = np.asarray(queries, dtype=np.float64)  # (n, D)
@@ -199,7 +199,7 @@ def map_record(queries: np.ndarray, keys: np.ndarray, tokens: list[str], sentenc
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a whole number ≥ 1, got {k!r}.")
     t0 = time.perf_counter()
-    norm = normalise(queries, keys)
+    norm = scale_and_translate(queries, keys)
     n = len(norm.queries)
     xy, explained = project(np.concatenate([norm.queries, norm.keys]), method, seed)  # (2n, 2)
     q_xy, k_xy = xy[:n], xy[n:]
@@ -256,142 +256,3 @@ def qk_map(queries, keys, tokens, *, sentences=None, positions=None, method: str
     best = best_keys_by_score(q, kk, sentence)
     return map_record(q, kk, tokens, sentence, position, best, method=method, seed=seed, k=k,
                       meta={"source": "vectors"})
-
-
-# --- a model over a corpus ------------------------------------------------------------
-
-
-@dataclass
-class CorpusRun:
-    """Every real token of a corpus at one layer: its query and key in every head."""
-
-    model: str
-    layer: int
-    sentences: list[str]
-    tokens: list[str]  # (T,) every real token, sentence by sentence
-    sentence: np.ndarray  # (T,) its sentence
-    position: np.ndarray  # (T,) its place in the sentence (the model's own tokens, [CLS] at 0)
-    q: np.ndarray  # (T, H, D) float32
-    k: np.ndarray  # (T, H, D) float32
-    best: np.ndarray  # (T, H): each query's most-attended key of its sentence (a token index)
-    seconds: float  # the forward passes
-
-    @property
-    def heads(self) -> int:
-        return self.q.shape[1]
-
-
-RUNS = ByteBudgetCache(limits.QK_CACHE_BYTES)
-
-
-def corpus_run(config, lines: list[str], progress: Callable[[float], None] | None = None) -> CorpusRun:
-    """Run ``config``'s model over ``lines`` in batches that each fit the memory budget;
-    keep every real token's Q and K at ``config.layer``. Raises ``ValueError`` for a model
-    that gives only attention weights, or a corpus over the token bound."""
-    from attnviz.run.run import model_for, run
-
-    t0 = time.perf_counter()
-    model = model_for(config)
-    if not 0 <= config.layer < model.layers:
-        raise ValueError(_("Layer {layer} does not exist: {model} has {n} layer(s).").format(
-            layer=config.layer, model=model.name, n=model.layers))
-    if getattr(model, "seq2seq", False) or not hasattr(model, "read_text"):
-        raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, MiniLM "
-                           "or a BERT folder. {model} gives attention weights only.").format(model=model.name))
-    read = dict(pad_to=0, tokenize_mode=config.tokenize_mode, positional=config.positional,
-                max_tokens=config.max_tokens)
-    mask = config.mask if model.honours_masks and config.mask != "none" else "padding"
-    chunks = [lines[i:i + limits.QK_BATCH] for i in range(0, len(lines), limits.QK_BATCH)]
-    inputs = [model.read_text(c, **read) for c in chunks]
-    total = sum(sum(inp.lengths) for inp in inputs)
-    if total > limits.MAX_CORPUS_TOKENS:
-        raise ValueError(_("The corpus has {n:,} tokens for this model; the limit is {limit:,}. Use fewer or shorter "
-                           "sentences.").format(n=total, limit=limits.MAX_CORPUS_TOKENS))
-    todo = list(zip(chunks, inputs, strict=True))
-    tokens, sentence, position, qs, ks, bests = [], [], [], [], [], []
-    done_lines, offset = 0, 0
-    while todo:
-        chunk, inp = todo.pop(0)
-        try:
-            fits = model.plan(len(chunk), inp.L, inp.L) == "full"
-        except ValueError:
-            fits = False
-        if not fits:
-            if len(chunk) == 1:
-                model.plan(1, inp.L, inp.L)  # raises the budget's own message
-                raise ValueError(_("Sentence {i} alone is too long for this server's memory budget.").format(
-                    i=done_lines + 1))
-            half = len(chunk) // 2
-            todo[:0] = [(c, model.read_text(c, **read)) for c in (chunk[:half], chunk[half:])]
-            continue
-        result = run(inp, model, mask=mask, layer=config.layer)
-        steps = result.steps
-        if steps.q is None or steps.q.shape[-1] == 0:
-            raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, "
-                               "MiniLM or a BERT folder. {model} gives attention weights only.").format(
-                model=model.name))
-        w = steps.attention.weights  # (N, H, L, S), before dropout
-        for n, length in enumerate(inp.lengths):
-            tokens.extend(inp.tokens[n][:length])
-            sentence.extend([done_lines + n] * length)
-            position.extend(range(length))
-            qs.append(steps.q[n, :, :length].permute(1, 0, 2).numpy())  # (length, H, D)
-            ks.append(steps.k[n, :, :length].permute(1, 0, 2).numpy())  # (length, H, D)
-            best = w[n, :, :length, :length].argmax(-1)  # (H, length)
-            bests.append(best.T.numpy() + offset)  # (length, H)
-            offset += length
-        done_lines += len(chunk)
-        if progress is not None:
-            progress(done_lines / len(lines))
-    return CorpusRun(config.model, config.layer, list(lines), tokens, np.asarray(sentence, dtype=np.int64),
-                     np.asarray(position, dtype=np.int64), np.concatenate(qs).astype(np.float32),
-                     np.concatenate(ks).astype(np.float32), np.concatenate(bests).astype(np.int64),
-                     time.perf_counter() - t0)
-
-
-def run_key(config, lines) -> tuple:
-    """What a corpus run depends on: for a pretrained model, neither the random model's
-    width, heads, seed nor its tokenizer settings."""
-    from attnviz.inputs.corpus import corpus_digest
-
-    own = (config.d_model, config.num_heads, config.seed, config.projections, config.positional,
-           config.tokenize_mode, config.max_tokens, config.mask) if config.model == "random" else ()
-    return ("qk-run", config.model, config.layer, own, corpus_digest(lines))
-
-
-def cached_corpus_run(config, lines: list[str], progress=None) -> CorpusRun:
-    """``corpus_run``, once per process for the same model, settings and sentences."""
-    return RUNS.get_or_compute(run_key(config, lines), lambda: corpus_run(config, lines, progress))
-
-
-def head_map(crun: CorpusRun, head: int, *, method: str = "pca", seed: int = 0, k: int = K_NEIGHBOURS) -> dict:
-    """One head's map over the corpus run: ``map_record`` with the model, layer, head and sentences."""
-    if not 0 <= head < crun.heads:
-        raise ValueError(_("Head {head} does not exist: this layer has {n} heads (0–{last}).").format(
-            head=head, n=crun.heads, last=crun.heads - 1))
-    meta = {"source": "model", "model": crun.model, "layer": crun.layer, "head": head,
-            "sentences": crun.sentences}
-    return map_record(crun.q[:, head], crun.k[:, head], crun.tokens, crun.sentence, crun.position,
-                      crun.best[:, head], method=method, seed=seed, k=k, meta=meta)
-
-
-def thinned(record: dict, most: int = limits.QK_OVERVIEW_POINTS) -> dict:
-    """The record with at most ``most`` points drawn (every n-th query and its key, so both
-    kinds stay paired); its numbers (agreement, baseline) are the full map's."""
-    n = record["queries"]
-    step = max(1, math.ceil(2 * n / most))
-    keep = list(range(0, n, step))
-    pts = record["points"]
-    return {**{k: v for k, v in record.items() if k not in ("points", "sentences")},
-            "points": [pts[i] for i in keep] + [pts[n + i] for i in keep], "thinned": step > 1}
-
-
-def layer_overview(crun: CorpusRun, *, seed: int = 0, k: int = K_NEIGHBOURS,
-                   progress: Callable[[float], None] | None = None) -> list[dict]:
-    """Every head's PCA map of the layer (thinned for drawing), head by head."""
-    out = []
-    for h in range(crun.heads):
-        out.append(thinned(head_map(crun, h, method="pca", seed=seed, k=k)))
-        if progress is not None:
-            progress((h + 1) / crun.heads)
-    return out

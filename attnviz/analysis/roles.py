@@ -1,4 +1,4 @@
-"""Head scores for any attention (``attnviz.inputs.attention``'s normal form) and attention flow.
+"""Head scores for any attention (``attnviz.inputs.handover``'s normal form) and attention flow.
 
 ``head_scores(attention, tokens)`` -> {score name: (layers, heads) array}, batch row 0,
 over real (non-pad) positions. A position is a pad when its token is a pad string
@@ -30,7 +30,7 @@ import torch
 
 from attnviz.analysis.heads import diagonal_score, row_entropy
 from attnviz.i18n import N_
-from attnviz.inputs.attention import normalise
+from attnviz.inputs.handover import normalise
 from attnviz.limits import MAX_FLOW_TOKENS
 
 SCORES = ("previous_token", "first_token", "self", "duplicate_token", "induction", "entropy")
@@ -190,7 +190,6 @@ ROLE_THRESHOLDS = {"previous_token": 0.4, "first_token": 0.5, "self": 0.5,
                    "duplicate_token": 0.3, "induction": 0.3}
 # Roles that a probe (seeded random tokens repeated once) must show; never scored on the user's text.
 PROBE_ROLES = ("duplicate_token", "induction")
-PROBE_SEED = 0
 # What each role's score measures, in words, for the model view's one-line legend (translated where shown).
 ROLE_WORDS = {"previous_token": N_("on the previous token"), "first_token": N_("on the first token (a sink)"),
               "self": N_("on itself"), "duplicate_token": N_("on earlier copies of its token"),
@@ -198,32 +197,6 @@ ROLE_WORDS = {"previous_token": N_("on the previous token"), "first_token": N_("
 # Short labels drawn on the model view (translated where shown).
 ROLE_LABELS = {"previous_token": N_("prev"), "first_token": N_("sink"), "self": N_("self"),
                "duplicate_token": N_("dup"), "induction": N_("induction")}
-
-
-PROBE_LENGTH = 12  # a probe's random tokens, before they repeat
-
-
-def probe_text(vocabulary: list[str], length: int = PROBE_LENGTH, seed: int = PROBE_SEED) -> str:
-    """A probe as text: ``length`` seeded random words of ``vocabulary`` (whole words: a
-    tokenizer's sub-word pieces and specials left out by the caller), then the same again,
-    so that every token of the second half has an earlier copy (duplicate-token) and a token
-    that followed it (induction)."""
-    words = sorted(set(vocabulary))
-    if len(words) < 2:
-        raise ValueError("This model's vocabulary has fewer than 2 whole words: no probe can be made for the roles "
-                         "that need one (induction, duplicate-token).")
-    pick = np.random.default_rng(seed).choice(len(words), size=length, replace=len(words) < length)
-    half = [words[i] for i in pick]
-    return " ".join(half + half)
-
-
-def probe_ids(vocab: int, length: int, seed: int = PROBE_SEED, low: int = 0) -> list[int]:
-    """Seeded random token ids in [low, vocab), ``length`` of them, then the same again."""
-    if vocab - low < 2 or length < 2:
-        raise ValueError("a probe needs a vocabulary of at least 2 tokens and a length of at least 2.")
-    gen = np.random.default_rng(seed)
-    half = gen.integers(low, vocab, size=length).tolist()
-    return half + half
 
 
 def head_roles(scores: dict[str, np.ndarray], probe_scores: dict[str, np.ndarray] | None = None) -> np.ndarray:

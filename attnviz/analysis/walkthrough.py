@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attnviz.core.attention import attention_steps
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 
@@ -109,7 +110,6 @@ def blocked_row_demo(scores: list[float] | None = None) -> dict[str, list[float]
     −1e9 it gives a uniform row (every blocked key gets weight 1/S: wrong, silently),
     and attnviz defines the row as zeros.
     """
-    from attnviz.core.attention import attention_steps
 
     s = torch.tensor(scores or [1.2, -0.3, 2.5, 0.4])
     blocked = torch.zeros(1, len(s), dtype=torch.bool)  # (L=1, S): every key blocked

@@ -3,5 +3,6 @@ a task (``tasks``) in front of the class (``train``), in a worker process shared
 session that asks for the same settings (``worker``); its heads' roles on a probe, as the
 explorer names them (``roles``); the finished model loaded back (``trained``).
 
-May import: ``attnviz.core``, ``attnviz.models``, ``attnviz.analysis``, ``limits``, ``i18n``.
+May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.limits, attnviz.models,
+attnviz.settings.
 """

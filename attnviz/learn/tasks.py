@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
+from attnviz.models.tiny import BOS, FIRST_TOKEN, MARK, QUERY
+
 TASKS = ("induction", "marked")
-BOS, MARK, QUERY = 0, 1, 2
-FIRST_TOKEN = 3  # ordinary tokens are FIRST_TOKEN … vocab − 1
 
 
 @dataclass

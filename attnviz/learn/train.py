@@ -4,7 +4,7 @@
 settings, and a checkpoint every ``every`` steps with the loss on the task's part and
 elsewhere (on a fixed evaluation batch), every head's prefix-matching, previous-token and
 copying scores and its weights on one fixed probe sequence, and its roles' scores
-(``attnviz.learn.roles``: the explorer's scores on a repeated random probe). The same settings give the
+(``attnviz.analysis.probe``: the explorer's scores on a repeated random probe). The same settings give the
 same numbers on the same number of threads (the app's worker and the CLI use one): data,
 weights and the probe all come from generators seeded by ``seed``.
 """
@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from attnviz import limits
+from attnviz.analysis import probe as P
 from attnviz.analysis.induction import copying, prefix_matching, previous_token
 from attnviz.i18n import N_
-from attnviz.learn import roles as R
 from attnviz.learn.tasks import TASKS, Batch, batch
 from attnviz.models.tiny import AttentionOnly
 from attnviz.settings.spec import setting, validate
@@ -73,7 +73,7 @@ def losses(model: AttentionOnly, b: Batch, head_mask: torch.Tensor | None = None
     return float(nll[focus].mean()), float(nll[~focus].mean())
 
 
-def head_scores(model: AttentionOnly, probe: Batch) -> tuple[list[dict], torch.Tensor]:
+def checkpoint_scores(model: AttentionOnly, probe: Batch) -> tuple[list[dict], torch.Tensor]:
     """Every head's three scores on the probe (its first sequence), and the probe's weights
     (layers, H, L, L)."""
     ids = probe.ids[:1]  # (1, L)
@@ -130,9 +130,9 @@ def train(settings: LearnSettings, on_checkpoint: Callable[[dict], None] | None 
 
     def checkpoint(step: int) -> None:
         loss_repeat, loss_other = losses(model, held)
-        heads, w = head_scores(model, probe)
+        heads, w = checkpoint_scores(model, probe)
         record = {"step": step, "seconds": round(time.perf_counter() - t0, 3), "loss_repeat": loss_repeat,
-                  "loss_other": loss_other, "heads": heads, "weights": w.tolist(), "roles": R.record(model)}
+                  "loss_other": loss_other, "heads": heads, "weights": w.tolist(), "roles": P.tiny_record(model)}
         checkpoints.append(record)
         if on_checkpoint is not None:
             on_checkpoint(record)
@@ -158,7 +158,7 @@ def train(settings: LearnSettings, on_checkpoint: Callable[[dict], None] | None 
     return {"config": asdict(settings), "status": status, "checkpoints": checkpoints,
             "probe": {"tokens": probe.ids[0].tolist(), "first": probe.first[0], "period": probe.period[0],
                       "weights": checkpoints[-1]["weights"]},
-            "roles_probe": R.probe(VOCAB),
+            "roles_probe": P.tiny_probe(VOCAB),
             "phase_change": phase_change(checkpoints)}
 
 

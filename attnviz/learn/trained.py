@@ -7,9 +7,8 @@ from pathlib import Path
 
 import torch
 
-from attnviz.learn.tasks import BOS, MARK, QUERY
 from attnviz.learn.train import VOCAB, LearnSettings, build, losses
-from attnviz.models.tiny import AttentionOnly
+from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
 
 NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
 
@@ -18,7 +17,7 @@ def token_name(t: int) -> str:
     return NAMES.get(int(t), str(int(t)))
 
 
-def load(settings: LearnSettings, weights: Path) -> AttentionOnly:
+def load_trained(settings: LearnSettings, weights: Path) -> AttentionOnly:
     """The trained model from its safetensors file (shapes checked against the settings)."""
     from safetensors.torch import load_file
 
@@ -64,7 +63,7 @@ def predict(model: AttentionOnly, ids: list[int], k: int = 10) -> tuple[list[tup
         torch.stack([w[0] for w in weights])
 
 
-def knockout(model: AttentionOnly, settings: LearnSettings, layer: int, head: int) -> dict[str, float]:
+def knocked_out_loss(model: AttentionOnly, settings: LearnSettings, layer: int, head: int) -> dict[str, float]:
     """The loss on the task's part and elsewhere, with and without head (layer, head)."""
     _m, held, _probe = build(settings)
     mask = torch.ones(len(model.layers), model.heads)  # (layers, H)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnviz import limits
-from attnviz.learn.train import LearnSettings
+from attnviz.learn.train import LearnSettings, train
 
 RUNS_ENV = "ATTNVIZ_LEARN_DIR"
 
@@ -45,8 +45,6 @@ def _train_to_files(settings: dict, folder: str, key: str) -> str:
     """In the worker process: train, streaming checkpoints, then keep the record and weights."""
     import torch
     from safetensors.torch import save_file
-
-    from attnviz.learn.train import train
 
     torch.set_num_threads(1)  # one core per training; deterministic whatever the machine
     base = Path(folder) / key

@@ -10,5 +10,7 @@ position bias),
 ``generate`` (greedy generation with each token's attention), ``given`` (weights from a
 file), ``tiny`` (the attention-only model of "Watch it learn") and ``registry`` (which
 models exist here, loading each once per process in the background, within the
-loaded-models bound). May import: ``attnviz.core``, ``attnviz.inputs``, ``limits``, ``i18n``.
+loaded-models bound: one ``attnviz.cache`` of them, each load an ``attnviz.jobs`` job).
+
+May import: attnviz.cache, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.jobs, attnviz.limits.
 """

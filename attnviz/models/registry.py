@@ -10,7 +10,9 @@ loading them. Any local folder in the same layout (``config.json`` +
 in the API and the CLI, or the folder named by ``ATTNVIZ_MODEL_DIR``, offered as the
 model ``"local"`` (a URL can name a model, never a path).
 
-A loaded model is shared read-only by every session of the process.
+A loaded model is shared read-only by every session of the process: the loaded models are one
+``attnviz.cache.ByteBudgetCache`` bounded by ``limits.max_loaded_bytes()``, and a page asks for a
+model's load as one ``attnviz.jobs`` job, whose progress every session that waits for it shows.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import N_, _
+from attnviz.jobs import Job, Jobs
 from attnviz.limits import max_loaded_bytes
 from attnviz.models.base import ModelError
 from attnviz.models.bert import BertConfig, BertModel
+from attnviz.models.hf import HFModel, config_int, kind_of, read_config, weight_bytes
 from attnviz.models.random import RANDOM
 
 MINILM = "minilm-l6"
@@ -84,8 +88,6 @@ def layer_count(model: str, stack: str = "encoder") -> int:
     folder, _pinned = locate(model)
     if is_bert(folder):
         return BertConfig.read(folder / "config.json").num_hidden_layers
-    from attnviz.models.hf import config_int, read_config
-
     cfg = read_config(folder)
     if stack != "encoder":
         for name in ("num_decoder_layers", "decoder_layers"):
@@ -113,8 +115,6 @@ def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
     if is_bert(folder):
         cfg = BertConfig.read(folder / "config.json")
         return ModelFacts(layers, cfg.num_attention_heads, cfg.hidden_size, "padding")
-    from attnviz.models.hf import config_int, read_config
-
     cfg = read_config(folder)
     heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
     width = config_int(cfg, "hidden_size", "n_embd", "d_model")
@@ -142,8 +142,6 @@ def _folder_kind(model: str, folder: str, stamp: int) -> str:
     path = Path(folder)
     if is_bert(path):
         return "encoder"
-    from attnviz.models.hf import kind_of
-
     try:
         return kind_of(json.loads((path / "config.json").read_text(encoding="utf-8")))
     except (OSError, ValueError):
@@ -212,31 +210,11 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
                 file=name, folder=folder, model=MINILM, install=INSTALL))
 
 
-@dataclass
-class Loading:
-    """A model being loaded by a background thread: what it is doing, for a progress bar."""
-
-    model: str
-    phase: str = "config"  # config, weights, tokenizer, ready
-    error: str = ""
-    done: threading.Event = field(default_factory=threading.Event)
-
-    PHASES = {"config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
-              "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
-
-    @property
-    def fraction(self) -> float:
-        return self.PHASES[self.phase][0]
-
-    @property
-    def words(self) -> str:
-        return _(self.PHASES[self.phase][1])
-
-
-_LOADED: OrderedDict[tuple, object] = OrderedDict()  # least recently used first
-_LOADING: dict[tuple, Loading] = {}
-_SIZES: dict[tuple, int] = {}  # a loaded model's weight bytes
-_LOCK = threading.RLock()  # guards the dicts; held only for moments
+# A load's phases: how far it is, in words (marked for translation, translated where shown).
+PHASES = {"config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
+          "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
+LOADED = ByteBudgetCache(max_loaded_bytes())  # the loaded models, by _key, sized by their weight files
+LOADING = Jobs(keep=64, name="load")  # their background loads, by _key
 _LOAD_ONE = threading.Lock()  # one model loads at a time, within the memory bound
 
 
@@ -253,7 +231,7 @@ def _key(model: str) -> tuple:
 
 def is_loaded(model: str) -> bool:
     try:
-        return _key(model) in _LOADED
+        return _key(model) in LOADED
     except ModelError:
         return False
 
@@ -265,91 +243,58 @@ def load(model: str, phase=lambda what: None):
     All loaded models together stay within ``limits.max_loaded_bytes()``: the least
     recently used others are unloaded first (sessions that hold one keep their copy).
 
-    One model loads at a time (``_LOAD_ONE``), and the registry's own lock is never held
-    while it does: a loaded model, and a load's progress, stay readable meanwhile."""
+    One model loads at a time (``_LOAD_ONE``); a loaded model, and a load's progress, stay
+    readable meanwhile."""
     key = _key(model)
-    with _LOCK:
-        if key in _LOADED:
-            _LOADED.move_to_end(key)
-            return _LOADED[key]
-    with _LOAD_ONE:
-        with _LOCK:
-            if key in _LOADED:  # loaded while this thread waited for its turn
-                return _LOADED[key]
-        folder, pinned = locate(model)
-        if not folder.is_dir():
-            raise ModelError(f"Model folder {folder} does not exist.")
-        from attnviz.models.hf import weight_bytes
+    held = LOADED.get(key)
+    if held is not None:
+        return held
+    folder, pinned = locate(model)
+    if not folder.is_dir():
+        raise ModelError(f"Model folder {folder} does not exist.")
+    size, most = weight_bytes(folder), max_loaded_bytes()
+    if size > most:
+        raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
+                         f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
+    LOADED.max_bytes = most
+    name = model if model in MODELS or model in listed_models() else str(folder)
 
-        size, most = weight_bytes(folder), max_loaded_bytes()
-        if size > most:
-            raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
-                             f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
-        with _LOCK:  # room first, so the new one never sits beside what it replaces
-            while _LOADED and loaded_bytes() + size > most:
-                old, _model = _LOADED.popitem(last=False)
-                _SIZES.pop(old, None)
-        name = model if model in MODELS or model in listed_models() else str(folder)
-        if is_bert(folder):
-            phase("weights")
-            verify_files(folder, pinned)
-            loaded = BertModel.from_folder(name, folder)
-        else:
-            from attnviz.models.hf import HFModel
+    def build():
+        with _LOAD_ONE:
+            LOADED.make_room(size)  # what loaded while this one waited counts too
+            if is_bert(folder):
+                phase("weights")
+                verify_files(folder, pinned)
+                return BertModel.from_folder(name, folder)
+            return HFModel.from_folder(name, folder, phase)
 
-            loaded = HFModel.from_folder(name, folder, phase)
-        with _LOCK:
-            _LOADED[key] = loaded
-            _SIZES[key] = size
-        return loaded
+    return LOADED.get_or_compute(key, build, size=size)
 
 
 def loaded_bytes() -> int:
     """The weight bytes of every model loaded now."""
-    with _LOCK:
-        return sum(_SIZES.values())
+    return LOADED.total_bytes
 
 
-def load_in_background(model: str) -> Loading | None:
-    """None once ``model`` is loaded; else the (one, shared) background load's progress,
-    started now if no one started it: a page shows it and never waits in its own thread."""
+def load_in_background(model: str) -> Job | None:
+    """None once ``model`` is loaded; else the (one, shared) background load (``attnviz.jobs``),
+    started now if no one started it, or again if it failed or its model has since been
+    unloaded: a page shows its progress and never waits in its own thread."""
     key = _key(model)
-    with _LOCK:
-        if key in _LOADED:
-            return None
-        status = _LOADING.get(key)
-        if status is None or (status.done.is_set() and not status.error):
-            status = _LOADING[key] = Loading(model)
+    if key in LOADED:
+        return None
+    job = LOADING.get(key)
+    if job is not None and job.done.is_set() and not job.error:  # loaded once, unloaded since
+        LOADING.forget(key)
 
-            def work():
-                try:
-                    load(model, lambda what: setattr(status, "phase", what))
-                    status.phase = "ready"
-                except Exception as e:  # noqa: BLE001 - any failure is shown to whoever asked
-                    status.error = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
-                finally:
-                    status.done.set()
+    def work(job: Job):
+        load(model, lambda what: job.report(*PHASES[what]))
+        job.report(*PHASES["ready"])
 
-            threading.Thread(target=work, name=f"attnviz-load-{model}", daemon=True).start()
-        return status
+    return LOADING.start(key, work, PHASES["config"][1], label=model)
 
 
 def model_key(model: str) -> tuple:
     """What names ``model``'s files: its folder and its config's time (``ModelError`` for an
     unknown model); another folder under the same name is another key."""
     return _key(model)
-
-
-def probe_vocabulary(model: str) -> list[str]:
-    """The whole words a probe may draw from for ``model`` (``attnviz.analysis.roles.probe_text``):
-    its tokenizer's vocabulary without specials and sub-word pieces (a GPT-2 "Ġword" or a
-    SentencePiece "▁word" is the word it starts), or, for the tokenizer-free random layer,
-    the words of the shipped corpus. Loads the model (once per process)."""
-    if model == RANDOM:
-        from attnviz.inputs.corpus import default_corpus
-
-        return sorted({w.lower() for line in default_corpus() for w in line.split() if w.isascii() and w.isalpha()})
-    tokenizer = getattr(load(model), "tokenizer", None)
-    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-    words = {t.lstrip("Ġ▁") for t in vocab}
-    return sorted(w for w in words if len(w) >= 3 and w.isascii() and w.isalpha() and w.islower())

@@ -6,7 +6,8 @@ No MLP and no LayerNorm, as in Olsson et al. (2022)'s attention-only models: wha
 learns, it learns in its heads. Every weight is drawn from one CPU ``torch.Generator``
 seeded by ``seed``, so the same settings give the same model. The attention is attnviz's
 own ``MultiHeadAttention``, so every layer's weights come with the output, and a head can
-be knocked out (``head_mask``).
+be knocked out (``head_mask``). Its vocabulary: BOS, MARK and QUERY (the tasks' markers),
+then the ordinary tokens from ``FIRST_TOKEN`` on.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from torch.nn import functional as F
 
 from attnviz.core.masks import causal_mask
 from attnviz.core.multihead import MultiHeadAttention
+
+BOS, MARK, QUERY = 0, 1, 2
+FIRST_TOKEN = 3  # ordinary tokens are FIRST_TOKEN … vocab − 1
 
 
 class AttentionOnly(nn.Module):

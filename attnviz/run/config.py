@@ -10,12 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from attnviz import limits
+from attnviz.core.devices import device_names
 from attnviz.core.masks import MASK_KINDS
 from attnviz.core.multihead import MultiHeadAttention
 from attnviz.i18n import N_, _
 from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
 from attnviz.models.hf import STACKS
+from attnviz.models.registry import INSTALL, MINILM, available_models
 from attnviz.settings.spec import Reason, Unavailable, setting, validate
 
 TEXT_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients")
@@ -44,8 +46,6 @@ def _text(raw: str, taken: dict) -> str:
 
 
 def _device(raw: str, taken: dict) -> str:
-    from attnviz.core.devices import device_names
-
     dev = raw.strip().lower()
     dev = "cuda:0" if dev == "cuda" else dev
     if dev not in device_names():
@@ -54,8 +54,6 @@ def _device(raw: str, taken: dict) -> str:
 
 
 def _model(raw: str, taken: dict) -> str:
-    from attnviz.models.registry import INSTALL, MINILM, available_models
-
     if raw not in available_models():
         if raw == MINILM:
             raise Reason(_("is not installed on this server ({install})").format(install=INSTALL))
@@ -64,14 +62,10 @@ def _model(raw: str, taken: dict) -> str:
 
 
 def _devices() -> tuple:
-    from attnviz.core.devices import device_names
-
     return tuple(device_names())
 
 
 def _models() -> tuple:
-    from attnviz.models.registry import available_models
-
     return tuple(available_models())
 
 

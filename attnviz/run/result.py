@@ -40,6 +40,15 @@ class AttentionResult:
     settings: dict = field(default_factory=dict)  # the plain settings that made it (JSON export)
     next_tokens: list[list[tuple[str, float]]] | None = None  # a causal LM's top 10 after each sequence
     parts: HeadParts | None = None  # the followed layer's values and W_O, for contributions (None: not given)
+    # Values derived from this run once, whoever reads them (a knock-out reruns the model): ``derived``.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def derived(self, key, build):
+        """``build()``, once per run and ``key`` (a plain value): the run is shared read-only, and
+        what is derived from it is the same for every reader."""
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]
 
     def __post_init__(self) -> None:
         if self.layer_weights is None:  # a one-layer model: layers = 1 (a view, no copy)

@@ -7,7 +7,8 @@
 mask (the chosen kind & the input's structure & key padding), runs the model on the
 chosen device and brings every tensor back to the CPU. ``compute(AttentionConfig)`` is
 the text run the app, the CLI and the tests use; the image, audio and graph pages call
-``run`` with their own inputs.
+``run`` with their own inputs. ``shared_result(config)`` is ``compute(config)`` once per process:
+the results cache that every session, the probe and the CLI share (``RESULTS``).
 """
 
 from __future__ import annotations
@@ -18,14 +19,16 @@ from dataclasses import fields
 import torch
 
 from attnviz import limits
+from attnviz.cache import ByteBudgetCache
 from attnviz.core.devices import resolve_device
 from attnviz.core.masks import WINDOW_KINDS, build_mask
 from attnviz.core.multihead import MultiHeadSteps
-from attnviz.i18n import _
+from attnviz.i18n import _, language
 from attnviz.inputs.record import Input
 from attnviz.inputs.text import lines_of
 from attnviz.models.base import HeadParts, Model
 from attnviz.models.random import RANDOM, RandomLayer
+from attnviz.models.registry import load
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 
@@ -34,9 +37,21 @@ def model_for(config: AttentionConfig) -> Model:
     """The random layer these settings describe, or a pretrained model (loaded once per process)."""
     if config.model == RANDOM:
         return RandomLayer(config.d_model, config.num_heads, config.seed, config.projections)
-    from attnviz.models.registry import load
-
     return load(config.model)
+
+
+# Three quarters of the cache budget: the app's figures (ui.compute) hold the last quarter.
+RESULTS = ByteBudgetCache(limits.cache_budget_bytes() * 3 // 4)
+
+
+def shared_result(config: AttentionConfig, compute_with=None) -> AttentionResult:
+    """``compute(config)``, once per process however many ask at once (shared, read-only).
+
+    Keyed by the language too: a result's notes are written in the language of the session
+    that computed it. ``compute_with(fn, config)``: where to compute it (the app's compute
+    workers); by default, here."""
+    work = (lambda: compute_with(compute, config)) if compute_with else (lambda: compute(config))
+    return RESULTS.get_or_compute(("result", config, language()), work)
 
 
 def compute(config: AttentionConfig) -> AttentionResult:
