@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from attnviz.views.registry import PAGES
+from attnviz.views.catalogue import PAGES
 from ui import admission, session
-from ui.pages import app_pages
+from ui.navigation import app_pages
 from ui.sidebar import sidebar
 
 _present = st.query_params.get("present", "0") in ("1", "true") or bool(st.session_state.get("present"))
@@ -17,7 +17,7 @@ st.set_page_config(
 
 # Runs take turns (a class joining at once is served in order; see ui/admission.py).
 with admission.page_run():
-    session.load()
+    session.restore()
     pages = app_pages()
     current = st.navigation(list(pages.values()), expanded=True)  # every page listed, none behind "more"
     page = next(p for p in PAGES if pages[p.name] is current or pages[p.name].url_path == current.url_path)

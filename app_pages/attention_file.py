@@ -1,31 +1,19 @@
 """Your attention: a file of attention weights (from attnviz.save_attention, in a notebook)
-seen with every view of the explorer."""
+seen with every view of the table that weights alone can draw (``attnviz.views.catalogue``)."""
 
 import hashlib
 
-import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
-from attnviz.views.attention_file import VIEWS, file_run, sample_file
-from attnviz.views.explorer import (
-    flow_problem,
-    head_table,
-    is_long,
-    roles_table,
-    view_description,
-    view_figure,
-    view_key,
-    view_problem,
-    weights_table,
-)
-from attnviz.views.registry import VIEW_TITLES
-from attnviz.views.selection import clamp_selection, file_stem
-from ui import compute, session, widgets
+from attnviz.views.attention_file import file_run, sample_file
+from attnviz.views.catalogue import VIEW_TITLES, views_on
+from attnviz.views.selection import clamp_selection
+from ui import compute, rendering, session, widgets
 from ui.controls import control
-from ui.safe import md
 
 PICKLES = ["pt", "pth", "bin", "pkl", "pickle"]  # accepted by the uploader only to be refused with a reason
+OFFERED = views_on("attention-file")
 
 s = session.current()
 widgets.header(_("Your attention"),
@@ -54,30 +42,13 @@ result = compute.guard(lambda: compute.cached(("attention-file", digest, layer),
                                               lambda: file_run(data, name, layer), limited=False))
 st.caption(_("{name}: {layers} layer(s) × {H} heads × {L} tokens").format(
     name=name, layers=result.layers, H=result.heads, L=result.weights.shape[-1]))
-if st.session_state.get("view") not in VIEWS:
+if st.session_state.get("view") not in OFFERED:
     st.session_state["view"] = "grid"
-control("view", kind="segmented", options=VIEWS, format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
+control("view", kind="segmented", options=OFFERED, format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
 widgets.head_and_query(result, 0)
 s, fixes = clamp_selection(result, session.current().with_(seq=0))
 for note in fixes:
     st.info(note, icon=":material/info:")
-key = (digest, layer)
-if view_problem(result, s.view):  # the norms and the neuron view need what a file does not hold
-    st.info(md(view_problem(result, s.view)), icon=":material/info:")
-elif s.view == "table":
-    table = weights_table(result, s, is_long(result))
-    st.dataframe(pd.DataFrame(table["data"], index=table["index"], columns=table["columns"]), height=500)
-elif s.view == "flow" and flow_problem(result, 0):
-    st.info(flow_problem(result, 0), icon=":material/info:")
-else:
-    if s.view == "roles":
-        st.dataframe(pd.DataFrame(compute.cached(("attention-roles-table", digest, layer),
-                                                 lambda: roles_table(result, 0), limited=False)), hide_index=True)
-    if s.view == "analysis":
-        st.dataframe(pd.DataFrame(compute.cached(("attention-head-table", digest), lambda: head_table(result, 0),
-                                                 limited=False)), hide_index=True)
-    fig = compute.figure(("attention-file-view", *key, *view_key(s)[1:]), lambda: view_figure(result, s, s.view),
-                         alt=lambda f: view_description(result, s, s.view, f))
-    compute.chart(fig, key=f"file_{s.view}", filename=file_stem(s, s.view, result))
+rendering.render(s.view, result, s, run_key=("attention-file", digest, layer))
 widgets.run_downloads(result, key="file", csv_name="attnviz-attention-file.csv",
                       json_name="attnviz-attention-file.json")

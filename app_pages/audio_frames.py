@@ -4,11 +4,11 @@ import streamlit as st
 
 from attnviz import inputs as I
 from attnviz.i18n import _
+from attnviz.views.markdown import md
 from attnviz.views.modality import audio_run, followed, input_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
-from ui.safe import md
 
 s = session.current()
 widgets.header(_("Audio frames"),
@@ -43,7 +43,7 @@ st.caption(_("{seconds} s at {rate} Hz → {n} frames of {frame} samples every {
                                                      frame=s.frame, hop=s.hop, samples=len(samples),
                                                      label=md(labels[at])))
 style = style_for(s)
-compute.chart(compute.figure(("audio-spec", key, at, compute.style_key(style)),
+compute.chart(compute.cached_figure(("audio-spec", key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="audio_spec", filename="attnviz-audio-frames")
 widgets.input_results(key, inp, result, s, style, "audio-frames")

@@ -19,7 +19,7 @@ s = session.current()
 if s.model != "random" and s.cross_config().model == "random":
     st.info(_("Cross-attention runs on the random model here: {model} attends within one text. Choose an "
               "encoder–decoder (T5, BART) to see a real model's.").format(model=s.model), icon=":material/info:")
-result = compute.run(s.cross_config())
+result = compute.result(s.cross_config())
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
           "one sentence, and target position i has no relation to source position i. So here only padded source keys "
@@ -33,13 +33,14 @@ head, query = widgets.head_and_query(result, seq, query_label=_("Target token"))
 s = session.current().with_(seq=seq)
 style = style_for(s)
 key = (s.cross_config(), seq, compute.style_key(style))
-compute.chart(compute.figure(("cross-grid", *key), lambda: cross_grid_figure(result, s, style)),
+compute.chart(compute.cached_figure(("cross-grid", *key), lambda: cross_grid_figure(result, s, style)),
               key="cross_grid", filename=file_stem(s, "cross-grid", result))
 c1, c2 = st.columns(2)
 with c1:
-    compute.chart(compute.figure(("cross-head", *key, head),
+    compute.chart(compute.cached_figure(("cross-head", *key, head),
                                  lambda: F.heatmap_figure(F.head_data(result, seq, head), style)),
                   key="cross_head", filename=file_stem(s, "cross-head", result))
 with c2:
-    compute.chart(compute.figure(("cross-query", *key, query), lambda: F.query_figure(result, seq, query, style)),
+    compute.chart(compute.cached_figure(("cross-query", *key, query),
+                                        lambda: F.query_figure(result, seq, query, style)),
                   key="cross_query", filename=file_stem(s, "cross-query", result))

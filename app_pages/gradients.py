@@ -4,15 +4,15 @@ import streamlit as st
 
 from attnviz.analysis.gradients import SCALAR_LABELS, token_gradients
 from attnviz.i18n import _, fixed
+from attnviz.views.markdown import md, quoted
 from attnviz.views.pages import gradient_figures
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
-from ui.safe import md, quoted
 
 s = session.current()
 st.title(_("Gradients"))
-result = compute.run(s.config)
+result = compute.result(s.config)
 seq = min(s.seq, len(result.tokens) - 1)
 tokens = result.tokens[seq]
 _head, query = widgets.head_and_query(result, seq, with_head=False)

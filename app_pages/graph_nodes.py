@@ -34,7 +34,7 @@ st.caption(_("{n} nodes, {e} edges · weights {shape} · {blocked} of {pairs} no
     pairs=len(labels) ** 2))
 style = style_for(s)
 key = ("graph", s.config, s.input_projections, s.graph, s.edges, s.graph_mask)
-compute.chart(compute.figure(("graph-draw", *key, at, compute.style_key(style)),
+compute.chart(compute.cached_figure(("graph-draw", *key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="graph_draw", filename="attnviz-graph-nodes")
 widgets.input_results(key, inp, result, s, style, "graph-nodes")

@@ -5,12 +5,12 @@ import streamlit as st
 from attnviz import inputs as I
 from attnviz.i18n import N_, _, fixed
 from attnviz.models.registry import model_kind
+from attnviz.views.catalogue import VIEW_TITLES
+from attnviz.views.markdown import md
 from attnviz.views.modality import IMAGE_VIEWS, followed, followed_state, image_run, input_figure
-from attnviz.views.registry import VIEW_TITLES
 from attnviz.views.selection import style_for
-from ui import compute, heads, loading, picks, session, widgets
+from ui import compute, loading, picks, rendering, session, widgets
 from ui.controls import control
-from ui.safe import md
 
 s = session.current()
 vit = model_kind(s.model) == "vision"  # the sidebar's model is a vision transformer: its own patches
@@ -63,7 +63,7 @@ st.caption(_("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · w
              "**{patch}**").format(nH=nH, nW=nW, n=len(patches), p=inp.meta["patch"], stride=inp.meta["stride"],
                                    shape=tuple(result.weights.shape), patch=md(inp.labels[at])))
 style = style_for(s)
-fig = compute.figure(("image-overlay", key, at, compute.style_key(style)),
+fig = compute.cached_figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))
 event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", on_select="rerun",
                         selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
@@ -89,5 +89,5 @@ else:
     if not vit and not s.input_projections:
         st.caption(_("Without the Q/K/V projections every projection here is the identity, W_O too: a patch's v, q "
                      "and k for a head are its own vector's slice for that head."))
-    heads.input_head_view(view, key, result, followed_state(s, inp), style, "image-patches")
+    rendering.render(view, result, followed_state(s, inp), run_key=("image-patches", *key))
     widgets.input_results(key, inp, result, s, style, "image-patches", views=())

@@ -25,7 +25,7 @@ control("block_k", c3, step=16)
 s = session.current()
 style = style_for(s)
 key = (s.config, s.length)
-inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input(s)))
+inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input_of(s)))
 H, L, D = inp.heads, inp.L, s.d_model // s.heads
 mem = attention_memory(L, L, H, D=D, block_q=s.block_q, block_k=s.block_k)
 fits = mem["naive"] <= limits.memory_budget_bytes()

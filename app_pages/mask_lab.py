@@ -6,11 +6,11 @@ import streamlit as st
 from attnviz.analysis.walkthrough import blocked_row_demo
 from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import _, fixed
+from attnviz.views.markdown import md
 from attnviz.views.pages import mask_kinds, mask_lab_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import MASK_NAMES, control
-from ui.safe import md
 
 s = session.current()
 widgets.header(_("Mask lab"),
@@ -26,7 +26,7 @@ if s.model != "random":
     st.info(_("The mask lab runs on the random model: a pretrained encoder was trained without these masks, so "
               "swapping them in would not show what it learned."), icon=":material/info:")
     s = s.with_(model="random", layer=0)
-base = compute.run(s.config)
+base = compute.result(s.config)
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
 head, _query = widgets.head_and_query(base, seq)
@@ -36,11 +36,11 @@ style = style_for(s)
 
 def chart(name: str, kind: str, build) -> None:
     key = ("mask-lab", name, s.config.with_(mask=kind), seq, head, compute.style_key(style))
-    compute.chart(compute.figure(key, build), key=f"{name}_{kind}", filename=f"attnviz-masklab-{kind}-{name}")
+    compute.chart(compute.cached_figure(key, build), key=f"{name}_{kind}", filename=f"attnviz-masklab-{kind}-{name}")
 
 
 def draw(kind: str) -> None:
-    r = compute.run(s.config.with_(mask=kind))
+    r = compute.result(s.config.with_(mask=kind))
     compute.guard(r.require_complete)
     st.subheader(_("mask = {kind}").format(kind=_(MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]

@@ -75,7 +75,7 @@ if s.qk_part == "map":
     if record["explained"]:
         st.caption(_("PCA keeps {v:.0%} of the variance of the normalised queries and keys in these two axes.").format(
             v=sum(record["explained"])))
-    fig = compute.figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
+    fig = compute.cached_figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
                          lambda: map_figure(record, s.qk_color, style))
     event = st.plotly_chart(fig, key="qk_chart", theme=None, width="stretch", on_select="rerun",
                             selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
@@ -85,7 +85,7 @@ if s.qk_part == "map":
     elif not points:  # no selection held: the same point clicked again opens it again
         picks.forget_pick()
 else:
-    job = V.overview_in_background(s, corpus)
+    job = V.overview_job(s, corpus)
     if not job.done.is_set():
         st.progress(job.fraction, text=_("Mapping every head of layer {layer}: {p:.0%}").format(layer=s.layer,
                                                                                               p=job.fraction))
@@ -94,7 +94,7 @@ else:
 
         @st.fragment(run_every=0.5)
         def _poll() -> None:
-            if V.overview_in_background(s, corpus).done.is_set():
+            if V.overview_job(s, corpus).done.is_set():
                 st.rerun()
 
         _poll()
@@ -102,8 +102,8 @@ else:
     if job.error:
         st.error(job.error, icon=":material/error:")
         st.stop()
-    fig = compute.figure(("qk-overview-fig", V.overview_key(s, corpus), compute.style_key(style)),
-                         lambda: overview_figure(job.records, style, layer=s.layer))
+    fig = compute.cached_figure(("qk-overview-fig", V.overview_key_of(s, corpus), compute.style_key(style)),
+                         lambda: overview_figure(job.value, style, layer=s.layer))
     st.caption(_("Each head's PCA map in its own cell, with its agreement (k = {k}) and the random baseline. "
                  "Pick a head under “one head” to see it large.").format(k=K_NEIGHBOURS))
     compute.chart(fig, key="qk_overview", filename=f"attnviz-qk-overview-layer{s.layer}")

@@ -6,15 +6,15 @@ import streamlit as st
 from attnviz.analysis.walkthrough import walkthrough, weighted_sum_terms
 from attnviz.i18n import _
 from attnviz.plots import matrix_figure
+from attnviz.views.markdown import md, quoted
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
-from ui.safe import md, quoted
 
 s = session.current()
 st.title(_("Step by step"))
 st.latex(r"\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_H)\,W_O^\top,\quad"
          r"\mathrm{head}_h = \mathrm{softmax}\!\left(\frac{Q_h K_h^\top}{\sqrt{d_k}} + M\right) V_h")
-result = compute.run(s.config)
+result = compute.result(s.config)
 compute.guard(result.require_complete)
 seq = min(s.seq, len(result.tokens) - 1)
 head, query = widgets.head_and_query(result, seq, query_label=_("Follow this token"))

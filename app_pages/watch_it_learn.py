@@ -3,14 +3,14 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.roles import PROBE_LENGTH, PROBE_SEED
+from attnviz.analysis import probe as P
+from attnviz.analysis.probe import PROBE_LENGTH, PROBE_SEED
 from attnviz.i18n import _, fixed
-from attnviz.learn import roles as R
 from attnviz.learn import trained as T
 from attnviz.learn.train import LENGTH, VOCAB, best, phase_change
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
-from attnviz.views.roles import legend as roles_legend
+from attnviz.views.roles import roles_legend
 from attnviz.views.roles import thresholds as roles_thresholds
 from attnviz.views.selection import style_for
 from ui import compute, picks, session, widgets
@@ -76,13 +76,13 @@ def live() -> None:
                  icon=":material/error:")
     style = style_for(s)
     n = len(p.checkpoints)
-    fig = compute.figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(style)),
+    fig = compute.cached_figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(style)),
                          lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, style))
     compute.chart(fig, key="learn_loss", filename="attnviz-learn-loss")
     score_cols = st.columns(3)
-    for col, score in zip(score_cols, V.SCORES, strict=True):
+    for col, score in zip(score_cols, V.CHECKPOINT_SCORES, strict=True):
         with col:
-            compute.chart(compute.figure(("learn-score", keys[0], n, score, compute.style_key(style)),
+            compute.chart(compute.cached_figure(("learn-score", keys[0], n, score, compute.style_key(style)),
                                          lambda score=score: V.scores_figure(p.checkpoints, score, style)),
                           key=f"learn_{score}", filename=f"attnviz-learn-{score}")
     change = phase_change(p.checkpoints)
@@ -97,7 +97,7 @@ def live() -> None:
     c2.toggle(_("Play"), key="_learn_play", help=_("Step through the checkpoints, one a second."))
     chosen = p.checkpoints[int(st.session_state["checkpoint"])]
     roles = V.roles_at(chosen)
-    compute.chart(compute.figure(("learn-heads", keys[0], chosen["step"], compute.style_key(style)),
+    compute.chart(compute.cached_figure(("learn-heads", keys[0], chosen["step"], compute.style_key(style)),
                                  lambda: V.heads_figure(chosen, p.record["probe"]["tokens"] if p.record else
                                                         V.probe_tokens(settings), style, roles=roles)),
                   key="learn_probe", filename="attnviz-learn-heads")
@@ -117,7 +117,7 @@ live()
 
 if progress.done and TRAININGS.weights_file(keys[0]) is not None:
     st.subheader(_("The trained model"))
-    model = compute.cached(("learn-model", keys[0]), lambda: T.load(settings, TRAININGS.weights_file(keys[0])),
+    model = compute.cached(("learn-model", keys[0]), lambda: T.load_trained(settings, TRAININGS.weights_file(keys[0])),
                            limited=False)
     control("sequence")
     ids = compute.guard(lambda: T.parse_sequence(session.current().sequence, LENGTH))
@@ -125,8 +125,8 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
     c1, c2 = st.columns([1, 3])
     c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),
                  hide_index=True, column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
-    scores = compute.cached(("learn-roles", keys[0]), lambda: R.of_model(model), limited=False)
-    roles = R.roles(scores)
+    scores = compute.cached(("learn-roles", keys[0]), lambda: P.tiny_model_scores(model), limited=False)
+    roles = P.tiny_roles(scores)
     with c2:
         compute.chart(V.heads_figure({"step": progress.checkpoints[-1]["step"], "weights": weights.tolist()}, ids,
                                      style_for(s), title=_("every head on your sequence"), roles=roles),
@@ -138,7 +138,7 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                  "where its score passes its threshold ({thresholds}); the heads above are titled with it. Sort by "
                  "any column; select a row to open that head: it is drawn on your sequence and knocked out.").format(
         probe=V.probe_words(VOCAB), thresholds=roles_thresholds()))
-    table = pd.DataFrame(V.roles_table(scores))
+    table = pd.DataFrame(V.trained_roles_table(scores))
     picked = widgets.picked_head(table, "learn_roles")
     if picked:
         picks.pick({"knockout": f"{picked[1]}.{picked[2]}"}, ("learn-roles", picked[0]))
@@ -149,13 +149,13 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                       f"L{o.split('.')[0]} H{o.split('.')[1]}")
     if knocked != "none":
         layer, head = map(int, knocked.split("."))
-        k = compute.cached(("learn-knockout", keys[0], layer, head), lambda: T.knockout(model, settings, layer, head),
-                           limited=False)
+        k = compute.cached(("learn-knockout", keys[0], layer, head),
+                           lambda: T.knocked_out_loss(model, settings, layer, head), limited=False)
         st.markdown(_("Without head L{layer} H{head} the loss on the repeat goes from {a} to {b}, elsewhere from {c} "
                       "to {d}.").format(layer=layer, head=head, a=f"{k['loss_repeat']:.2f}",
                                         b=f"{k['knocked_repeat']:.2f}", c=f"{k['loss_other']:.2f}",
                                         d=f"{k['knocked_other']:.2f}"))
-        compute.chart(V.head_figure(weights.tolist(), ids, layer, head, roles[layer, head], style_for(s)),
+        compute.chart(V.opened_head_figure(weights.tolist(), ids, layer, head, roles[layer, head], style_for(s)),
                       key="learn_head", filename=f"attnviz-learn-L{layer}H{head}")
     st.caption(_("Best prefix-matching score in the last layer: {pm}; best previous-token score in layer 0: "
                  "{pt}.").format(

@@ -3,8 +3,9 @@
 One server process serves every session, so the caches here are process-wide and
 keyed on plain values (a config, a view, a style):
 
-- results: ``attnviz.cache.ByteBudgetCache`` bounded in bytes, computing each config
-  once however many students open the same link at the same moment;
+- results: the process's one results cache (``attnviz.run.run.RESULTS``, an
+  ``attnviz.cache.ByteBudgetCache`` bounded in bytes), computing each config once however
+  many students open the same link at the same moment, shared with the roles probe;
 - figures: the same kind of cache, so changing only the head, query, view or colours
   sends a figure that is already built;
 - at most ``limits.MAX_CONCURRENT_RUNS`` computations run at once, so memory stays
@@ -27,17 +28,18 @@ import streamlit as st
 from _plotly_utils.basevalidators import is_homogeneous_array
 from _plotly_utils.utils import is_skipped_key, plotlyjsShortTypes, to_typed_array_spec
 
-from attnviz import AttentionConfig, AttentionResult, compute
+from attnviz import AttentionConfig, AttentionResult
 from attnviz.analysis.describe import describe_figure
 from attnviz.cache import PLAIN_TYPES, ByteBudgetCache
 from attnviz.i18n import _, language
 from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
 from attnviz.plots.style import PlainFigure, apply_template, plain_figures
+from attnviz.run.run import RESULTS, shared_result
+from ui.loading import ready
 
-_budget = cache_budget_bytes()
-RESULTS = ByteBudgetCache(_budget * 3 // 4)
-# A frozen figure's size: the length of its JSON, made once when it is frozen.
-FIGURES = ByteBudgetCache(_budget // 4, size_of=lambda fig: 2 * len(fig.to_dict().json))
+# A frozen figure's size: the length of its JSON, made once when it is frozen. The results hold
+# the other three quarters of the cache budget (attnviz.run.run.RESULTS).
+FIGURES = ByteBudgetCache(cache_budget_bytes() // 4, size_of=lambda fig: 2 * len(fig.to_dict().json))
 
 
 class FrozenSpec(dict):
@@ -65,21 +67,15 @@ pio.to_json = _to_json_once
 _RUNS = ThreadPoolExecutor(MAX_CONCURRENT_RUNS, thread_name_prefix="attnviz-run")
 
 
-def _on_worker(fn: Callable, *args):
+def on_worker(fn: Callable, *args):
     """``fn(*args)`` on a worker, in this run's context (its language): its value, or its exception."""
     return _RUNS.submit(contextvars.copy_context().run, fn, *args).result()
 
 
-def _compute(config: AttentionConfig) -> AttentionResult:
-    return _on_worker(compute, config)
-
-
 def cached_result(config: AttentionConfig) -> AttentionResult:
-    """The (shared, read-only) result of ``config``; raises what ``compute`` raises.
-
-    Keyed by the page's language too: a result's notes are written in the language of the
-    session that computed it, and a session in another language must not get them."""
-    return RESULTS.get_or_compute(("result", config, language()), lambda: _compute(config))
+    """The (shared, read-only) result of ``config``, computed on a worker; raises what
+    ``compute`` raises (``attnviz.run.run.shared_result``: keyed by the language too)."""
+    return shared_result(config, compute_with=on_worker)
 
 
 def cached(key: Hashable, build: Callable, *, limited: bool = True):
@@ -88,14 +84,12 @@ def cached(key: Hashable, build: Callable, *, limited: bool = True):
 
     ``limited``: count the build against the concurrent-run limit (for heavy work).
     """
-    return RESULTS.get_or_compute((key, language()), (lambda: _on_worker(build)) if limited else build)
+    return RESULTS.get_or_compute((key, language()), (lambda: on_worker(build)) if limited else build)
 
 
-def run(config: AttentionConfig) -> AttentionResult:
+def result(config: AttentionConfig) -> AttentionResult:
     """The result for ``config``, or a clear message on the page and a stop (or, while its
     model loads in the background, the load's progress and a stop)."""
-    from ui.loading import ready
-
     ready(config.model)
     return guard(lambda: cached_result(config))
 
@@ -113,7 +107,8 @@ def guard(fn: Callable):
     raise AssertionError("unreachable")  # st.stop() raises
 
 
-def figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None, plain: bool = False):
+def cached_figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None,
+                  plain: bool = False):
     """A figure built once per ``key`` (plain values: config, view, selection, style),
     with its text alternative (``alt(fig)``, or one generated from the figure).
     ``plain``: the builder returns ``attnviz.plots.style.figure(...)`` as it is, so it can

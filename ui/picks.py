@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.navigation import app_pages
+
 _PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
 _PENDING = "_attnviz_pending"  # widget values picked on a chart, applied at the next run's start
 
@@ -53,7 +55,5 @@ def opened_point() -> int | None:
 def open_in_explorer(values: dict) -> None:
     """Open the explorer with ``values`` (settings by link name), applied as its run starts:
     the link that page then writes is ``attnviz.settings.url``'s for those settings."""
-    from ui.pages import app_pages
-
     st.session_state.setdefault(_PENDING, {}).update(values)
     st.switch_page(app_pages()["explorer"])

@@ -6,34 +6,40 @@
 session's script run, so the first student of a class waits for them (and every
 other session waits behind the import lock). Importing them here, before the server
 accepts connections, moves that cost to start-up. The options are ``streamlit
-run``'s own (``--server.port 8502``, ...).
+run``'s own (``--server.port 8502``, ...). Importing this module is that preload: only the
+launcher imports it.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
+
+import pandas  # noqa: F401 - imported before the server starts: the first session does not wait for it
+import plotly.io as pio
+from streamlit.web import cli
+
+import attnviz.cli  # noqa: F401 - the CLI pulls in every view
+from attnviz import AttentionConfig, compute
+from attnviz.learn.worker import TRAININGS
+from attnviz.views.catalogue import VIEWS
+from attnviz.views.learn import start_defaults
+from attnviz.views.selection import style_for
+from attnviz.views.state import DEFAULTS
+from ui import compute as ui_compute  # noqa: F401
+from ui import controls, picks, rendering, session, sidebar, widgets  # noqa: F401
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 def preload() -> None:
-    """Import everything a page run needs, and build one figure (Plotly's lazy
-    class lookups and template happen on first use)."""
-    import pandas  # noqa: F401
-    import plotly.io as pio
-
-    import attnviz.cli  # noqa: F401 - the CLI pulls in every view
-    from attnviz import AttentionConfig, compute
-    from attnviz.views.explorer import view_figure
-    from attnviz.views.registry import FIGURE_VIEWS
-    from attnviz.views.state import DEFAULTS
-    from ui import compute as ui_compute  # noqa: F401
-    from ui import controls, picks, session, sidebar, widgets  # noqa: F401
-
+    """Build one figure of every view (Plotly's lazy class lookups and template happen on
+    first use), with everything a page run needs imported already (above)."""
     result = compute(AttentionConfig(text="warm up", num_heads=2, d_model=8))
-    for view in FIGURE_VIEWS:
-        pio.to_json(view_figure(result, DEFAULTS.with_(text="warm up", heads=2, d_model=8), view), validate=False)
+    state = DEFAULTS.with_(text="warm up", heads=2, d_model=8)
+    for view in VIEWS.values():
+        pio.to_json(view.figure(result, state, style_for(state)), validate=False)
 
 
 def quiet_gc() -> None:
@@ -46,8 +52,6 @@ def quiet_gc() -> None:
     modules) out of the collector's sight, and a larger first threshold makes
     collections rarer; attnviz creates no reference cycles per run.
     """
-    import gc
-
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
@@ -57,9 +61,6 @@ def train_defaults() -> None:
     """Watch it learn's default training, started in its worker process now, so that a first
     visitor finds it finished (about 15 s on one core) instead of a page that waits for
     Train."""
-    from attnviz.learn.worker import TRAININGS
-    from attnviz.views.learn import start_defaults
-
     start_defaults(TRAININGS)
 
 
@@ -68,8 +69,6 @@ def main(argv: list[str] | None = None) -> None:
     preload()
     train_defaults()
     quiet_gc()
-    from streamlit.web import cli
-
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
     sys.exit(cli.main())
 

@@ -29,9 +29,9 @@ import streamlit as st
 
 from attnviz.i18n import _, set_language
 from attnviz.limits import head_choices
+from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, NAMES, SETTINGS, ViewState, parse
 from ui import picks
-from ui.safe import md
 
 _PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mode (sidebar collapsed)
 _URL = "_attnviz_url"  # the query string this session last parsed or wrote
@@ -40,7 +40,7 @@ _KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widg
 MORE = "_attnviz_more"  # the sidebar's "More settings" switch: closed again for each new link
 
 
-def load() -> None:
+def restore() -> None:
     """Parse the URL when it is new to this session (a new session, or a URL that changed
     under this one), before the page is known; set the language."""
     ss = st.session_state

@@ -11,10 +11,10 @@ from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
 from attnviz.models.registry import MODEL_LABELS, ModelFacts, available_models, layer_count, model_facts, model_kind
-from attnviz.views.registry import Page
+from attnviz.views.catalogue import Page
+from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
 from ui.controls import MASK_NAMES, control, label_of, row
-from ui.safe import md
 from ui.session import MORE
 
 LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import streamlit as st
 
+from attnviz.analysis.verify import verify_result
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
-from attnviz.views.files import run_json, weights_csv
+from attnviz.views.exports import run_json, weights_csv
+from attnviz.views.modality import input_view_figure
+from ui import compute
 from ui.controls import control, row
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)([\[\]])")
@@ -27,7 +31,7 @@ def header(title: str, *notes: str) -> None:
     runs of them (docs/benchmarks.md: ten captions made a bare page's join 1.35× slower).
     Each note is Markdown, as a caption's would be, inside ``:small[:gray[…]]``; its square
     brackets ("[PAD]") are escaped so that none can end that early (so a note holds no
-    links), and those already escaped (``ui.safe.md``) are left as they are.
+    links), and those already escaped (``attnviz.views.markdown.md``) are left as they are.
     """
     escaped = (_UNESCAPED_BRACKET.sub(r"\\\1", note) for note in notes if note)
     small = "\n\n".join(f":small[:gray[{note}]]" for note in escaped)
@@ -115,8 +119,6 @@ def uploaded_bytes(label: str, types: list[str], *, key: str, help: str) -> tupl
 
 def verify_line(result) -> None:
     """One line: this run checked against nn.MultiheadAttention, as on the Verify page."""
-    from attnviz.analysis.verify import verify_result
-
     try:
         v = verify_result(result)
     except ValueError as e:
@@ -134,10 +136,6 @@ def upload_or_sample(upload_label: str, types: list[str], upload_key: str, uploa
     """An uploaded file (read once per content by ``read``, errors shown on the page) or
     the built-in sample that setting ``sample`` names: (source key, what ``read``
     returned, or None for the sample)."""
-    import hashlib
-
-    from ui import compute
-
     c1, c2 = st.columns(2)
     with c1:
         upload = uploaded_bytes(upload_label, types, key=upload_key, help=upload_help)
@@ -157,11 +155,8 @@ def projections_toggle(disabled: bool = False) -> None:
 def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:
     """What every image/audio/graph page ends with: its views of the weights (the head
     grid, the mean), the one-line verification and the run's JSON download."""
-    from attnviz.views.modality import input_view_figure
-    from ui import compute
-
     for view in views:
-        compute.chart(compute.figure((name, view, key, compute.style_key(style)),
+        compute.chart(compute.cached_figure((name, view, key, compute.style_key(style)),
                                      lambda view=view: input_view_figure(inp, result, state.with_(view=view), style)),
                       key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
     verify_line(result)

@@ -2,8 +2,8 @@
 kind of chart, with the data functions public so tests check numbers, not pixels; and
 ``export`` (PNG/SVG through Chromium, HTML, atomic writes).
 
-May import: ``attnviz.run.result`` (what a run holds), ``attnviz.core``, ``i18n``. Never a
-view, a page or the settings.
+May import: attnviz.run.result (what a run holds), attnviz.core, attnviz.i18n. Never a view, a page
+or the settings.
 """
 
 from attnviz.plots.charts import (  # noqa: F401

@@ -1,11 +1,16 @@
-"""Views: the one registry of pages and views (``registry``), the state a link restores
-(``state``), and what turns a run and a state into a figure or a file: ``explorer``
-(with ``neurons``, its neuron view),
-``pages`` (every page's main figure), ``modality`` (image, audio, graph), ``generation``
-(a causal LM's generated tokens), ``roles`` (head roles as every page names them),
-``selection``, ``files`` and ``learn_report`` (``python -m attnviz learn``). The app's
-pages and the CLI draw through here, so both show the same.
+"""Views: what turns a run and the state a link restores into figures, tables and captions.
 
-May import everything below it: ``attnviz.plots``, ``attnviz.analysis``, ``attnviz.run``,
-``attnviz.settings``. Never Streamlit.
+- ``catalogue``: the one table of pages and views (every page, the CLI and links read it);
+- the views' functions, by what they draw: ``weights`` (every head, one head, a query, the mean,
+  the mask, the output, the weights table), ``layers`` (the model view, the head analysis and
+  rollout, attention flow), ``roles`` (head roles as every page names them), ``contributions``
+  (does the head matter: weighted value norms and knock-out), ``neurons`` (the neuron view);
+- ``selection`` (the selection checked against the run), ``markdown`` (user text shown safely);
+- ``state`` (``ViewState``: everything a link restores), then the pages' own: ``pages`` (every
+  page's main figure), ``modality`` (image, audio, graph), ``generation`` (a causal LM's
+  generated tokens), ``attention_file``, ``longseq``, ``qkmap``, ``learn``, and ``exports``
+  (CSV/JSON). The app's pages and the CLI draw through here, so both show the same.
+
+May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.learn, attnviz.limits,
+attnviz.models, attnviz.notebook, attnviz.plots, attnviz.run, attnviz.settings. Never Streamlit.
 """

@@ -3,15 +3,14 @@ the explorer draws them, through the same seam as text (``attnviz.run.run``)."""
 
 from __future__ import annotations
 
-import torch
+import tempfile
+from pathlib import Path
 
 from attnviz.models.given import GivenWeights, given_input
-from attnviz.notebook.files import load_attention
+from attnviz.notebook.files import load_attention, save_attention
+from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
-from attnviz.run.run import run
-
-# What weights alone can show, then the views that say why a file cannot draw them (no values, no W_O, no q, k).
-VIEWS = ("grid", "head", "query", "mean", "table", "model", "analysis", "roles", "flow", "norms", "neurons")
+from attnviz.run.run import compute, run
 
 
 def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:
@@ -31,19 +30,8 @@ def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionR
 
 def sample_file() -> tuple[bytes, str]:
     """A built-in attention file, made in code: the random model's weights on the default text."""
-    import tempfile
-    from pathlib import Path
-
-    from attnviz.notebook.files import save_attention
-    from attnviz.run.config import AttentionConfig
-    from attnviz.run.run import compute
-
     r = compute(AttentionConfig())
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "sample.safetensors"
         save_attention(path, r.layer_weights[:, 0].numpy(), r.tokens[0])  # (layers, H, L, S)
         return path.read_bytes(), "sample.safetensors"
-
-
-def has_vectors(result: AttentionResult) -> bool:
-    return result.width > 0 and bool(torch.is_tensor(result.output))

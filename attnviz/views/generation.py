@@ -8,7 +8,9 @@ import plotly.graph_objects as go
 
 from attnviz import plots as F
 from attnviz.i18n import _
-from attnviz.models.generate import Generation
+from attnviz.inputs.text import lines_of
+from attnviz.models.generate import Generation, greedy
+from attnviz.models.registry import load
 from attnviz.run.result import AttentionResult
 
 
@@ -17,10 +19,6 @@ def generation(result: AttentionResult, n: int, count: int) -> Generation | None
     the random layer, an encoder, weights from a file)."""
     if result.config is None or not result.pretrained or count < 1:
         return None
-    from attnviz.inputs.text import lines_of
-    from attnviz.models.generate import greedy
-    from attnviz.models.registry import load
-
     model = load(result.config.model)
     if not getattr(model, "causal", False):
         return None
@@ -32,7 +30,7 @@ def step_label(gen: Generation, t: int) -> str:
     return f"{t + 1}: {gen.tokens[gen.context + t]}"
 
 
-def overview_figure(gen: Generation, layer: int, step: int, style: F.FigureStyle) -> go.Figure:
+def generated_overview_figure(gen: Generation, layer: int, step: int, style: F.FigureStyle) -> go.Figure:
     """Every generated token (a row) over every token before it (columns), the layer's
     mean over heads; the chosen step's row outlined."""
     z = gen.rows[:, layer].mean(1).numpy().astype(np.float32)  # (n, T)

@@ -4,15 +4,20 @@ one head enlarged, and the Head roles table."""
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
+from attnviz import limits
 from attnviz import plots as F
+from attnviz.analysis.probe import tiny_probe, tiny_roles
+from attnviz.analysis.roles import SCORES
 from attnviz.i18n import N_, _
-from attnviz.learn.train import phase_change
+from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.trained import token_name
-from attnviz.views.roles import head_title, table
+from attnviz.views.roles import head_title, role_rows
 
-SCORES = {"prefix_matching": N_("prefix matching"), "previous_token": N_("previous token"), "copying": N_("copying")}
+CHECKPOINT_SCORES = {"prefix_matching": N_("prefix matching"), "previous_token": N_("previous token"),
+                     "copying": N_("copying")}
 
 
 def loss_figure(checkpoints: list[dict], control: list[dict] | None, style: F.FigureStyle) -> go.Figure:
@@ -35,8 +40,8 @@ def scores_figure(checkpoints: list[dict], score: str, style: F.FigureStyle) -> 
     heads = [(h["layer"], h["head"]) for h in checkpoints[0]["heads"]] if checkpoints else []
     series = {f"L{layer} H{head}": [next(h[score] for h in c["heads"] if (h["layer"], h["head"]) == (layer, head))
                                     for c in checkpoints] for layer, head in heads}
-    return F.lines_figure(steps, series, _("{score} score of every head").format(score=_(SCORES[score])), style,
-                          x_title=_("step"), y_title=_("score"), log_x=False)
+    title = _("{score} score of every head").format(score=_(CHECKPOINT_SCORES[score]))
+    return F.lines_figure(steps, series, title, style, x_title=_("step"), y_title=_("score"), log_x=False)
 
 
 def heads_figure(checkpoint: dict, tokens: list[int], style: F.FigureStyle, title: str | None = None,
@@ -57,11 +62,9 @@ def heads_figure(checkpoint: dict, tokens: list[int], style: F.FigureStyle, titl
         s=checkpoint["step"]), cols=w.shape[1], ticks=False)
 
 
-def head_figure(weights: list, tokens: list[int], layer: int, head: int, role: str, style: F.FigureStyle
+def opened_head_figure(weights: list, tokens: list[int], layer: int, head: int, role: str, style: F.FigureStyle
                 ) -> go.Figure:
     """One head's attention on ``tokens``, large enough to read (``weights``: (layers, H, L, L))."""
-    import numpy as np
-
     labels = [token_name(t) for t in tokens]
     w = np.asarray(weights, dtype=np.float32)[layer, head]  # (L, L)
     return F.heatmap_figure(F.matrix_data(w, labels, labels, _("head {head} on your sequence").format(
@@ -70,32 +73,21 @@ def head_figure(weights: list, tokens: list[int], layer: int, head: int, role: s
 
 def roles_at(checkpoint: dict):
     """(layers, H) role names recorded at ``checkpoint``, or None (a record made before roles were)."""
-    from attnviz.learn.roles import roles
-
-    return roles(checkpoint["roles"]) if "roles" in checkpoint else None
+    return tiny_roles(checkpoint["roles"]) if "roles" in checkpoint else None
 
 
-def roles_table(scores: dict) -> list[dict]:
+def trained_roles_table(scores: dict) -> list[dict]:
     """A row per layer × head: its role and every score (``analysis.roles.SCORES``) on the roles probe."""
-    import numpy as np
-
-    from attnviz.analysis.roles import SCORES
-    from attnviz.learn.roles import roles
-
-    return table({c: np.asarray(scores[c]) for c in SCORES}, roles(scores))
+    return role_rows({c: np.asarray(scores[c]) for c in SCORES}, tiny_roles(scores))
 
 
 def probe_words(vocab: int) -> str:
     """The roles probe as the page writes tokens: "BOS 27 21 …"."""
-    from attnviz.learn.roles import probe
-
-    return " ".join(token_name(t) for t in probe(vocab))
+    return " ".join(token_name(t) for t in tiny_probe(vocab))
 
 
 def control_of(settings):
     """The one-layer control: the same task and width with twice the heads where they fit."""
-    from attnviz import limits
-
     heads = settings.heads * 2
     if heads > limits.MAX_LEARN_HEADS or settings.d_model % heads:
         heads = settings.heads
@@ -104,8 +96,6 @@ def control_of(settings):
 
 def default_trainings() -> tuple:
     """The page's default settings and their one-layer control: what a first visitor sees."""
-    from attnviz.learn.train import LearnSettings
-
     return LearnSettings(), control_of(LearnSettings())
 
 
@@ -123,15 +113,11 @@ def start_defaults(trainings) -> None:
 
 
 def probe_tokens(settings) -> list[int]:
-    from attnviz.learn.train import probe_batch
-
     return probe_batch(settings).ids[0].tolist()
 
 
 def summary(checkpoints: list[dict], control: list[dict] | None, change: dict | None, layers: int) -> str:
     """What the curves say, in one or two sentences."""
-    from attnviz.learn.train import best
-
     first, last = checkpoints[0], checkpoints[-1]
     share = last["loss_repeat"] / first["loss_repeat"]
     text = (_("Phase change at step {s} ({t} s).").format(s=change["step"], t=f"{change['seconds']:.1f}")

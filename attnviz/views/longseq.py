@@ -1,5 +1,5 @@
 """The long-sequence page's figures, one builder per part (``attnviz.analysis.longseq``
-computes the numbers). ``long_figure(part, ...)`` is what a link to the page renders."""
+computes the numbers). ``part_figure(part, ...)`` is what a link to the page renders."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def causal(state: ViewState) -> bool:
     return state.mask in ("causal", "causal+window")
 
 
-def long_input(state: ViewState) -> LS.LongInput:
+def long_input_of(state: ViewState) -> LS.LongInput:
     return LS.long_input(state.config, state.length)
 
 
@@ -108,13 +108,13 @@ def kernels_figure(times: dict[str, float], style: F.FigureStyle, length: int) -
                         y_title="ms")
 
 
-def long_figure(part: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
+def part_figure(part: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
     """The main figure of one part, for a link or the CLI (``--page long-sequences --part …``)."""
     check_blocks(state)
     if part == "cost":
         H, D = state.heads, state.d_model // state.heads
         return cost_figures(LS.cost_sweep(H, D, state.device, state.block_q, state.block_k, causal(state)), style)[0]
-    inp = long_input(state)
+    inp = long_input_of(state)
     if part == "tiles":
         return tile_figure(inp, LS.flash_walk(inp, state.block_q, state.block_k, causal(state)), state.tile, style)
     if part == "sparse":

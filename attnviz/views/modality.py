@@ -11,13 +11,16 @@ from attnviz import inputs as I
 from attnviz import plots as F
 from attnviz.i18n import _
 from attnviz.models.random import RandomLayer
+from attnviz.models.registry import load, model_kind
+from attnviz.models.vision import image_tokens
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
+from attnviz.views.catalogue import VIEWS, views_on
 from attnviz.views.state import ViewState
 
-# The image page's views under its overlay: the weights (the head grid and the mean over
-# heads), does the head matter (weighted value norms and knock-out), the neuron view.
-IMAGE_VIEWS = ("grid", "norms", "neurons")
+# The image page's views under its overlay (its entries in the table of views): the weights (the
+# head grid, with the mean over heads beside it), does the head matter, the neuron view.
+IMAGE_VIEWS = views_on("image-patches")
 
 
 def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
@@ -46,11 +49,7 @@ def _run(state: ViewState, inp: I.Input, settings: dict) -> AttentionResult:
 def image_run(state: ViewState, image) -> tuple:
     """(input, result) of the image-patches page for an (H, W, 3) image: the sidebar's
     vision transformer over its own patches, or the random layer over the page's."""
-    from attnviz.models.registry import load, model_kind
-
     if model_kind(state.model) == "vision":
-        from attnviz.models.vision import image_tokens
-
         model = load(state.model)
         inp = image_tokens(model, image)
         return inp, run(inp, model, device=state.device, layer=state.layer, settings={
@@ -110,16 +109,13 @@ def input_figure(inp, result: AttentionResult, state: ViewState, style: F.Figure
 
 
 def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.FigureStyle, image=None) -> go.Figure:
-    """A modality page's figure for ``state.view``: grid (every head), mean, or (any
-    other view) what the followed token attends to on its own data."""
-    if state.view == "grid":
-        return F.grid_figure(F.grid_data(result, 0), style)
+    """A modality page's figure for ``state.view``: the mean over heads (pooled, beside the
+    grid), a view the image page offers (its entry's figure, with the followed patch, frame or
+    node as the query), or (any other view) what the followed token attends to on its own data."""
     if state.view == "mean":
         return F.heatmap_figure(F.mean_data(result, 0, max_cells=F.DEFAULT_MAX_CELLS), style)
-    if state.view in ("norms", "neurons"):  # the followed layer's weighted norms, or one query's q∘k (a ViT's too)
-        from attnviz.views.explorer import view_figure
-
-        return view_figure(result, followed_state(state, inp), state.view, style=style)
+    if state.view in IMAGE_VIEWS:
+        return VIEWS[state.view].figure(result, followed_state(state, inp), style)
     return input_figure(inp, result, state, style, image=image)
 
 

@@ -1,5 +1,6 @@
-"""The explorer's neuron view (BertViz's) of one query: its figure, its one-line definition
-for the page, and its text alternative. Each says when the model rotates q and k by position
+"""The neuron view (BertViz's) of one query: its figure, its one-line definition for the page,
+its text alternative and its numbers for the JSON (its entry in ``attnviz.views.catalogue``).
+Each says when the model rotates q and k by position
 (rotary positions) or adds a position bias to the scores (T5), where the run's
 ``HeadParts`` say so (``attnviz.analysis.contributions.neuron_row``).
 """
@@ -9,7 +10,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from attnviz import plots as F
+from attnviz.analysis.contributions import neuron_parts, neuron_row
 from attnviz.i18n import _
+from attnviz.plots.contributions import neuron_figure as neuron_bars
 from attnviz.run.result import AttentionResult
 
 
@@ -17,11 +20,9 @@ def rotary_note() -> str:
     return _("q and k are rotated by position (rotary positions): the ones shown are the ones the scores use.")
 
 
-def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.FigureStyle) -> go.Figure:
-    """BertViz's neuron view of query ``q`` of head ``h``."""
-    from attnviz.analysis.contributions import neuron_row
-    from attnviz.plots.contributions import neuron_figure as draw
-
+def neuron_view_figure(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
+    """BertViz's neuron view of the state's query of its head."""
+    n, h, q = state.seq, state.head, state.query
     q = q if q >= 0 else result.lengths[n] - 1  # -1: the last real token
     r = neuron_row(result, n, h, q)
     keys = result.source_tokens[n][: len(r.dot)]
@@ -33,14 +34,17 @@ def neuron_figure(result: AttentionResult, n: int, h: int, q: int, style: F.Figu
     if r.rotary:
         lines.append(_("q and k rotated by position (rotary)"))
     title = "<br>".join(lines)
-    return draw(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style, bias=r.bias)
+    return neuron_bars(r.q, r.k, r.product, r.dot, r.scaled, r.weight, r.visible, keys, title, style, bias=r.bias)
 
 
-def neuron_caption(result: AttentionResult) -> str:
+def neuron_caption(result: AttentionResult, state=None) -> str:
     """The view's definition in one line, for the page: with the position bias where the
-    model adds one, and a sentence on rotary positions where it rotates q and k."""
-    from attnviz.analysis.contributions import neuron_parts
-
+    model adds one, and a sentence on rotary positions where it rotates q and k; on a picture,
+    the query is the token it follows."""
+    if result.kind == "image":
+        return _("BertViz's neuron view, with the token the picture follows as the query ([CLS] or the patch "
+                 "you follow): each key's k, the elementwise product q∘k (one column per dimension of the head), "
+                 "their sum q·k (the row of q∘k sums to it), the score q·k × scale and the weight after softmax.")
     parts = neuron_parts(result)
     text = (_("BertViz's neuron view, for the query chosen above: each key's k, the elementwise product q∘k (one "
               "column per dimension of the head), their sum q·k (the row of q∘k sums to it), the score q·k × scale "
@@ -52,10 +56,9 @@ def neuron_caption(result: AttentionResult) -> str:
     return text + (" " + rotary_note() if parts.rotary else "")
 
 
-def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
+def describe_neurons(result: AttentionResult, state, fig=None) -> str:
     """The view's text alternative: the definition and where the largest weight goes."""
-    from attnviz.analysis.contributions import neuron_row
-
+    n, h, q = state.seq, state.head, state.query
     q = q if q >= 0 else result.lengths[n] - 1
     r = neuron_row(result, n, h, q)
     j = int(r.weight.argmax())
@@ -69,3 +72,8 @@ def describe_neurons(result: AttentionResult, n: int, h: int, q: int) -> str:
                  "{scale}, plus the position bias, it is the score. The largest weight, {w}, goes to “{key}” "
                  "(q·k = {dot}, position bias = {bias}).").format(**values, bias=f"{r.bias[j]:.3f}")
     return text + (" " + rotary_note() if r.rotary else "")
+
+
+def neurons_record(result: AttentionResult, state) -> dict:
+    return {"view": {"view": "neurons", "sequence": state.seq, "layer": result.layer, "head": state.head,
+                     "query": state.query, **neuron_row(result, state.seq, state.head, state.query).to_dict()}}

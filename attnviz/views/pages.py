@@ -8,13 +8,21 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from attnviz import plots as F
+from attnviz.analysis.gradients import token_gradients
+from attnviz.analysis.scaling import sweep
+from attnviz.analysis.verify import verify
+from attnviz.analysis.walkthrough import walkthrough
 from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import _
+from attnviz.inputs.corpus import read_corpus
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
-from attnviz.views.explorer import view_figure
+from attnviz.views.attention_file import file_run, sample_file
+from attnviz.views.catalogue import INPUT_PAGES, PAGE_NAMES, VIEWS
+from attnviz.views.generation import generation, step_figure
+from attnviz.views.longseq import part_figure
 from attnviz.views.modality import followed_state, input_run, input_view_figure
-from attnviz.views.registry import INPUT_PAGES, PAGE_NAMES
+from attnviz.views.qkmap import qk_page_figure
 from attnviz.views.selection import check_selection
 from attnviz.views.state import ViewState
 
@@ -64,8 +72,6 @@ def scaling_figure(res, style: F.FigureStyle) -> go.Figure:
 
 def step_weights_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:
     """The step-by-step page's weights step for the followed head, its token outlined."""
-    from attnviz.analysis.walkthrough import walkthrough
-
     step = next(s for s in walkthrough(result, state.seq, state.head, state.query) if s.key == "Weights")
     return F.matrix_figure(step.matrix, step.rows, step.cols, _("{step} — head {h}").format(
         step=step.title, h=state.head), style,
@@ -80,8 +86,6 @@ def page_result(page: str, state: ViewState, data: bytes | None = None) -> tuple
         inp, result, _image = input_run(page, state, data)
         return result, followed_state(state, inp)
     if page == "attention-file":
-        from attnviz.views.attention_file import file_run, sample_file
-
         data, name = (data, None) if data is not None else sample_file()
         return file_run(data, name, state.layer), state
     return compute(state.cross_config() if page == "cross-attention" else state.config), state
@@ -97,12 +101,9 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         inp, result, image = input_run(page, state, data)
         return input_view_figure(inp, result, state, style, image=image)
     if page == "explorer":
-        view = "head" if state.view == "table" else state.view
         result = compute(state.config)
         state = check_selection(result, state)
         if state.generate:  # a causal LM's generated tokens: the chosen one's attention
-            from attnviz.views.generation import generation, step_figure
-
             gen = generation(result, state.seq, state.generate)
             if gen is None:
                 raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
@@ -111,7 +112,7 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
                 raise ValueError(f"Generated token {state.step} does not exist: {result.model_name} wrote "
                                  f"{gen.count} (0–{gen.count - 1}).")
             return step_figure(gen, result.layer, state.step, style)
-        return view_figure(result, state, view, style=style)
+        return VIEWS[state.view].figure(result, state, style)
     if page == "cross-attention":
         result = compute(state.cross_config())
         state = check_selection(result, state)
@@ -126,34 +127,21 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         state = check_selection(result, state)
         return step_weights_figure(result, state, style)
     if page == "verify":
-        from attnviz.analysis.verify import verify
-
         return verify_figure(verify(state.config, float64=state.float64), style)
     if page == "gradients":
-        from attnviz.analysis.gradients import token_gradients
-
         state = check_selection(compute(state.config), state)
         grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
         return gradient_figures(grads, grads.tokens[state.query], style)[0]
     if page == "attention-file":
-        from attnviz.views.attention_file import file_run, sample_file
-
         data, name = (data, None) if data is not None else sample_file()
         result = file_run(data, name, state.layer)
         state = check_selection(result, state.with_(seq=0))
-        return view_figure(result, state, "head" if state.view == "table" else state.view, style=style)
+        return VIEWS[state.view].figure(result, state, style)
     if page == "long-sequences":
-        from attnviz.views.longseq import long_figure
-
-        return long_figure(state.part, state, style)
+        return part_figure(state.part, state, style)
     if page == "qk-map":
-        from attnviz.inputs.corpus import read_corpus
-        from attnviz.views.qkmap import qk_page_figure
-
         return qk_page_figure(state, style, None if data is None else read_corpus(data))
     if page == "why-scale":
-        from attnviz.analysis.scaling import sweep
-
         return scaling_figure(sweep(seed=state.seed, additive=state.additive), style)
     raise ValueError(f"Unknown page {page!r}; choose one of {', '.join(PAGE_NAMES)}.")
 

@@ -1,21 +1,19 @@
-"""The Q/K map page's data: one head's map over a corpus, every head of a layer computed in
-the background (shared by every session of the process), and the explorer link of a point.
+"""The Q/K map page's data: one head's map over a corpus, every head of a layer (computed in the
+background by ``attnviz.analysis.qkcorpus``, shared by every session of the process), and the
+explorer link of a point.
 
-The numbers are ``attnviz.analysis.qkmap``'s, the figures ``attnviz.plots.qkmap``'s; the
+The numbers are ``attnviz.analysis.qkmap``'s and ``qkcorpus``'s, the figures ``attnviz.plots.qkmap``'s; the
 page (``app_pages/qk_map.py``) arranges them, and ``python -m attnviz render --page qk-map``
 writes the same record (``.json``) or figure (``.png``/``.html``).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+import json
 
-from attnviz import limits
-from attnviz.analysis import qkmap as Q
-from attnviz.i18n import N_
-from attnviz.inputs.corpus import corpus_digest, default_corpus
+from attnviz.analysis import qkcorpus as Q
+from attnviz.i18n import N_, use
+from attnviz.inputs.corpus import default_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
 from attnviz.views.state import ViewState
@@ -33,7 +31,7 @@ def head_record(state: ViewState, lines: list[str] | None = None, progress=None)
     return Q.head_map(crun, state.head, method=state.qk_method, seed=state.seed)
 
 
-def head_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
+def head_map_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
     return map_figure(head_record(state, lines), state.qk_color, style)
 
 
@@ -65,70 +63,26 @@ def explorer_link(record: dict, index: int, state: ViewState, base: str = "/") -
     return base + "?" + state.with_(**explorer_values(record, index, state)).query_string()
 
 
-# --- the overview, in the background -------------------------------------------------
+def overview_job(state: ViewState, lines: list[str] | None = None):
+    """The (one, shared) overview job of ``state``'s model, layer and corpus (``attnviz.jobs``)."""
+    return Q.overview_in_background(state.config, default_corpus() if lines is None else lines, state.seed)
 
 
-@dataclass
-class Overview:
-    """Every head of one layer being mapped by a background thread, for a progress bar."""
-
-    fraction: float = 0.0
-    error: str = ""
-    records: list[dict] | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-_JOBS: OrderedDict[tuple, Overview] = OrderedDict()  # least recently used first
-_LOCK = threading.Lock()
-
-
-def overview_key(state: ViewState, lines: list[str]) -> tuple:
-    return ("qk-overview", *Q.run_key(state.config, lines), state.seed, corpus_digest(lines))
-
-
-def overview_in_background(state: ViewState, lines: list[str] | None = None) -> Overview:
-    """The (one, shared) overview of ``state``'s model, layer and corpus: finished, or being
-    computed by a thread started now if no one started it. A class opening the same link
-    computes it once; the last ``limits.QK_OVERVIEWS`` are kept."""
-    lines = default_corpus() if lines is None else lines
-    key = overview_key(state, lines)
-    with _LOCK:
-        job = _JOBS.get(key)
-        if job is not None and not (job.done.is_set() and job.error):
-            _JOBS.move_to_end(key)
-            return job
-        job = _JOBS[key] = Overview()
-        while len(_JOBS) > limits.QK_OVERVIEWS:
-            _JOBS.popitem(last=False)
-
-    def work():
-        try:
-            job.records = overview_records(state, lines, lambda f: setattr(job, "fraction", f))
-            job.fraction = 1.0
-        except Exception as e:  # noqa: BLE001 - shown to whoever asked
-            job.error = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
-        finally:
-            job.done.set()
-
-    threading.Thread(target=work, name="attnviz-qk-overview", daemon=True).start()
-    return job
+def overview_key_of(state: ViewState, lines: list[str]) -> tuple:
+    return Q.overview_key(state.config, lines, state.seed)
 
 
 def qk_page_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
     """The page's main figure for ``state.qk_part`` (the overview computed here, in this thread)."""
     if state.qk_part == "overview":
         return overview_figure(overview_records(state, lines), style, layer=state.layer)
-    return head_figure(state, style, lines)
+    return head_map_figure(state, style, lines)
 
 
 def qk_record_json(state: ViewState, fmt: str, lines: list[str] | None = None) -> bytes:
     """What ``render --page qk-map --out map.json`` writes: one head's record (or, with
     ``qk_part=overview``, every head's) over ``lines`` (default: the shipped corpus), in
     the state's language."""
-    import json
-
-    from attnviz.i18n import use
-
     if fmt != "json":
         raise ValueError("The Q/K map writes .json, .png, .svg or .html.")
     with use(state.lang):

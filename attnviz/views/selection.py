@@ -1,26 +1,41 @@
 """The selection a view shows (sentence, head, query) checked against the run, the style a
 state asks for, and download names. Bounds that depend on the run come from the run.
+
+They read a ``ViewState`` (``attnviz.views.state``) through what it has (``Selection``): the
+views below the state, and the table of views that the state's ``view`` setting lists, read
+the same, so nothing here imports the state.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from attnviz import plots as F
 from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
-from attnviz.views.state import ViewState
+
+
+class Selection(Protocol):
+    """What the views read of a state (a ``ViewState`` has it all)."""
+
+    seq: int
+    head: int
+    query: int
+    view: str
+
+    def with_(self, **changes) -> Selection: ...
 
 PRESENTER_FONT = 24
 
 
-def style_for(state: ViewState, *, theme: str = "light", width=None, height=None) -> F.FigureStyle:
+def style_for(state: Selection, *, theme: str = "light", width=None, height=None) -> F.FigureStyle:
     """Presenter mode: fonts and ticks large enough for the back of a room."""
     return F.FigureStyle(colors=state.colors, theme=theme, width=width, height=height,
                          font_size=PRESENTER_FONT if state.present else 12, lang=state.lang)
 
 
-def selection_problems(result: AttentionResult, state: ViewState) -> dict[str, str]:
+def selection_problems(result: AttentionResult, state: Selection) -> dict[str, str]:
     """Which of seq/head/query do not exist in this result, and why (empty when all do)."""
     N, H, L, _S = result.weights.shape
     problems = {}
@@ -33,7 +48,7 @@ def selection_problems(result: AttentionResult, state: ViewState) -> dict[str, s
     return problems
 
 
-def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewState, list[str]]:
+def clamp_selection(result: AttentionResult, state: Selection) -> tuple[Selection, list[str]]:
     """Keep seq/head/query inside this result, saying what was changed (the app's way);
     query -1 becomes the last real token of the sentence."""
     problems = selection_problems(result, state)
@@ -43,7 +58,7 @@ def clamp_selection(result: AttentionResult, state: ViewState) -> tuple[ViewStat
     return resolve_query(result, fixed), notes
 
 
-def resolve_query(result: AttentionResult, state: ViewState) -> ViewState:
+def resolve_query(result: AttentionResult, state: Selection) -> Selection:
     """``query = -1`` (the default) is the last real token: under a causal mask it sees
     every key, where token 0 sees only itself."""
     if state.query >= 0:
@@ -52,7 +67,7 @@ def resolve_query(result: AttentionResult, state: ViewState) -> ViewState:
     return state.with_(query=result.lengths[seq] - 1)
 
 
-def file_stem(state: ViewState, view: str, result: AttentionResult) -> str:
+def file_stem(state: Selection, view: str, result: AttentionResult) -> str:
     """A meaningful, filesystem-safe download name: attnviz-grid-causal-4h-64d-seed0 for the
     random layer; for a model of its own what ran (its name, its mask, heads and width, no
     seed): attnviz-grid-minilm-l6-layer0-padding-12h-384d."""
@@ -68,7 +83,7 @@ def file_stem(state: ViewState, view: str, result: AttentionResult) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", stem)
 
 
-def check_selection(result: AttentionResult, state: ViewState) -> ViewState:
+def check_selection(result: AttentionResult, state: Selection) -> Selection:
     """A build stops on a selection that does not exist (the app shows another instead);
     returns ``state`` with its query resolved."""
     problems = selection_problems(result, state)

@@ -26,13 +26,15 @@ from attnviz.inputs.audio import AUDIO_SAMPLES
 from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS, parse_edges
 from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
 from attnviz.inputs.text import check_text
+from attnviz.learn.train import LENGTH, LearnSettings
 from attnviz.learn.train import PAGES as LEARN
-from attnviz.learn.train import LearnSettings
+from attnviz.learn.trained import parse_sequence
+from attnviz.models.registry import model_kind
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import Reason, Unavailable, setting
-from attnviz.views.registry import VIEWS
+from attnviz.views.catalogue import VIEW_NAMES
 
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
@@ -78,9 +80,6 @@ def _knockout(raw: str, taken: dict) -> str:
 
 
 def _sequence(raw: str, taken: dict) -> str:
-    from attnviz.learn.train import LENGTH
-    from attnviz.learn.trained import parse_sequence
-
     parse_sequence(raw, LENGTH)  # raises a readable ValueError
     return raw
 
@@ -117,7 +116,7 @@ class ViewState:
                                     "(0: none), each with the attention that chose it."))
     step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=("explorer",), label=N_("Generated token"),
                         help=N_("Which generated token's attention to show."))
-    view: str = setting("grid", choices=VIEWS, label=N_("View"), help=N_("Which picture of the result to show."))
+    view: str = setting("grid", choices=VIEW_NAMES, label=N_("View"), help=N_("Which picture of the result to show."))
     present: bool = setting(False, sidebar=True, label=N_("Presenter mode"),
                             help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
     source: str = setting("我爱人工智能", convert=_source, pages=("cross-attention",),
@@ -223,8 +222,6 @@ class ViewState:
         compare positions of one sequence, so between two sequences only the source's
         padding is blocked (as in a Transformer's cross-attention). An encoder–decoder
         shows its own cross-attention; any other model leaves the page to the random one."""
-        from attnviz.models.registry import model_kind
-
         if model_kind(self.model) == "seq2seq":
             return self.config.with_(mask=CROSS_MASK, source=self.source, stack="cross")
         return self.config.with_(mask=CROSS_MASK, source=self.source, model="random", layer=0)

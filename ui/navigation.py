@@ -1,4 +1,4 @@
-"""The app's ``st.Page`` objects: one per entry of ``attnviz.views.registry``, the
+"""The app's ``st.Page`` objects: one per page of ``attnviz.views.catalogue``, the
 explorer first.
 
 ``st.Page`` resolves its script's path on the file system each time it is made (a
@@ -21,7 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from attnviz.i18n import _, language
-from attnviz.views.registry import PAGES
+from attnviz.views.catalogue import PAGES
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "app_pages"
 _MADE: dict[str, dict[str, st.Page]] = {}

@@ -8,7 +8,10 @@ import csv
 import io
 import json
 
+from attnviz.analysis.describe import describe_grid, describe_head
 from attnviz.run.result import AttentionResult
+from attnviz.views.catalogue import VIEWS
+from attnviz.views.selection import resolve_query
 
 
 def weights_csv(result: AttentionResult) -> str:
@@ -32,28 +35,14 @@ def weights_csv(result: AttentionResult) -> str:
 def run_json(result: AttentionResult, state=None) -> str:
     """The whole run as JSON, with the charts' text alternatives; byte-identical for the
     same config (sorted keys, no times). ``state``: a ``ViewState`` whose view has numbers of
-    its own, kept under ``"view"`` (weighted norms and knock-out, the neuron view); "roles"
-    adds ``head_scores`` ({score: layers × heads} of sentence ``state.seq``), "flow" adds
-    ``attention_flow`` (L × L)."""
-    from attnviz.analysis.describe import describe_grid, describe_head
-    from attnviz.views.explorer import view_record
-    from attnviz.views.selection import resolve_query
-
-    view = None if state is None else view_record(result, resolve_query(result, state), state.view)
+    its own (its entry's ``record`` in ``attnviz.views.catalogue``): weighted norms and
+    knock-out, the neuron view (under ``"view"``), the roles' ``head_scores`` ({score: layers ×
+    heads} of sentence ``state.seq``), the flow's ``attention_flow`` (L × L)."""
     data = result.to_dict()
     N, H = result.weights.shape[:2]
     data["descriptions"] = [{"all_heads": describe_grid(result, n), "heads": [describe_head(result, n, h)
                                                                             for h in range(H)]} for n in range(N)]
-    if view is not None:
-        data["view"] = view
-    if state is not None and state.view in ("roles", "flow"):
-        from attnviz.analysis.roles import attention_flow, head_scores
-
-        seq = min(state.seq, len(result.lengths) - 1)
-        k = result.lengths[seq]
-        w = result.layer_weights[:, seq, :, :k, :k].numpy()  # (layers, H, k, k)
-        if state.view == "roles":
-            data["head_scores"] = {name: v.tolist() for name, v in head_scores(w, result.tokens[seq][:k]).items()}
-        else:
-            data["attention_flow"] = attention_flow(w)[0].tolist()  # (k, k)
+    view = VIEWS.get(state.view) if state is not None else None
+    if view is not None and view.record is not None:
+        data.update(view.record(result, resolve_query(result, state)))
     return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

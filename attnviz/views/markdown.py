@@ -1,4 +1,6 @@
-"""Showing user text in Streamlit Markdown without letting it become Markdown.
+"""Showing user text in Markdown (the app's captions, messages and tables) without letting it
+become Markdown: every caption a view writes passes a token, a model name or a probe through
+``md``.
 
 Streamlit renders Markdown (links, images, emphasis), LaTeX between ``$`` signs and
 its own directives (``:red[…]``, ``:material/…:``) in ``st.markdown``, ``st.caption``,

@@ -1,0 +1,214 @@
+"""The one table of pages and of views: ``app.py`` builds its navigation from ``PAGES``, the CLI
+takes ``--page`` and ``--view`` from them, a link's path names a page, its ``view=`` a view.
+
+Each view is one entry of ``VIEWS``, read by every page, the CLI and links. The entry says
+
+- what it draws, in order (``parts``: captions, figures, tables, the close-up of a long text),
+  and its ``figure``: the one the CLI renders for ``--view`` and the JSON describes;
+- what it needs (``needs``, one of ``NEEDS``: the weights only, the run's every step, the
+  followed layer's values and W_O or its q and k, a rerun on the roles probe, or two runs);
+- the selection it reads (``picks``: the head, the query), which a page draws widgets for and
+  which names its figures in the caches;
+- the message it gives where it cannot apply (``problem``), its text alternative
+  (``describe``) and the numbers the JSON export adds (``record``);
+- the pages that offer it (``pages``).
+
+A page keeps only its layout: it draws the entry (``ui.rendering``); the CLI renders its figure. A new
+view is one entry here plus its functions (in the module named by what it draws).
+
+May import: what the views' functions need (``attnviz.views``' own modules below it), ``i18n``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from attnviz.i18n import N_
+from attnviz.views import contributions as C
+from attnviz.views import layers as Y
+from attnviz.views import neurons as U
+from attnviz.views import roles as R
+from attnviz.views import weights as W
+from attnviz.views.selection import style_for
+
+
+@dataclass(frozen=True)
+class Page:
+    path: str  # the URL path ("" for the explorer, the default page)
+    name: str  # the page's name in links and in ``--page``
+    script: str  # its file under app_pages/
+    title: str  # marked for translation
+    icon: str  # a Material icon name
+    text: bool = True  # uses the sidebar's text and text-only controls
+    modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
+    window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
+    random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
+
+
+PAGES = (
+    Page("", "explorer", "explorer.py", N_("Explorer"), "search"),
+    Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs"),
+    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True),
+    Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz"),
+    Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified"),
+    Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down"),
+    Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten"),
+    Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
+         modality=True),
+    Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
+         modality=True),
+    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
+    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
+    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
+         random=False),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot"),
+    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
+         random=False),
+)
+PAGE_NAMES = tuple(p.name for p in PAGES)
+INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
+
+
+def page(name: str) -> Page:
+    return next(p for p in PAGES if p.name == name)
+
+
+def page_of(url_or_path: str) -> str:
+    """The page a link opens: the last path segment ("" and unknown paths: the explorer)."""
+    s = url_or_path.strip()
+    path = urlsplit(s).path if "://" in s or s.startswith("/") else ""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return name if name in PAGE_NAMES else "explorer"
+
+
+# --- the views --------------------------------------------------------------------------
+
+# What a view needs of a run, in words (marked for translation): a run that lacks it gets the view's problem.
+NEEDS = {
+    "weights": N_("the attention weights (any run, an attention file too)"),
+    "mask": N_("the mask the run applied"),
+    "steps": N_("the run's every step: the output vectors"),
+    "values": N_("the followed layer's values and output projection W_O"),
+    "qk": N_("the followed layer's q and k, as its scores use them"),
+    "probe": N_("a rerun of the model on the roles probe (where the run can be repeated)"),
+    "two runs": N_("a clean and a corrupted run of a causal language model"),
+}
+PART_KINDS = ("caption", "info", "subheader", "figure", "table", "corner", "columns")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One thing a view draws on a page, in its order.
+
+    - ``caption``, ``info``, ``subheader``: ``build(result, state)`` -> Markdown (None: nothing);
+    - ``figure``: ``build(result, state, style)`` -> a figure (None: the view's own ``figure``);
+      ``describe(result, state, fig)`` its text alternative; ``selectable``: a click on a block
+      of the model view opens that head;
+    - ``table``: ``build(result, state)`` -> rows (a list of dicts, or {"data", "index",
+      "columns"}; None: nothing); ``selectable``: a row opens that layer and head;
+    - ``corner``: the close-up's top-left corner (q0, k0), bounded by the run;
+    - ``columns``: ``parts`` side by side.
+    ``when(result)``: drawn only where it holds (a long text's close-up). ``worker``: long work,
+    built on a compute worker, never in the page's own thread. ``reads``: what else of the state
+    it reads besides the view's picks (the close-up's corner), for its cache key. ``plain``: a
+    figure built as plain dicts (``attnviz.plots.style.plain_figures``), not a ``go.Figure``.
+    """
+
+    kind: str
+    build: Callable | None = None
+    name: str = ""
+    describe: Callable | None = None
+    selectable: bool = False
+    worker: bool = False
+    when: Callable | None = None
+    parts: tuple = ()
+    reads: tuple[str, ...] = ()
+    plain: bool = True
+
+
+@dataclass(frozen=True)
+class View:
+    name: str  # its name in links (view=) and in --view
+    title: str  # marked for translation
+    needs: str  # a key of NEEDS
+    figure: Callable  # (result, state, style) -> its figure: what the CLI renders
+    parts: tuple[Part, ...]  # what a page draws, in order
+    picks: tuple[str, ...] = ()  # the selection it reads besides the sentence: "head", "query"
+    describe: Callable | None = None  # (result, state, fig) -> its figure's text alternative (None: from the figure)
+    record: Callable | None = None  # (result, state) -> {key: numbers}, added to the run's JSON
+    problem: Callable | None = None  # (result, state) -> why it cannot draw this run (None: it can)
+    pages: tuple[str, ...] = ("explorer", "attention-file")  # the pages that offer it
+
+    @property
+    def opens_heads(self) -> bool:
+        """A block or a row of it opens a head (its page keeps the pick while it shows it)."""
+        return any(p.selectable for p in self.parts)
+
+    def key(self, state, part: Part | None = None) -> tuple:
+        """The plain values one of its parts reads, a cache key beside the run's: only the
+        selection it shows, so that changing the head leaves the grid's figure valid."""
+        reads = (*self.picks, *(part.reads if part is not None else ()))
+        return (self.name, part.name if part is not None else "", state.seq, *(getattr(state, p) for p in reads))
+
+
+FIGURE = Part("figure")  # the view's own figure
+CLOSE_UP = (  # a long text's exact numbers: a REGION × REGION window of the view above
+    Part("subheader", W.close_up_title, when=W.is_long),
+    Part("caption", W.close_up_caption, when=W.is_long),
+    Part("corner", when=W.is_long),
+    Part("figure", W.close_up_figure, name="region", when=W.is_long, reads=("q0", "k0")),
+)
+
+VIEWS = {v.name: v for v in (
+    View("grid", N_("All heads"), "weights", W.draw_grid, (FIGURE, Part("caption", W.pooled_note)),
+         describe=W.describe_grid_view,
+         pages=("explorer", "attention-file", "image-patches", "audio-frames", "graph-nodes")),
+    View("head", N_("One head"), "weights", W.draw_head, (FIGURE, *CLOSE_UP), picks=("head",),
+         describe=W.describe_head_view),
+    View("query", N_("Query focus"), "weights", W.draw_query, (FIGURE,), picks=("query",),
+         describe=W.describe_query_view),
+    View("mean", N_("Mean over heads"), "weights", W.draw_mean, (FIGURE, *CLOSE_UP)),
+    View("mask", N_("Mask"), "mask", W.draw_mask,
+         (Part("columns", parts=(FIGURE, Part("figure", W.draw_head, name="head", describe=W.describe_head_view))),
+          Part("info", W.fully_masked_note)), picks=("head",), pages=("explorer",)),
+    View("output", N_("Output vectors"), "steps", W.draw_output, (FIGURE, Part("table", W.output_table)),
+         problem=W.no_vectors, pages=("explorer",)),
+    View("table", N_("Weights table"), "weights", W.draw_head,
+         (Part("subheader", W.weights_title, reads=("q0", "k0")), Part("corner", when=W.is_long),
+          Part("table", W.weights_table, reads=("q0", "k0"))),
+         picks=("head",), describe=W.describe_head_view),
+    View("model", N_("Model view"), "weights", Y.model_figure,
+         (Part("figure", selectable=True, plain=False), Part("caption", Y.model_caption))),
+    View("analysis", N_("Head analysis"), "weights", Y.rollout_figure,
+         (Part("caption", Y.analysis_caption), Part("table", Y.analysis_rows, selectable=True), FIGURE)),
+    View("roles", N_("Head roles"), "probe", R.roles_figure,
+         (Part("caption", R.roles_caption), Part("table", R.roles_table, selectable=True, worker=True), FIGURE),
+         record=R.roles_record),
+    View("flow", N_("Attention flow"), "weights", Y.flow_figure,
+         (Part("caption", Y.flow_caption), Part("figure", worker=True)), record=Y.flow_record, problem=Y.flow_problem),
+    View("norms", N_("Does the head matter"), "values", C.norms_figure,
+         (Part("caption", C.norms_caption), FIGURE, Part("subheader", C.knockout_title),
+          Part("caption", C.knockout_caption),
+          Part("figure", C.knockout_bars, name="knockout", describe=C.describe_knockout, worker=True, plain=False),
+          Part("table", C.next_token_rows, name="next"), Part("caption", C.next_token_note)),
+         describe=C.describe_norms, record=C.norms_record, problem=C.parts_problem,
+         pages=("explorer", "attention-file", "image-patches")),
+    View("neurons", N_("Neuron view"), "qk", U.neuron_view_figure, (Part("caption", U.neuron_caption), FIGURE),
+         picks=("head", "query"), describe=U.describe_neurons, record=U.neurons_record, problem=C.qk_problem,
+         pages=("explorer", "attention-file", "image-patches")),
+)}
+VIEW_NAMES = tuple(VIEWS)
+FIGURE_VIEWS = tuple(v for v in VIEW_NAMES if v != "table")  # views whose page draws their figure
+VIEW_TITLES = {name: v.title for name, v in VIEWS.items()}
+
+
+def figure_of(result, state, view: str | None = None, *, style=None):
+    """The figure of ``view`` (default: ``state.view``): its entry's, in ``state``'s style unless given."""
+    return VIEWS[view or state.view].figure(result, state, style or style_for(state))
+
+
+def views_on(page_name: str) -> tuple[str, ...]:
+    """The views a page offers, in the table's order."""
+    return tuple(name for name, v in VIEWS.items() if page_name in v.pages)
