@@ -5,9 +5,15 @@ Pure PyTorch/NumPy/Plotly; no web framework here. Main entry points::
     from attnviz import AttentionConfig, compute
     result = compute(AttentionConfig(text="I love AI", num_heads=4, mask="causal"))
     result.weights  # (N, H, L, S)
+
+The front door: it re-exports the public API of the packages below it (the notebook API through
+``attnviz.lazy``). May import: attnviz.analysis, attnviz.core, attnviz.inputs, attnviz.lazy,
+attnviz.notebook, attnviz.run.
 """
 
+from attnviz import lazy
 from attnviz.analysis.detector import detect_head
+from attnviz.analysis.qkmap import qk_map
 from attnviz.analysis.roles import attention_flow, head_scores
 from attnviz.core.attention import scaled_dot_product_attention
 from attnviz.core.devices import available_devices, resolve_device
@@ -30,6 +36,7 @@ __all__ = [
     "embed",
     "head_scores",
     "low_rank_attention",
+    "qk_map",
     "resolve_device",
     "scaled_dot_product_attention",
     "tiled_attention",
@@ -44,12 +51,6 @@ _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", 
 
 
 def __getattr__(name: str):
-    if name == "qk_map":  # the joint map of queries and keys you bring (AttentionViz's), as a plain record
-        from attnviz.analysis.qkmap import qk_map
-
-        return qk_map
     if name in _NOTEBOOK:
-        from attnviz import notebook
-
-        return getattr(notebook, name)
+        return getattr(lazy.imported("attnviz.notebook"), name)
     raise AttributeError(f"module 'attnviz' has no attribute {name!r}")

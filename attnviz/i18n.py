@@ -13,6 +13,8 @@ Messages are written in English in the source; ``make i18n`` extracts them into
 compiles the ``.mo`` that ships with the package. To add a language: add its code to
 ``LANGUAGES``, run ``pybabel init -D attnviz -i attnviz/locale/attnviz.pot -d
 attnviz/locale -l CODE``, translate the ``.po`` file, then ``make i18n``.
+
+May import: nothing of attnviz.
 """
 
 from __future__ import annotations

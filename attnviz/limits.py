@@ -19,6 +19,8 @@ A run keeps every intermediate (scores, scaled, masked, weights, dropout) when t
 the budget. When only the weights fit, it keeps those ("lean": the explorer and the
 cross-attention page work; the step-by-step, mask-lab, gradients and verify pages say
 which sizes they can show). That is how 2048 tokens × 16 heads fit: 268 MB of weights.
+
+May import: attnviz.i18n.
 """
 
 from __future__ import annotations

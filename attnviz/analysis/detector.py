@@ -29,7 +29,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from attnviz.inputs.attention import normalise
+from attnviz.inputs.handover import normalise
 
 HEAD_NAMES = ("previous_token_head", "duplicate_token_head", "induction_head")
 ERROR_MEASURES = ("abs", "mul")

@@ -177,7 +177,7 @@ def tiled_attention(
 PROJECTIONS = ("segments", "random")  # low_rank_attention's E: the default first
 
 
-def projection(rank: int, S: int, kind: str = "segments", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def low_rank_projection(rank: int, S: int, kind: str = "segments", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The (rank, S) matrix E that ``low_rank_attention`` projects keys and values with, and
     a (rank,) bias added to the projected scores.
 
@@ -216,7 +216,7 @@ def low_rank_attention(
 ) -> torch.Tensor:
     """Linformer-style attention: keys and values projected from S rows to ``rank``.
 
-    E (rank, S) is made by ``projection`` (segment means by default, or a seeded random
+    E (rank, S) is made by ``low_rank_projection`` (segment means by default, or a seeded random
     matrix), on the CPU and then moved to q's device and dtype, so it is the same
     everywhere. Then K' = E K (..., rank, D), V' = E V (..., rank, Dv) and the output is
     softmax(q K'^T / sqrt(D) + bias) V' (..., L, Dv). The cost grows with L·rank instead
@@ -246,7 +246,7 @@ def low_rank_attention(
         keep = key_padding.squeeze(-2) if key_padding.dim() >= 2 else key_padding  # (..., S)
         keep = keep.unsqueeze(-1)  # (..., S, 1)
         k, v = k.masked_fill(~keep, 0.0), v.masked_fill(~keep, 0.0)  # (..., S, D), (..., S, Dv)
-    E, bias = projection(int(rank), S, projection_kind, seed)
+    E, bias = low_rank_projection(int(rank), S, projection_kind, seed)
     E, bias = E.to(device=q.device, dtype=q.dtype), bias.to(device=q.device, dtype=q.dtype)  # (rank, S), (rank,)
     kp = E @ k  # (..., rank, D)
     vp = E @ v  # (..., rank, Dv)

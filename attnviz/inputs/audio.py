@@ -13,7 +13,7 @@ from attnviz import limits
 from attnviz.i18n import _
 from attnviz.inputs.embeddings import sinusoidal_positions
 from attnviz.inputs.record import Input, single
-from attnviz.inputs.vectors import check_upload, projection, standardise
+from attnviz.inputs.vectors import check_upload, seeded_projection, standardise
 
 AUDIO_SAMPLES = ("tone-chirp-tone", "two-tones", "clicks")
 
@@ -89,6 +89,7 @@ def spectrogram(samples: np.ndarray, frame: int, hop: int) -> torch.Tensor:
 
 def audio_input(samples: np.ndarray, rate: int, frame: int, hop: int, d_model: int, seed: int) -> Input:
     spec = spectrogram(samples, frame, hop)  # (frames, F)
-    x = standardise(spec) @ projection(spec.shape[1], d_model, seed, 2) + sinusoidal_positions(len(spec), d_model)
+    x = standardise(spec) @ seeded_projection(spec.shape[1], d_model, seed, 2)  # (frames, E)
+    x = x + sinusoidal_positions(len(spec), d_model)
     labels = [f"{i * hop / rate:.2f}s" for i in range(len(spec))]
     return single("audio", labels, x, meta={"spectrogram": spec, "rate": rate, "frame": frame, "hop": hop})

@@ -20,7 +20,7 @@ from attnviz import limits
 from attnviz.i18n import _
 from attnviz.inputs.embeddings import sinusoidal_positions
 from attnviz.inputs.record import Input, single
-from attnviz.inputs.vectors import check_upload, projection, standardise
+from attnviz.inputs.vectors import check_upload, seeded_projection, standardise
 
 IMAGE_SAMPLES = ("shapes", "checkerboard", "stripes")
 PATCH_MASKS = ("none", "causal", "window2d")
@@ -132,7 +132,7 @@ def image_input(image: np.ndarray, patch_size: int, stride: int, d_model: int, s
         raise ValueError(_("{nH} × {nW} = {n} patches; the limit is {limit}. Use a larger patch or stride.").format(
             nH=nH, nW=nW, n=n, limit=limits.MAX_PATCHES))
     flat = patches[0]  # (N, C·p·p)
-    x = standardise(flat) @ projection(flat.shape[1], d_model, seed, 1) + positions_2d(nH, nW, d_model)  # (N, E)
+    x = standardise(flat) @ seeded_projection(flat.shape[1], d_model, seed, 1) + positions_2d(nH, nW, d_model)  # (N, E)
     labels = [f"r{r}c{c}" for r in range(nH) for c in range(nW)]
     return single("image", labels, x, patch_mask(mask_kind, nH, nW, k), mask_kind,
                   {"grid": (nH, nW), "patch": patch_size, "stride": stride, "size": image.shape[:2]})

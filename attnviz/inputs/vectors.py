@@ -11,7 +11,7 @@ from attnviz import limits
 from attnviz.i18n import _
 
 
-def projection(n_in: int, d_model: int, seed: int, salt: int) -> torch.Tensor:
+def seeded_projection(n_in: int, d_model: int, seed: int, salt: int) -> torch.Tensor:
     """A seeded (n_in, d_model) projection with unit-variance outputs for unit inputs."""
     gen = torch.Generator().manual_seed(int(seed) * 1_000_003 + salt)
     return torch.randn(n_in, d_model, generator=gen) / math.sqrt(max(1, n_in))

@@ -19,13 +19,12 @@ offline in Jupyter.
 
 Messages and titles are in English: the notebook API speaks to programmers.
 
-May import: ``attnviz.plots``, ``attnviz.analysis``, ``attnviz.run`` and ``attnviz.models`` (to run
-a model for ``neuron_view``), ``attnviz.limits``, ``attnviz.i18n``,
-numpy, torch, safetensors, plotly (and IPython when it is there, found at run time). Never a
-view, ``ui`` or Streamlit.
+May import: attnviz.analysis, attnviz.i18n, attnviz.inputs, attnviz.limits, attnviz.models, attnviz.plots,
+attnviz.run (and numpy, torch, safetensors, plotly; IPython when it is there, found at run time). Never
+a view, ``ui`` or Streamlit.
 """
 
-from attnviz.inputs.attention import Attention, normalise  # noqa: F401
+from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401

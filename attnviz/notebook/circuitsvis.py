@@ -22,7 +22,7 @@ import warnings
 
 import numpy as np
 
-from attnviz.inputs.attention import Attention, is_model_output, normalise
+from attnviz.inputs.handover import Attention, is_model_output, normalise
 from attnviz.notebook.page import Rendered
 from attnviz.plots import (
     DEFAULT_MAX_CELLS,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from attnviz import limits
-from attnviz.inputs.attention import Attention, normalise
+from attnviz.inputs.handover import Attention, normalise
 from attnviz.plots.export import write_atomic
 
 FORMAT = "attnviz-attention-1"

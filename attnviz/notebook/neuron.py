@@ -22,16 +22,18 @@ gets the model registry's message.
 
 from __future__ import annotations
 
+from attnviz import limits
+from attnviz.analysis.contributions import neuron_row
 from attnviz.notebook.bertviz import DISPLAY_MODES
 from attnviz.notebook.page import Rendered, check_action, deliver
 from attnviz.plots import FigureStyle, escape_label
+from attnviz.plots.contributions import neuron_figure
+from attnviz.run.config import AttentionConfig
+from attnviz.run.result import AttentionResult
+from attnviz.run.run import compute, run
 
 
 def _run(model_or_run, sentence_a: str | None, layer: int):
-    from attnviz.run.config import AttentionConfig
-    from attnviz.run.result import AttentionResult
-    from attnviz.run.run import compute, run
-
     if isinstance(model_or_run, AttentionResult):
         if sentence_a is not None:
             raise ValueError("neuron_view: a run is drawn as it is; pass a model (or its name) to run sentence_a.")
@@ -43,8 +45,6 @@ def _run(model_or_run, sentence_a: str | None, layer: int):
     if not hasattr(model_or_run, "read_text") or not hasattr(model_or_run, "forward"):
         raise ValueError(f"neuron_view: expected a run, a model name or an attnviz model, got "
                          f"{type(model_or_run).__name__} (a transformers model: give its folder's path).")
-    from attnviz import limits
-
     inp = model_or_run.read_text([str(sentence_a)], pad_to=0, tokenize_mode="auto", positional=True,
                                  max_tokens=limits.MAX_TOKENS)
     mask = "none" if getattr(model_or_run, "honours_masks", False) else "padding"
@@ -63,9 +63,6 @@ def neuron_view(model_or_run, sentence_a: str | None = None, sentence_b: str | N
         raise ValueError(f"display_mode must be 'dark' or 'light', not {display_mode!r}.")
     if sentence_b is not None:
         raise ValueError("neuron_view: sentence_b (a sentence pair) is not supported; attnviz runs one sentence.")
-    from attnviz.analysis.contributions import neuron_row
-    from attnviz.plots.contributions import neuron_figure
-
     result = _run(model_or_run, sentence_a, 0 if layer is None else int(layer))
     h = 0 if head is None else int(head)
     if not 0 <= h < result.heads:

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz.analysis.heads import head_stats, mean_distance, rollout, row_entropy
-from attnviz.inputs.attention import Attention, normalise
+from attnviz.inputs.handover import Attention, normalise
 from attnviz.plots import (
     DEFAULT_MAX_CELLS,
     DIVERGING,
@@ -85,20 +85,20 @@ def pooled_suffix(data) -> str:
     return f" (max-pooled in {block}×{block} blocks)" if block > 1 else ""
 
 
-def grid_view(a: Attention, layer: int, style: FigureStyle) -> go.Figure:
+def show_grid(a: Attention, layer: int, style: FigureStyle) -> go.Figure:
     data = blocks(a, [(layer, h) for h in range(a.heads)], lambda _l, h: f"head {h}", DEFAULT_MAX_CELLS)
     fig = grid_figure(data, style, title=f"layer {layer}: attention weights per head" + pooled_suffix(data))
     return colour_axis(fig, a.weights[layer], a.signed)
 
 
-def head_view(a: Attention, layer: int, head: int, style: FigureStyle) -> go.Figure:
+def show_head(a: Attention, layer: int, head: int, style: FigureStyle) -> go.Figure:
     w = a.weights[layer, head]  # (L, S)
     lo, hi = value_range(w, a.signed)
     d = matrix_data(w, a.tokens, a.source_tokens, f"layer {layer}, head {head}", None, zmin=lo, zmax=hi)
     return colour_trace(heatmap_figure(d, style), w, a.signed)
 
 
-def model_view(a: Attention, style: FigureStyle, layers=None, heads=None, max_cells: int | None = MODEL_MAX_CELLS,
+def show_model(a: Attention, style: FigureStyle, layers=None, heads=None, max_cells: int | None = MODEL_MAX_CELLS,
                title: str | None = None) -> go.Figure:
     layers = list(range(a.layers)) if layers is None else list(layers)
     heads = list(range(a.heads)) if heads is None else list(heads)
@@ -118,7 +118,7 @@ class _Weights:
     source_tokens: list[list[str]]
 
 
-def query_view(a: Attention, layer: int, query: int, style: FigureStyle) -> go.Figure:
+def show_query(a: Attention, layer: int, query: int, style: FigureStyle) -> go.Figure:
     run = _Weights(torch.from_numpy(a.weights[layer]).unsqueeze(0), [a.tokens], [a.source_tokens])  # (1, H, L, S)
     fig = query_figure(run, 0, query, style)
     lo, hi = value_range(a.weights[layer, :, query], a.signed)
@@ -152,7 +152,7 @@ def table_matrix(rows: list[dict], column: str, layers: int, heads: int) -> np.n
     return z
 
 
-def analysis_view(a: Attention, style: FigureStyle) -> go.Figure:
+def show_analysis(a: Attention, style: FigureStyle) -> go.Figure:
     rows = head_table(a)
     x = [f"head {h}" for h in range(a.heads)]
     y = [f"layer {layer}" for layer in range(a.layers)]
@@ -173,7 +173,7 @@ def analysis_view(a: Attention, style: FigureStyle) -> go.Figure:
     return figure(traces, layout_for(layout, style, "head analysis: entropy and mean attention distance"))
 
 
-def rollout_view(a: Attention, style: FigureStyle) -> go.Figure:
+def show_rollout(a: Attention, style: FigureStyle) -> go.Figure:
     _unsigned(a, "rollout")
     if a.L != a.S:
         raise ValueError(f"rollout needs self-attention (L = S); this attention has L = {a.L}, S = {a.S}.")
@@ -193,14 +193,14 @@ def show(attention, tokens=None, view: str = "grid", *, layer: int = 0, head: in
         raise ValueError(f"style must be an attnviz.plots.FigureStyle, not {type(style).__name__}.")
     layer = index(layer, a.layers, "layer", "layers")
     if view == "grid":
-        return grid_view(a, layer, style)
+        return show_grid(a, layer, style)
     if view == "head":
-        return head_view(a, layer, index(head, a.heads, "head", "heads"), style)
+        return show_head(a, layer, index(head, a.heads, "head", "heads"), style)
     if view == "model":
-        return model_view(a, style)
+        return show_model(a, style)
     if view == "query":
-        return query_view(a, layer, index(query, a.L, "query", "queries"), style)
+        return show_query(a, layer, index(query, a.L, "query", "queries"), style)
     if view == "analysis":
-        return analysis_view(a, style)
-    return rollout_view(a, style)
+        return show_analysis(a, style)
+    return show_rollout(a, style)
 

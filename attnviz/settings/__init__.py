@@ -1,3 +1,5 @@
 """Settings declared once: ``spec`` (the declaration a dataclass field carries) and ``url``
-(links <-> values, derived from the declarations). May import: ``limits``, ``i18n``.
+(links <-> values, derived from the declarations).
+
+May import: attnviz.limits, attnviz.i18n.
 """

@@ -6,7 +6,7 @@ it. Query parameters always arrive as text: invalid or missing values fall back 
 their defaults, and each fallback is reported as a warning naming the parameter.
 
 Warnings are plain text that quotes the user's value as it came: whoever shows one in
-Markdown must escape it (``ui.safe.md``), or a value such as ``[Sign in](https://…)``
+Markdown must escape it (``attnviz.views.markdown.md``), or a value such as ``[Sign in](https://…)``
 becomes a link.
 """
 

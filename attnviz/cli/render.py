@@ -1,0 +1,170 @@
+"""``render``: one figure (or its numbers) of a page, for a link's settings: the ``RenderJob``, its
+checks, and the one check of an input file (``read_input``) that every way in uses.
+
+A link to the explorer renders its view's figure (its entry in ``attnviz.views.catalogue``), a
+link to another page that page's main figure (``attnviz.views.pages.page_figure``). Bad input
+raises ``UsageError``: one line on stderr and exit code 2 (``attnviz.cli.main``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from attnviz.i18n import use
+from attnviz.limits import MAX_UPLOAD_BYTES
+from attnviz.notebook.files import load_attention
+from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes, write_atomic
+from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
+from attnviz.views.exports import run_json, weights_csv
+from attnviz.views.pages import page_figure, page_result
+from attnviz.views.qkmap import qk_record_json
+from attnviz.views.selection import selection_problems, style_for
+from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
+
+OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
+DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+@dataclass
+class RenderJob:
+    """One figure to write."""
+
+    state: ViewState
+    out: Path
+    width: int = DEFAULT_WIDTH
+    height: int | None = None
+    scale: float = 1.0
+    theme: str = "light"
+    page: str = "explorer"
+    data: bytes | None = None  # an image or WAV file, for the modality pages
+
+
+def state_from(settings: dict, from_url: str | None = None) -> ViewState:
+    """URL parameters (from a link, then overridden by ``settings``) -> ViewState.
+
+    Unlike the app, which falls back to defaults with a warning, a build stops on the
+    first invalid value: a docs figure should never silently change.
+    """
+    raw = query_dict(from_url) if from_url else {}
+    folder = None
+    for key, value in settings.items():
+        if value is None:
+            continue
+        if key == "model" and isinstance(value, str) and ("/" in value or Path(value).is_dir()):
+            folder = value  # a model folder: the API and the CLI take paths, a URL never does
+            if not Path(value).is_dir():
+                raise UsageError(f"Model folder {value} does not exist.")
+            continue
+        if key not in SETTINGS:
+            raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}, "
+                             f"{', '.join(OUTPUT_KEYS)}.")
+        raw[key] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    state, warnings = parse(raw)
+    if warnings:
+        raise UsageError(_cli_wording(warnings[0]))
+    return state if folder is None else state.with_(model=folder)
+
+
+def _cli_wording(warning: str) -> str:
+    """The app's fallback warning, worded as an error for a build."""
+    head, _, _ = warning.partition("; using the default")
+    head, _, _ = head.partition("; running on cpu")
+    head, _, _ = head.partition("; using the random model")
+    head, _, _ = head.partition("; using English")
+    return head.replace("URL parameter ", "Setting ").replace("`", "") + "."
+
+
+def figure_for(job: RenderJob) -> go.Figure:
+    """The figure the app shows for ``job.state`` on ``job.page`` (the explorer: its
+    ``view``), sized for export, in the state's language."""
+    with use(job.state.lang):
+        return _figure_for(job)
+
+
+def _figure_for(job: RenderJob) -> go.Figure:
+    state = job.state
+    if job.page in ("explorer", *INPUT_PAGES) and state.view not in (*FIGURE_VIEWS, "table"):
+        raise UsageError(f"Unknown view {state.view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
+    try:
+        return page_figure(job.page, state, style_for(state, theme=job.theme), data=job.data)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _compute(job: RenderJob):
+    """The run behind ``job`` (cross-attention for that page) and the state it is read with, its selection checked."""
+    try:
+        result, state = page_result(job.page, job.state, job.data)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    problems = selection_problems(result, state)
+    if problems:
+        raise UsageError(next(iter(problems.values())) + ".")
+    return result, state
+
+
+def start_job(job: RenderJob, exporter: ImageExporter):
+    """Validate ``job`` and compute its figure; returns a function that gives the file's
+    bytes (for an image, the Chromium render happens then)."""
+    if job.theme not in ("light", "dark"):
+        raise UsageError(f"Unknown theme {job.theme!r}; use light or dark.")
+    if not (100 <= job.width <= 10_000) or (job.height is not None and not 100 <= job.height <= 10_000):
+        raise UsageError("Width and height must be between 100 and 10000 pixels.")
+    if not 0.1 <= job.scale <= 10:
+        raise UsageError(f"Scale must be between 0.1 and 10, got {job.scale}.")
+    if job.page not in PAGE_NAMES:
+        raise UsageError(f"Unknown page {job.page!r}; choose one of {', '.join(PAGE_NAMES)}.")
+    fmt = format_of(job.out)
+    check_writable(job.out)
+    if fmt in ("json", "csv"):  # a ValueError is one line too (main)
+        if job.page == "qk-map":  # every point, the agreement and its baseline
+            data = qk_record_json(job.state, fmt)
+        else:  # a view with numbers of its own (norms, neurons) adds them
+            result, state = _compute(job)
+            with use(job.state.lang):
+                data = (run_json(result, state) if fmt == "json" else weights_csv(result)).encode("utf-8")
+        return lambda: data
+    fig = figure_for(job)
+    if fmt == "html":
+        data = html_bytes(fig)
+        return lambda: data
+    height = int(job.height or fig.layout.height or DEFAULT_HEIGHT)
+    return lambda: exporter.render(fig, fmt, width=job.width, height=height, scale=job.scale)
+
+
+def run_job(job: RenderJob, exporter: ImageExporter) -> None:
+    write_atomic(job.out, start_job(job, exporter)())
+
+
+
+
+def read_input(path, flag: str) -> bytes:
+    """The bytes of an input file (an image, a WAV, an attention file), however it is named (a
+    flag, a spec's key): it must exist and fit ``limits.MAX_UPLOAD_BYTES``, as an upload must;
+    an attention file must be one (never a pickle), told from its name and header."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{flag} {path}: no such file.")
+    if p.stat().st_size > MAX_UPLOAD_BYTES:
+        raise UsageError(f"{flag} {path} has {p.stat().st_size / 2**20:.1f} MB; the limit is "
+                         f"{MAX_UPLOAD_BYTES / 2**20:.0f} MB.")
+    data = p.read_bytes()
+    if flag in ("--attention", "`attention`"):
+        try:
+            load_attention(data, p.name)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return data
+
+
+def one_line(e: BaseException) -> str:
+    text = (str(e) if isinstance(e, (UsageError, ExportError, ValueError)) else
+            f"cannot write output: {e.strerror or e}" if isinstance(e, OSError) else f"{type(e).__name__}: {e}")
+    return " ".join(text.split())
