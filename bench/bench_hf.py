@@ -101,7 +101,7 @@ def against_transformers(folder: Path, fast, words: list[str]) -> None:
 
 
 def serving(root: Path, words: list[str]) -> None:
-    from tests.stclient import Session, free_port_block, rss_bytes, wait_healthy
+    from tests.support.stclient import Session, free_port_block, rss_bytes, wait_healthy
 
     port = free_port_block()
     base = f"http://127.0.0.1:{port}"

@@ -222,7 +222,7 @@ def check_light(browser, route, base: str, folder: Path) -> dict:
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browserkit import launch
+    from tests.support.browserkit import launch
 
     ensure_installed()
     folder = Path(tempfile.mkdtemp(prefix="attnviz-jupyter-"))

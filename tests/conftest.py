@@ -10,6 +10,20 @@ import sys  # noqa: E402
 
 import pytest  # noqa: E402
 
+from attnviz.models import registry  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.minilm``: the test needs MiniLM's files (the registry package); without
+    them it is skipped, and the reason says how to install them. The one marker for it: the
+    house test checks that every test that runs MiniLM carries it (tests/test_house.py)."""
+    if registry.MINILM in registry.available_models():
+        return
+    skip = pytest.mark.skip(reason=f"MiniLM's files are not installed: {registry.INSTALL}")
+    for item in items:
+        if "minilm" in item.keywords:
+            item.add_marker(skip)
+
 
 @pytest.fixture(autouse=True)
 def _fresh_app_caches():

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from attnviz.i18n import LANGUAGES, _, catalogue, use
-
-from .apphelp import app, figures, more_settings, no_errors, shown
+from tests.support.apphelp import app, figures, more_settings, no_errors, shown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,9 +112,10 @@ def test_an_unknown_language_falls_back_to_english_with_an_escaped_warning():
 
 def test_the_cli_draws_chinese_titles(tmp_path):
     from attnviz import cli
+    from attnviz.cli import render as cli_render
 
     state = cli.state_from({"lang": "zh", "heads": 2})
-    fig = cli.figure_for(cli.Job(state, Path("x.png")))
+    fig = cli_render.figure_for(cli.RenderJob(state, Path("x.png")))
     assert fig.layout.title.text == "每个头的注意力权重"
     assert [a.text for a in fig.layout.annotations] == ["头 0", "头 1"]
 
@@ -166,7 +166,7 @@ def test_descriptions_reach_screen_readers_presenter_mode_and_the_json_export():
     import json
 
     from attnviz import AttentionConfig, compute
-    from attnviz.views.files import run_json
+    from attnviz.views.exports import run_json
 
     at = app("heads=2&mask=causal")
     charts = at.get("plotly_chart")

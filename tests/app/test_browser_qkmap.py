@@ -1,0 +1,63 @@
+"""The Q/K map in Chromium: a click on a point opens its sentence in the explorer."""
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, SHOTS, chromium_path, launch, streamlit_server, wait_idle
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+
+
+def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_query():
+    from attnviz.views import qkmap as V
+    from attnviz.views.state import ViewState
+
+    state = ViewState.of(heads=2, d_model=16, head=1, mask="causal")
+    record = V.head_record(state)
+    with streamlit_server() as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/qk-map?heads=2&d_model=16&head=1&mask=causal")
+        wait_idle(page, timeout=90_000)
+        # the rightmost key of the last trace drawn (nothing on top of it)
+        index, xy = page.evaluate("""() => { const g = document.querySelector('.js-plotly-plot');
+            const t = g._fullData[g._fullData.length - 1], L = g._fullLayout, box = g.getBoundingClientRect();
+            let best = 0; t.x.forEach((x, i) => { if (x > t.x[best]) best = i; });
+            return [t.customdata[best], [box.left + L._size.l + L.xaxis.l2p(t.x[best]),
+                                          box.top + L._size.t + L.yaxis.l2p(t.y[best])]]; }""")
+        page.mouse.click(*xy)
+        # the explorer's link: its path and its settings (Streamlit may write the two in turn)
+        page.wait_for_function("() => location.search.includes('view=head') && "
+                               "['', '/'].includes(location.pathname.replace(/\\/+$/, ''))", timeout=30_000)
+        params = parse_qs(urlsplit(page.url).query)
+        browser.close()
+    point = record["points"][int(index)]
+    assert point["kind"] == "key"
+    assert params["text"] == [record["sentences"][point["sentence"]]]
+    assert params["head"] == ["1"] and params["query"] == [str(point["position"])]
+    assert urlsplit(page.url).path.rstrip("/") in ("", "/")
+
+
+@pytest.mark.minilm
+def test_screenshots_of_minilm_layer0_one_head_and_every_head():
+    from attnviz.models.registry import INSTALL, _package_dir
+    from tests.support.browserkit import full_page_screenshot
+
+    if _package_dir() is None:
+        pytest.skip(f"the model's files are not installed: {INSTALL}")
+    shots = SHOTS
+    with streamlit_server() as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/qk-map?model=minilm-l6&layer=0&head=0&qk_color=kind")
+        wait_idle(page, timeout=90_000)
+        assert page.evaluate("() => document.querySelector('.js-plotly-plot').data.length") == 6
+        full_page_screenshot(page, shots / "qk-map.png")
+        page.goto(base + "/qk-map?model=minilm-l6&layer=0&qk_part=overview")
+        page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .annotation-text').length >= 12",
+                               timeout=90_000)
+        wait_idle(page)
+        full_page_screenshot(page, shots / "qk-map-overview.png")
+        browser.close()

@@ -1,0 +1,76 @@
+"""The Q/K map page (AppTest): one head, the overview computed once in the background, your own lines."""
+
+
+import pytest
+
+from attnviz import limits
+from attnviz.analysis import qkcorpus as QC
+from attnviz.views import qkmap as V
+from attnviz.views.state import ViewState
+from tests.support.apphelp import app, figures
+
+
+@pytest.mark.minilm
+@pytest.mark.parametrize("lang, title", [("en", "Q/K map"), ("zh", "Q/K 映射图")])
+def test_page_draws_minilm_head0_and_a_click_opens_the_explorer(lang, title):
+    at = app(f"model=minilm-l6&layer=0&lang={lang}", page="app_pages/qk_map.py")
+    assert not at.exception and not at.error
+    assert at.markdown[0].value.startswith(f"# {title}")
+    figs = figures(at)
+    assert len(figs) == 1 and {t["marker"]["symbol"] for t in figs[0]["data"]} == {"circle", "diamond"}
+    said = " ".join(m.value for m in at.markdown)
+    assert "k = 3" in said and ("%" in said)
+    rec = V.head_record(ViewState.of(model="minilm-l6"))
+    assert f"{rec['agreement']:.1%}" in said and f"{rec['baseline']:.1%}" in said
+    # a click on a point leaves its index for the next run (ui.picks.open_point): the explorer opens
+    i = rec["queries"] + 7
+    at.session_state["_attnviz_open_point"] = i
+    at.run()
+    p = rec["points"][i]
+    assert at.session_state["text"] == rec["sentences"][p["sentence"]]
+    assert (at.session_state["head"], at.session_state["query"], at.session_state["view"]) == (0, p["position"], "head")
+    assert not at.exception and not at.markdown[0].value.startswith(f"# {title}")  # the explorer's own title
+    assert len(figures(at)) >= 1
+
+
+def test_page_overview_on_the_random_model_and_own_lines():
+    at = app("heads=4&d_model=32&qk_part=overview", page="app_pages/qk_map.py")
+    for job in QC.OVERVIEWS.jobs():
+        job.done.wait(60)
+    at.run()
+    assert not at.exception and not at.error
+    fig = figures(at)[0]
+    assert sum("head " in a["text"] for a in fig["layout"]["annotations"]) == 4
+    at.segmented_control(key="qk_source").set_value("own").run()
+    at.text_area(key="qk_lines").input("\n".join(["a b c"] * (limits.MAX_CORPUS_LINES + 1))).run()
+    assert at.error and f"the limit is {limits.MAX_CORPUS_LINES}" in at.error[0].value
+
+
+def test_the_overview_is_computed_once_for_everyone_who_asks(monkeypatch):
+    calls = []
+    real = QC.layer_overview
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(QC, "layer_overview", counted)
+    state = ViewState.of(heads=2, d_model=16, seed=11)
+    lines = ["the cat sat on the mat", "dog eats dog", "猫看见了另一只猫。"]
+    jobs = [V.overview_job(state, lines) for _ in range(5)]
+    assert all(j is jobs[0] for j in jobs)
+    assert jobs[0].done.wait(60) and not jobs[0].error
+    assert V.overview_job(state, lines) is jobs[0] and len(calls) == 1
+    assert len(jobs[0].value) == 2 and jobs[0].fraction == 1.0
+
+
+def test_page_maps_your_own_lines():
+    at = app("heads=2&d_model=16", page="app_pages/qk_map.py")
+    at.segmented_control(key="qk_source").set_value("own").run()
+    lines = ["the cat saw the other cat", "猫看见了另一只猫。", "again and again"]
+    at.text_area(key="qk_lines").input("\n".join(lines)).run()
+    assert not at.exception and not at.error
+    assert any("3 sentences" in c.value for c in at.caption)
+    fig = figures(at)[0]
+    assert sum(len(t["text"]) for t in fig["data"]) == 2 * V.head_record(ViewState.of(heads=2, d_model=16),
+                                                                          lines)["queries"]

@@ -1,0 +1,57 @@
+"""python -m attnviz render --page qk-map: the record and the figure, offline; bad input in one line."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnviz.analysis import qkmap as Q
+from attnviz.views import qkmap as V
+from attnviz.views.state import ViewState
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "qk-map", *args], capture_output=True,
+                       text=True, cwd=cwd, timeout=300, env=env)
+    return p.returncode, p.stderr
+
+
+@pytest.mark.minilm
+def test_cli_writes_the_record_offline(tmp_path):
+    code, err = _cli("--model", "minilm-l6", "--layer", "0", "--head", "3", "--out", "map.json", cwd=tmp_path)
+    assert code == 0, err
+    rec = json.loads((tmp_path / "map.json").read_text(encoding="utf-8"))
+    assert rec["model"] == "minilm-l6" and rec["head"] == 3 and rec["k"] == Q.K_NEIGHBOURS
+    assert rec["agreement"] > rec["baseline"]
+    n = rec["queries"]
+    assert [p["kind"] for p in rec["points"]] == ["query"] * n + ["key"] * n
+    assert {"kind", "token", "sentence", "position", "x", "y"} <= set(rec["points"][0])
+
+
+def test_cli_html_and_a_bad_head_offline(tmp_path):
+    code, err = _cli("--qk-color", "kind", "--heads", "2", "--d-model", "16", "--out", "map.html", cwd=tmp_path)
+    assert code == 0, err
+    html = (tmp_path / "map.html").read_text(encoding="utf-8")
+    assert "<script src=\"http" not in html and "diamond" in html
+    code, err = _cli("--head", "9", "--out", "x.json", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Head 9 does not exist" in err
+    assert "Traceback" not in err and not (tmp_path / "x.json").exists()
+    code, err = _cli("--qk-method", "umap", "--out", "x.json", cwd=tmp_path)
+    assert code == 2 and "qk_method" in err.replace("-", "_")
+
+
+def test_tokens_and_sentences_are_escaped_in_the_figure():
+    from attnviz.plots.qkmap import map_figure
+
+    lines = ["<b>bold</b> and <a href='x'>link</a>", "plain words here"]
+    rec = V.head_record(ViewState.of(heads=2, d_model=16), lines)
+    fig = map_figure(rec, "kind")
+    texts = [t for trace in fig.data for t in trace.text]
+    assert texts and not any("<b>" in t or "<a " in t for t in texts)
+    assert any("&lt;b&gt;" in t for t in texts)

@@ -1,0 +1,149 @@
+import json
+
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from attnviz import AttentionConfig, compute
+from attnviz import plots as F
+
+
+@pytest.fixture(scope="module")
+def result():
+    return compute(AttentionConfig(text="the cat saw the dog", num_heads=4, mask="causal"))
+
+
+def test_grid_is_one_trace_with_a_labelled_block_per_head_on_a_shared_scale(result):
+    from tests.support.apphelp import grid_heads
+
+    fig = F.grid_figure(F.grid_data(result))
+    assert len(fig.data) == 1 and fig.data[0].coloraxis == "coloraxis"  # one trace, one pair of axes
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    assert [a.text for a in fig.layout.annotations] == [f"head {h}" for h in range(4)]
+    blocks = grid_heads(json.loads(pio.to_json(fig)))
+    assert len(blocks) == 4
+    for h, b in enumerate(blocks):
+        np.testing.assert_array_equal(b["z"], result.weights[0, h].numpy())
+        assert [F.plain_label(x) for x in b["x"]] == ["the", "cat", "saw", "the", "dog"]
+        assert np.triu(b["z"], 1).max() == 0  # causal: nothing above the diagonal
+
+
+def test_repeated_tokens_keep_their_own_rows(result):
+    d = F.head_data(result)
+    assert len(set(d.x)) == len(d.x) == 5
+    assert F.plain_label(d.x[0]) == F.plain_label(d.x[3]) == "the"
+    many = F.axis_labels(["w"] * 512)
+    assert len(set(many)) == 512 and max(map(len, many)) <= 6
+
+
+def test_hover_names_query_key_weight(result):
+    t = F.grid_figure(F.grid_data(result)).data[0]
+    assert "query" in t.hovertemplate and "key" in t.hovertemplate and "weight" in t.hovertemplate
+
+
+@pytest.mark.parametrize("token", ["<b>x</b>", '<a href="javascript:alert(1)">y</a>', "<img src=x onerror=alert(1)>"])
+def test_labels_are_escaped(token):
+    labels = F.axis_labels([token, "ok"])
+    assert "<" not in labels[0] and ">" not in labels[0]
+    import html
+    assert html.unescape(labels[0]) == token
+    # and it survives into the serialized figure escaped
+    r = compute(AttentionConfig(text="a b"))
+    r.tokens[0][0] = r.source_tokens[0][0] = token
+    spec = pio.to_json(F.grid_figure(F.grid_data(r)))
+    assert "<a href" not in spec and "<b>" not in spec and "<img" not in spec
+
+
+def test_output_heatmap(result):
+    fig = F.output_figure(result)
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (5, 64)
+    np.testing.assert_array_equal(z, result.output[0].numpy())
+
+
+def test_max_pool_keeps_peaks():
+    z = np.zeros((10, 10), dtype=np.float32)
+    z[7, 2] = 0.9
+    pooled, block = F.max_pool(z, 4)
+    assert block == 3 and pooled.shape == (4, 4) and pooled[2, 0] == np.float32(0.9)
+    assert F.max_pool(z, 10)[1] == 1
+
+
+def test_long_text_grid_is_pooled_and_says_so():
+    r = compute(AttentionConfig(text=" ".join(f"w{i}" for i in range(300)), num_heads=2))
+    data = F.grid_data(r, max_cells=64)
+    assert data[0].pooled == 5 and data[0].z.shape == (60, 60) and data[0].notes
+    assert json.loads(F.grid_figure(data).to_json())  # serialisable
+
+
+def test_no_nan_in_figures_with_fully_masked_rows():
+    r = compute(AttentionConfig(text="a b c\nd", mask="window", window=0, pad_to=4))
+    assert r.weights[1, :, 1:].sum() == 0  # pad queries of sequence 1 see nothing
+    figs = [F.output_figure(r, 1), F.mask_figure(r, 1)]
+    for fig in figs:
+        for trace in fig.data:
+            assert np.isfinite(np.asarray(trace.z, dtype=float)).all()
+    grid = F.grid_figure(F.grid_data(r, n=1)).data[0]
+    z, head = np.asarray(grid.z), np.asarray(grid.customdata)
+    assert np.isfinite(z[head >= 0]).all() and np.isnan(z[head < 0]).all()  # NaN only in the blank gaps
+
+
+def test_grid_height_grows_with_rows_and_presenter_fonts():
+    r = compute(AttentionConfig(text="a b c", num_heads=8))
+    four = compute(AttentionConfig(text="a b c", num_heads=4))
+    normal = F.grid_figure(F.grid_data(r))
+    one_row = F.grid_figure(F.grid_data(four))
+    big = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=24))
+    assert normal.layout.height > 1.8 * (one_row.layout.height - 80)  # 8 heads: a second row of four
+    assert big.layout.height > 2 * normal.layout.height and big.layout.font.size == 24  # two per row, larger
+    long = compute(AttentionConfig(text=" ".join(f"w{i}" for i in range(30)), num_heads=4))
+    per_token = (F.grid_figure(F.grid_data(long)).layout.height - 80) / 30
+    assert per_token >= 12  # a readable row (and label) per token
+    assert F.grid_figure(F.grid_data(r), F.FigureStyle(height=300)).layout.height == 300
+
+
+@pytest.mark.parametrize("page", ["explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients",
+                                  "why-scale"])
+def test_every_page_figure_is_valid_plotly(page):
+    """Figures skip Plotly's validation when built (for speed); validate them here."""
+    import plotly.graph_objects as go
+
+    from attnviz.views.catalogue import FIGURE_VIEWS
+    from attnviz.views.catalogue import figure_of as view_figure
+    from attnviz.views.pages import page_figure
+    from attnviz.views.state import DEFAULTS
+
+    fig = page_figure(page, DEFAULTS.with_(text="I love AI", heads=2, d_model=16), F.FigureStyle())
+    go.Figure(fig.to_dict())  # raises on any invalid property
+    if page == "explorer":
+        r = compute(DEFAULTS.with_(text="I love AI", heads=2, d_model=16).config)
+        for view in FIGURE_VIEWS:
+            go.Figure(view_figure(r, DEFAULTS.with_(query=1), view).to_dict())
+
+
+def test_verify_figure_shows_where_differences_sit():
+    from attnviz.analysis.verify import Verification
+    from attnviz.views.pages import verify_figure
+
+    v = Verification([], "float32", "cpu", 0, [], 1e-5, [0.0, 3e-4], [1e-8, 0.0, 2e-3], ["a", "b", "c"])
+    fig = verify_figure(v, F.FigureStyle())
+    heads, rows = fig.data
+    assert list(heads.customdata) == [0.0, 3e-4] and list(rows.customdata) == [1e-8, 0.0, 2e-3]
+    assert heads.marker.color[1] == rows.marker.color[2] == "#d62728"  # over the threshold: red
+    assert heads.marker.color[0] == rows.marker.color[0] != "#d62728"
+    assert min(heads.y) > 0  # zeros drawn at a floor on the log axis, never NaN
+
+
+@pytest.mark.parametrize("words", [5, 300])  # 300 tokens: max-pooled to the grid's cells
+def test_the_grids_shared_labels_give_each_head_its_own_data(words):
+    from dataclasses import asdict
+
+    from attnviz.plots.data import grid_data, head_data
+
+    r = compute(AttentionConfig(text=" ".join(f"w{i % 7}" for i in range(words)), num_heads=4, mask="causal"))
+    shared = grid_data(r, 0)
+    for h, d in enumerate(shared):
+        alone = head_data(r, 0, h, max_cells=F.DEFAULT_MAX_CELLS)
+        np.testing.assert_array_equal(d.z, alone.z)
+        assert {k: v for k, v in asdict(d).items() if k != "z"} == {k: v for k, v in asdict(alone).items() if k != "z"}
+    assert shared[0].pooled == (1 if words == 5 else 4)

@@ -1,0 +1,142 @@
+"""Start the app with `streamlit run` and drive it with Playwright + Debian's Chromium.
+
+Used by the browser tests and by bench/bench_browser.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from attnviz.plots.export import find_chromium
+from tests.support.stclient import free_port_block, wait_healthy
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Where the browser tests put their screenshots: an ignored folder, so that a test run leaves the tree
+# as it found it; `make screenshots` points it at the docs' own folder of screenshots.
+SCREENSHOTS_ENV = "ATTNVIZ_SCREENSHOTS"
+SHOTS = Path(os.environ.get(SCREENSHOTS_ENV, "").strip() or ROOT / "build" / "screenshots")
+HOW_TO_GET_CHROMIUM = ("Chromium not found: install Debian's package with "
+                       "`sudo apt-get install -y chromium` (CI's .ci/run does), or set BROWSER_PATH.")
+
+
+def chromium_path() -> str | None:
+    return find_chromium()  # the same lookup as the CLI's image export: BROWSER_PATH, then Debian's
+
+
+def free_port() -> int:
+    return free_port_block(0)
+
+
+@contextmanager
+def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT,
+                     env: dict[str, str] | None = None):
+    """Yield the base URL of the app as `make run` serves it (``python -m ui.server``), or
+    of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after.
+    ``root``: the checkout whose app is served (a benchmark's ``--against``); ``env``: variables
+    the server runs with beside this process's (an operator's ``ATTNVIZ_MODEL_DIRS``, say)."""
+    port = free_port()
+    opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
+           [sys.executable, "-m", "streamlit", "run", str(script), *opts])
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=None if env is None else {**os.environ, **env})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc, timeout)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000):
+    """A page of a fresh Chromium (for a test module's ``page`` fixture); closed after."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            yield browser.new_context(viewport={"width": width, "height": height}).new_page()
+        finally:
+            browser.close()
+
+
+def plotly_page(playwright, width: int, script: str = ""):
+    """(browser, page): a blank Chromium page holding Plotly's own plotly.js and a
+    ``div#d`` ``width`` px wide to draw figures in; ``script`` runs before plotly.js loads."""
+    import plotly
+
+    browser = launch(playwright)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_content(f"<div id=d style='width:{width}px'></div>")
+    if script:
+        page.add_script_tag(content=script)
+    page.add_script_tag(path=str(Path(plotly.__path__[0]) / "package_data" / "plotly.min.js"))
+    return browser, page
+
+
+def wait_idle(page, timeout: float = 30_000) -> None:
+    """Wait until Streamlit has finished the current run and a chart is drawn."""
+    page.wait_for_selector(".js-plotly-plot", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def wait_run(page, timeout: float = 30_000) -> None:
+    """Wait until Streamlit has drawn a page heading and finished the current run (for a
+    page that may have no chart yet)."""
+    page.wait_for_selector("[data-testid=stMain] h1", timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout)
+    page.wait_for_timeout(300)
+
+
+def wait_for_label(page, text: str, timeout: float = 30_000) -> None:
+    """Wait until the first chart's data has a row labelled ``text`` (the rerun has drawn).
+
+    Reads the chart's data, not its tick labels: Plotly thins ticks that do not fit.
+    """
+    page.wait_for_function(
+        """t => { const g = document.querySelector('.js-plotly-plot');
+                  return !!(g && g.data && g.data[0].y && [...g.data[0].y].some(
+                      y => String(y).replace(/[\u200b\u200c\u2060\ufeff]/g, '') === t)); }""",
+        arg=text, timeout=timeout)
+    wait_idle(page)
+
+
+def wait_for_titles(page, n: int, timeout: float = 30_000) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll('.js-plotly-plot .annotation-text').length === n",
+        arg=n, timeout=timeout)
+    wait_idle(page)
+
+
+def subplot_titles(page) -> list[str]:
+    """The 'head N' titles of the grid (Plotly draws them as annotations)."""
+    return page.eval_on_selector_all(
+        ".js-plotly-plot .annotation-text", "els => els.map(e => e.textContent)")
+
+
+def full_page_screenshot(page, path: Path, width: int = 1400) -> None:
+    """Streamlit scrolls inside stMain: size the viewport to its height first."""
+    h = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": max(800, int(h))})
+    page.wait_for_timeout(800)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
