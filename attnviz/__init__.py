@@ -47,7 +47,8 @@ __version__ = "0.1.0"
 # The notebook API (attention computed elsewhere, drawn offline), loaded on first use so that
 # ``import attnviz`` stays light: attnviz.head_view, attnviz.show, attnviz.save_attention, …
 _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", "attention_patterns", "show",
-             "head_table", "save_attention", "load_attention", "normalise", "to_html", "neuron_view")
+             "head_table", "save_attention", "load_attention", "normalise", "to_html", "neuron_view", "patch_heads",
+             "patch_residual", "logit_attribution")
 
 
 def __getattr__(name: str):

@@ -209,4 +209,7 @@ def check_budget(size: RunSize, budget: int | None = None) -> None:
         "explorer shows longer texts.").format(L=size.L, S=size.S, H=size.H, N=size.N, mb=_mb(size.bytes),
                                                budget=_mb(budget), fits=fits))
 
+# Patching: a prompt (clean or corrupted) in characters, and an answer or wrong token as typed.
+MAX_PROMPT_CHARS = 2_000
+MAX_TOKEN_CHARS = 64
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

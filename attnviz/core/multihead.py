@@ -289,12 +289,15 @@ class MultiHeadAttention(nn.Module):
         dropout_p: float = 0.0,
         generator: torch.Generator | None = None,
         head_mask: torch.Tensor | None = None,
+        edit_heads=None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(output (N, L, E), weights (N, H, L, S))``; weights are after dropout.
 
         Same numbers as ``steps`` without keeping the intermediates (the fast path).
         ``head_mask`` (H,): each head's output is multiplied by it before the heads are
-        joined (0 knocks a head out).
+        joined (0 knocks a head out). ``edit_heads(heads)``: the heads' outputs (N, H, L, D),
+        before they are joined and W_O applied, as the caller wants them (activation patching
+        reads and replaces them there).
         """
         if not 0.0 <= dropout_p < 1.0:
             raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}.")
@@ -304,5 +307,7 @@ class MultiHeadAttention(nn.Module):
                                         dropout_p, generator)  # (N, H, L, D), (N, H, L, S)
         if head_mask is not None:
             heads = heads * head_mask.view(1, -1, 1, 1)  # (N, H, L, D)
+        if edit_heads is not None:
+            heads = edit_heads(heads)  # (N, H, L, D)
         _, out = self._join_project(heads)  # (N, L, E)
         return (out.squeeze(0), weights.squeeze(0)) if unbatched else (out, weights)

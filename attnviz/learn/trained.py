@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from attnviz.learn.train import VOCAB, LearnSettings, build, losses
+from attnviz.learn.worker import trained_weights
 from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
 
 NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
@@ -26,6 +27,12 @@ def load_trained(settings: LearnSettings, weights: Path) -> AttentionOnly:
     model.load_state_dict(state, strict=True)
     model.eval()
     return model
+
+
+def trained_model(settings: LearnSettings | None = None) -> AttentionOnly:
+    """The model ``settings`` train to (the page's defaults unless given), trained first where it never was."""
+    settings = settings or LearnSettings()
+    return load_trained(settings, trained_weights(settings))
 
 
 def parse_sequence(text: str, length: int) -> list[int]:

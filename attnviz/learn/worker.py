@@ -68,6 +68,23 @@ def _train_to_files(settings: dict, folder: str, key: str) -> str:
     return record["status"]
 
 
+def trained_weights(settings: LearnSettings) -> Path:
+    """The weights of ``settings``' training, from the runs folder (the server's worker trains the
+    defaults at start); trained here now, deterministically on one thread, where no one has."""
+    import torch
+
+    settings.validate()
+    key = key_of(settings)
+    path = runs_dir() / f"{key}.safetensors"
+    if not path.exists():
+        threads = torch.get_num_threads()
+        try:
+            _train_to_files(asdict(settings), str(runs_dir()), key)
+        finally:
+            torch.set_num_threads(threads)
+    return path
+
+
 @dataclass
 class Progress:
     checkpoints: list[dict]

@@ -36,7 +36,10 @@ from attnviz.models.random import RANDOM
 
 MINILM = "minilm-l6"
 LOCAL = "local"
-MODELS = (RANDOM, MINILM, LOCAL)
+# The tiny model Watch it learn trains (its default settings): trained by attnviz.learn, patched on the
+# Patching page; the registry only names it (it is no folder), and says where it runs.
+TRAINED = "watch-it-learn"
+MODELS = (RANDOM, MINILM, LOCAL, TRAINED)
 MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # Folders the server's operator lists (os.pathsep between them): each sub-folder with a
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
@@ -56,7 +59,7 @@ PINNED = {
 
 def available_models() -> list[str]:
     """The model names this machine can offer (the random model always)."""
-    names = [RANDOM]
+    names = [RANDOM, TRAINED]
     if _package_dir() is not None:
         names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
@@ -77,6 +80,7 @@ def listed_models() -> dict[str, Path]:
 
 # Marked for translation (attnviz.i18n.N_); translated where they are shown.
 MODEL_LABELS = {RANDOM: N_("random (tokenizer-free, one layer)"), MINILM: N_("MiniLM-L6 (pretrained BERT, 6 × 12)"),
+                TRAINED: N_("watch-it-learn (the tiny model Watch it learn trains)"),
                 LOCAL: N_("local BERT folder")}
 
 
@@ -124,12 +128,12 @@ def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
 
 
 def model_kind(model: str) -> str:
-    """"random", "encoder", "causal", "seq2seq" or "vision", from config.json alone (no
-    weights read): what the pages offer for it. A model that cannot be found is "encoder"
+    """"random", "tiny" (watch-it-learn), "encoder", "causal", "seq2seq" or "vision", from
+    config.json alone (no weights read): what the pages offer for it. A model that cannot be found is "encoder"
     (the run then says what is wrong). Read once per folder and config.json time: pages
     ask on every rerun."""
-    if model == RANDOM:
-        return RANDOM
+    if model in (RANDOM, TRAINED):
+        return "tiny" if model == TRAINED else RANDOM
     try:
         key = _key(model)
     except ModelError:
@@ -173,6 +177,9 @@ def _package_dir() -> Path | None:
 
 def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     """(folder, pinned hashes or None) for a model name or a folder path."""
+    if model == TRAINED:
+        raise ModelError(_("{model} is the tiny model that Watch it learn trains: its heads are patched on the "
+                           "Patching page, its attention drawn on Watch it learn.").format(model=TRAINED))
     if model == MINILM:
         folder = _package_dir()
         if folder is None:

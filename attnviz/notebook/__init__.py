@@ -14,14 +14,16 @@ offline in Jupyter.
   query) for a run, a model name or folder, or an attnviz model;
 - ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
   checked from the header against the bounds before anything is decoded;
+- ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
+  answer, for any causal LM folder and the model Watch it learn trains;
 - ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
   (``include_plotlyjs`` sends it again), returned and saved HTML is self-contained.
 
 Messages and titles are in English: the notebook API speaks to programmers.
 
-May import: attnviz.analysis, attnviz.i18n, attnviz.inputs, attnviz.limits, attnviz.models, attnviz.plots,
-attnviz.run (and numpy, torch, safetensors, plotly; IPython when it is there, found at run time). Never
-a view, ``ui`` or Streamlit.
+May import: attnviz.analysis, attnviz.i18n, attnviz.inputs, attnviz.learn (the model Watch it learn trains),
+attnviz.limits, attnviz.models, attnviz.plots, attnviz.run (and numpy, torch, safetensors, plotly; IPython
+when it is there, found at run time). Never a view, ``ui`` or Streamlit.
 """
 
 from attnviz.inputs.handover import Attention, normalise  # noqa: F401
@@ -30,4 +32,5 @@ from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, att
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.page import Rendered, include_plotlyjs, to_html  # noqa: F401
+from attnviz.notebook.patching import logit_attribution, patch_heads, patch_residual  # noqa: F401
 from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401

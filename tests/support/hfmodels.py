@@ -7,7 +7,8 @@ import torch
 
 TEXTS = ["the cat sat on the mat", "it was tired"]
 KINDS = ("gpt2", "llama", "bert", "t5", "bart", "vit")
-# Also built by ``save``, not listed in KINDS: "roberta", and "qwen3" (q and k normalised per head after their
+# Also built by ``save``, not listed in KINDS: "roberta", "neox" (GPT-NeoX: rotary on a quarter of each head,
+# attention and MLP side by side on one stream), and "qwen3" (q and k normalised per head after their
 # projections, before the rotation: an attention whose scores are not the watched q·k, rotated or not).
 
 
@@ -31,6 +32,8 @@ def save(tmp_path, name: str):
         BertModel,
         GPT2Config,
         GPT2LMHeadModel,
+        GPTNeoXConfig,
+        GPTNeoXForCausalLM,
         LlamaConfig,
         LlamaForCausalLM,
         Qwen3Config,
@@ -53,6 +56,10 @@ def save(tmp_path, name: str):
                                                       num_hidden_layers=2, num_attention_heads=4,
                                                       num_key_value_heads=2, max_position_embeddings=64,
                                                       bos_token_id=2, eos_token_id=3, pad_token_id=1)),
+        "neox": lambda: GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=V, hidden_size=32, intermediate_size=64,
+                                                         num_hidden_layers=2, num_attention_heads=4, rotary_pct=0.25,
+                                                         max_position_embeddings=64, bos_token_id=2,
+                                                         eos_token_id=3)),
         "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(vocab_size=V, hidden_size=32, intermediate_size=64,
                                                       num_hidden_layers=2, num_attention_heads=4,
                                                       num_key_value_heads=2, head_dim=8, max_position_embeddings=64,

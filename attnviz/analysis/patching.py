@@ -1,0 +1,383 @@
+"""Which heads cause an answer: activation patching and direct logit attribution, with
+TransformerLens's definitions (read from its source: ``transformer_lens/patching.py``,
+``ActivationCache.stack_head_results`` and ``apply_ln_to_stack``), on a model in parts
+(``attnviz.models.stacks``).
+
+- **The metric** on a run: logit[answer] − logit[wrong] at the last position, or, without a
+  wrong token, the answer's log-probability there.
+- **Head patching** (``get_act_patch_attn_head_out_all_pos``): the metric on the corrupted run
+  with one head's output (its z, before W_O, at every position) taken from the clean run; every
+  layer × head. Pictures show it normalised, (patched − corrupted) / (clean − corrupted): 1 where
+  the head alone brings the clean answer back, 0 where it does nothing.
+- **Residual patching** (``get_act_patch_resid_pre``): the same with the residual stream into a
+  layer, at one position, taken from the clean run; every layer × position.
+- **Direct logit attribution** (``stack_head_results(pos_slice=-1, apply_ln=True)`` projected
+  onto the answer's direction): each part of the last position's residual stream (each head's
+  z_h W_O^h, each layer's attention bias and MLP, the embeddings), centred as the final
+  LayerNorm centres it (not for RMSNorm) and divided by the final norm's scale on the whole
+  stream, projected onto w ⊙ (W_U[answer] − W_U[wrong]) (w: the norm's weight, which
+  TransformerLens folds into W_U); the norm's and the unembedding's biases are one more part.
+  The parts sum to the logit difference (tested).
+
+Patching is batched and starts late: for each layer, one batch of runs (a row per head, or per
+position) from the corrupted run's residual stream into that layer, the layers below it not run
+again. TransformerLens runs one whole forward pass per head.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnviz import limits
+from attnviz.models.base import ModelError
+from attnviz.models.hf import HFModel
+from attnviz.models.registry import load, model_kind
+from attnviz.models.stacks import SUM_TOLERANCE, HFStack, TinyStack, Trace
+from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
+
+DEFINITION = ("(patched − corrupted) / (clean − corrupted) of the metric, the metric being "
+              "logit[answer] − logit[wrong] at the last position (the answer's log-probability without a wrong "
+              "token): TransformerLens's activation patching")
+
+
+def metric(logits: torch.Tensor, answer: int, wrong: int | None) -> torch.Tensor:
+    """(B,) the metric of logits (B, V) at the last position."""
+    if wrong is None:
+        return torch.log_softmax(logits.double(), -1)[:, answer].float()
+    return logits[:, answer] - logits[:, wrong]
+
+
+@dataclass
+class Patching:
+    """The metric on the clean and the corrupted run, and on each patched run."""
+
+    model: str
+    answer: str
+    wrong: str | None
+    clean: float
+    corrupted: float
+    clean_tokens: list[str]
+    corrupted_tokens: list[str]
+    heads: np.ndarray | None = None  # (layers, H): the metric with that head's z from the clean run
+    residual: np.ndarray | None = None  # (layers, L): with the stream into that layer at that position
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def metric_name(self) -> str:
+        return "log p(answer)" if self.wrong is None else "logit difference"
+
+    @property
+    def differ(self) -> list[int]:
+        """The positions where the two prompts' tokens differ."""
+        return [i for i, (a, b) in enumerate(zip(self.clean_tokens, self.corrupted_tokens, strict=True)) if a != b]
+
+    def normalised(self, values: np.ndarray) -> np.ndarray:
+        """(patched − corrupted) / (clean − corrupted); ``ValueError`` where the two runs agree."""
+        gap = self.clean - self.corrupted
+        if abs(gap) < 1e-9:
+            raise ValueError(f"The clean and the corrupted prompt give the same {self.metric_name} ({self.clean:.4g}): "
+                             "there is nothing for a head to bring back. Corrupt a token the answer depends on.")
+        return (np.asarray(values, dtype=np.float64) - self.corrupted) / gap
+
+    def to_dict(self) -> dict:
+        out = {"model": self.model, "answer": self.answer, "wrong": self.wrong, "metric": self.metric_name,
+               "definition": DEFINITION, "clean": self.clean, "corrupted": self.corrupted,
+               "clean_tokens": self.clean_tokens, "corrupted_tokens": self.corrupted_tokens, "differ": self.differ}
+        for name in ("heads", "residual"):
+            values = getattr(self, name)
+            if values is not None:
+                out[name] = values.tolist()
+                try:
+                    out[f"{name}_normalised"] = self.normalised(values).tolist()
+                except ValueError:
+                    out[f"{name}_normalised"] = None
+        return out
+
+
+def _rows(stack, L: int, E: int) -> int:
+    """Patched runs per batch within the memory budget: each holds, in one layer, its stream and
+    the scores and weights its attention forms (rows × H × L × L), with room."""
+    per_row = max(1, 4 * (3 * stack.heads * L * L + 8 * L * E))
+    return max(1, limits.memory_budget_bytes() // per_row)
+
+
+def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
+                progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """(layers, H): for every layer, one batch of runs from the corrupted stream into it, row r with
+    head r's z (every position) from the clean run."""
+    H, layers = stack.heads, stack.layers
+    out = np.zeros((layers, H))
+    for layer in range(layers):
+        start = corrupted.resid_pre[layer]  # (1, L, E)
+        L, E = start.shape[1:]
+        D = clean.z[layer].shape[-1] // H
+        step = _rows(stack, L, E)
+        for h0 in range(0, H, step):
+            heads = list(range(h0, min(H, h0 + step)))
+
+            def patch(z, heads=heads, layer=layer, D=D):  # z (B, L, H·D): row r takes head heads[r]'s from clean
+                for r, h in enumerate(heads):
+                    z[r, :, h * D:(h + 1) * D] = clean.z[layer][0, :, h * D:(h + 1) * D]
+                return z
+
+            logits = stack.from_layer(layer, start.expand(len(heads), L, E), patch)  # (B, V)
+            out[layer, h0:h0 + len(heads)] = metric(logits, answer, wrong).numpy()
+        if progress is not None:
+            progress((layer + 1) / layers)
+    return out
+
+
+def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
+                   progress: Callable[[float], None] | None = None) -> np.ndarray:
+    """(layers, L): for every layer, one batch of runs from the corrupted stream into it, row p with
+    position p of that stream from the clean run."""
+    layers = stack.layers
+    L, E = corrupted.resid_pre[0].shape[1:]
+    out = np.zeros((layers, L))
+    step = _rows(stack, L, E)
+    for layer in range(layers):
+        for p0 in range(0, L, step):
+            rows = list(range(p0, min(L, p0 + step)))
+            x = corrupted.resid_pre[layer].repeat(len(rows), 1, 1)  # (B, L, E)
+            for r, p in enumerate(rows):
+                x[r, p] = clean.resid_pre[layer][0, p]
+            out[layer, p0:p0 + len(rows)] = metric(stack.from_layer(layer, x), answer, wrong).numpy()
+        if progress is not None:
+            progress((layer + 1) / layers)
+    return out
+
+
+@dataclass
+class Attribution:
+    """Direct logit attribution at the last position: every part's push toward the answer."""
+
+    model: str
+    answer: str
+    wrong: str
+    tokens: list[str]
+    heads: np.ndarray  # (layers, H): each head's z_h W_O^h
+    attention_biases: np.ndarray  # (layers,): each attention's output bias b_O
+    mlps: np.ndarray  # (layers,): each MLP's output (0 where there is none)
+    embeddings: float  # the stream into layer 0: token (and position) embeddings
+    biases: float  # the final norm's bias and the unembedding's, on the answer's direction
+    logit_difference: float  # logit[answer] − logit[wrong], from the model's own logits
+    norm: str  # how the final norm was taken in: "layer", "rms" or "none"
+
+    @property
+    def total(self) -> float:
+        return float(self.heads.sum() + self.attention_biases.sum() + self.mlps.sum() + self.embeddings + self.biases)
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "answer": self.answer, "wrong": self.wrong, "tokens": self.tokens,
+                "heads": self.heads.tolist(), "attention_biases": self.attention_biases.tolist(),
+                "mlps": self.mlps.tolist(), "embeddings": self.embeddings, "biases": self.biases,
+                "logit_difference": self.logit_difference, "sum_of_parts": self.total, "final_norm": self.norm,
+                "definition": "each part of the last position's residual stream, centred (LayerNorm) and divided "
+                              "by the final norm's scale, projected onto w ⊙ (W_U[answer] − W_U[wrong])"}
+
+
+def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
+    """The parts of ``trace``'s last position and their projections (``Attribution``'s fields)."""
+    u = stack.unembedding()
+    x = trace.resid_final[0, -1]  # (E,)
+    parts = {"embeddings": trace.resid_pre[0][0, -1]}
+    heads, biases = [], []
+    for layer in range(stack.layers):
+        w_o, b_o = stack.w_o(layer)  # (E, H·D), (E,)
+        b_v = stack.value_biases(layer)  # (H·D,): in every head's z whatever it attends to
+        z = trace.z[layer][0, -1] - b_v  # (H·D,)
+        D = z.shape[0] // stack.heads
+        heads.append(torch.stack([w_o[:, h * D:(h + 1) * D] @ z[h * D:(h + 1) * D]
+                                  for h in range(stack.heads)]))  # (H, E)
+        biases.append(w_o @ b_v + (0 if b_o is None else b_o))  # (E,): b_O with the value biases folded in
+    heads = torch.stack(heads)  # (layers, H, E)
+    biases = torch.stack(biases)  # (layers, E)
+    mlps = torch.stack([torch.zeros_like(x) if m is None else m[0, -1] for m in trace.mlp_out])  # (layers, E)
+    whole = parts["embeddings"] + heads.sum((0, 1)) + biases.sum(0) + mlps.sum(0)  # (E,)
+    off = float((whole - x).norm() / x.norm().clamp_min(1e-12))
+    if off > SUM_TOLERANCE:
+        raise ModelError(f"{stack.name}'s residual stream is not the sum of its embeddings and its layers' "
+                         f"outputs (they differ by {off:.2g} of its norm): direct logit attribution needs it to be.")
+    direction = u.w_u[answer] - u.w_u[wrong]  # (E,)
+    if u.weight is not None:
+        direction = direction * u.weight  # TransformerLens folds the norm's weight into W_U
+    scale = u.scale(x)  # (1,) the final norm's divisor, from the whole stream
+
+    def project(c: torch.Tensor) -> torch.Tensor:  # (..., E) -> (...)
+        if u.kind == "layer":
+            c = c - c.mean(-1, keepdim=True)
+        return (c / scale) @ direction
+
+    bias = 0.0
+    if u.bias is not None:
+        bias += float(u.bias @ (u.w_u[answer] - u.w_u[wrong]))
+    if u.b_u is not None:
+        bias += float(u.b_u[answer] - u.b_u[wrong])
+    return {"heads": project(heads).double().numpy(), "attention_biases": project(biases).double().numpy(),
+            "mlps": project(mlps).double().numpy(), "embeddings": float(project(parts["embeddings"])),
+            "biases": bias, "logit_difference": float(trace.logits[0, answer] - trace.logits[0, wrong]),
+            "norm": u.kind}
+
+
+# --- what is patched: a model, its tokens ---------------------------------------------------
+
+KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
+         "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
+TINY_NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
+
+
+class Subject:
+    """A causal LM ready to be patched: its stack, and how it reads prompts and spells tokens."""
+
+    name: str
+    stack: object
+
+    def ids(self, prompt) -> list[int]: ...
+
+    def token(self, word: str, role: str) -> int: ...
+
+    def spelled(self, ids: list[int]) -> list[str]: ...
+
+
+class HFSubject(Subject):
+    """A transformers causal LM of the registry (a folder the app lists, or a path)."""
+
+    def __init__(self, model: HFModel) -> None:
+        self.name, self.hf = model.name, model
+        self.stack = HFStack(model.name, model.model, model.heads)
+        cfg = model.model.config
+        self.most = min(limits.MAX_TOKENS, int(getattr(cfg, "max_position_embeddings", None)
+                                               or getattr(cfg, "n_positions", None) or limits.MAX_TOKENS))
+
+    def ids(self, prompt) -> list[int]:
+        if isinstance(prompt, str):
+            ids = self.hf.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        else:
+            ids = [int(i) for i in prompt]
+            V = int(self.hf.model.config.vocab_size)
+            if any(not 0 <= i < V for i in ids):
+                raise ValueError(f"Token ids must be in 0–{V - 1} for {self.name}.")
+        if not ids:
+            raise ValueError("The prompt is empty: type a few words.")
+        if len(ids) > self.most:
+            raise ValueError(f"The prompt has {len(ids)} tokens; {self.name} reads at most {self.most}.")
+        return ids
+
+    def token(self, word: str, role: str) -> int:
+        tok = self.hf.tokenizer
+        vocab = tok.get_vocab()
+        if word in vocab:
+            return int(vocab[word])
+        pieces = tok(word, add_special_tokens=False)["input_ids"] if word else []
+        if pieces == [tok.unk_token_id]:  # a word the vocabulary lacks: the unknown token stands for any
+            raise ValueError(f"The {role} “{word}” is not in {self.name}'s vocabulary (its tokenizer reads it as "
+                             f"the unknown token {tok.unk_token}).")
+        if len(pieces) == 1:
+            return int(pieces[0])
+        spelled = tok.convert_ids_to_tokens(pieces)
+        hint = (f": its tokenizer spells it as {len(pieces)} tokens ({' '.join(spelled)}). Give one token, as the "
+                f"tokenizer spells it (for example {spelled[0]})") if pieces else ""
+        raise ValueError(f"The {role} “{word}” is not one token for {self.name}{hint}.")
+
+    def spelled(self, ids: list[int]) -> list[str]:
+        return self.hf.tokenizer.convert_ids_to_tokens(ids)
+
+
+class TinySubject(Subject):
+    """Watch it learn's attention-only model: tokens are numbers, and BOS, MARK, QUERY."""
+
+    def __init__(self, model: AttentionOnly, name: str) -> None:
+        self.name, self.model = name, model
+        self.stack = TinyStack(name, model)
+
+    def ids(self, prompt) -> list[int]:
+        words = prompt.replace(",", " ").split() if isinstance(prompt, str) else [str(int(i)) for i in prompt]
+        if not words:
+            raise ValueError("The prompt is empty: type tokens, for example BOS 5 9 12 5 9.")
+        ids = [self.token(w, "token") for w in words]
+        if len(ids) > self.model.length:
+            raise ValueError(f"The prompt has {len(ids)} tokens; {self.name} reads at most {self.model.length}.")
+        return ids
+
+    def token(self, word: str, role: str) -> int:
+        names = {v: k for k, v in TINY_NAMES.items()}
+        w = str(word).strip()
+        if w.upper() in names:
+            return names[w.upper()]
+        if w.isdigit() and 0 <= int(w) < self.model.vocab:
+            return int(w)
+        raise ValueError(f"The {role} “{w[:20]}” is not one of {self.name}'s tokens: 3–{self.model.vocab - 1}, or BOS, "
+                         "MARK, QUERY.")
+
+    def spelled(self, ids: list[int]) -> list[str]:
+        return [TINY_NAMES.get(int(i), str(int(i))) for i in ids]
+
+
+def registry_subject(model: str) -> Subject:
+    """A model of the registry (a name the app offers, or a folder), refused with the reason
+    where it has no next token to patch toward."""
+    kind = model_kind(model)
+    if kind != "causal":
+        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: it has no next token to patch "
+                         "toward. Patching needs a causal language model: a GPT-2, LLaMA or GPT-NeoX folder, or "
+                         "watch-it-learn.")
+    return HFSubject(load(model))
+
+
+def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int]]:
+    """Both prompts' ids; ``ValueError`` naming both counts and where they first differ, unless equal in length."""
+    a, b = subject.ids(clean), subject.ids(corrupted)
+    if len(a) != len(b):
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        sa, sb = subject.spelled(a), subject.spelled(b)
+        first = (f"“{sa[at]}” against “{sb[at]}”" if at < min(len(a), len(b)) else
+                 f"where the {'corrupted' if len(a) > len(b) else 'clean'} one ends")
+        raise ValueError(f"The clean prompt has {len(a)} tokens and the corrupted one {len(b)}: patching puts one "
+                         f"run's activations into the other position by position, so both need as many. They first "
+                         f"differ at position {at} ({first}).")
+    return a, b
+
+
+def _answer(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
+    a = subject.token(answer, "answer")
+    w = None if wrong is None or str(wrong).strip() == "" else subject.token(wrong, "wrong token")
+    if w is not None and w == a:
+        raise ValueError("The answer and the wrong token are the same token: their logit difference is always 0.")
+    return a, w
+
+
+def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None = None, heads: bool = True,
+          residual: bool = False, progress: Callable[[float], None] | None = None) -> Patching:
+    """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
+    (``heads``) and every layer × position of the residual stream (``residual``)."""
+    a_ids, b_ids = two_prompts(subject, clean, corrupted)
+    a, w = _answer(subject, answer, wrong)
+    t0 = time.perf_counter()
+    stack = subject.stack
+    tc = stack.run(torch.tensor([a_ids]))
+    tk = stack.run(torch.tensor([b_ids]))  # run last: the layers' arguments kept are the corrupted run's
+    out = Patching(subject.name, answer, None if w is None else wrong, float(metric(tc.logits, a, w)[0]),
+                   float(metric(tk.logits, a, w)[0]), subject.spelled(a_ids), subject.spelled(b_ids))
+    parts = [f for f, on in (("heads", heads), ("residual", residual)) if on]
+    for i, part in enumerate(parts):
+        report = None if progress is None else (lambda f, i=i: progress((i + f) / len(parts)))
+        sweep = sweep_heads if part == "heads" else sweep_residual
+        setattr(out, part, sweep(stack, tc, tk, a, w, report))
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def logit_attribution_of(subject: Subject, prompt, *, answer: str, wrong: str) -> Attribution:
+    """Direct logit attribution of ``subject`` on ``prompt`` at its last position."""
+    if wrong is None or str(wrong).strip() == "":
+        raise ValueError("Logit attribution projects onto W_U[answer] − W_U[wrong]: give the wrong token too.")
+    ids = subject.ids(prompt)
+    a, w = _answer(subject, answer, wrong)
+    trace = subject.stack.run(torch.tensor([ids]))
+    return Attribution(subject.name, answer, wrong, subject.spelled(ids), **attribute(subject.stack, trace, a, w))
