@@ -7,9 +7,12 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import _
+from attnviz.learn.train import LearnSettings
+from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.models.base import ModelError
 from attnviz.models.random import RANDOM
-from attnviz.models.registry import load_in_background
+from attnviz.models.registry import TRAINED, load_in_background
+from attnviz.views.learn import start_defaults
 
 POLL_S = 0.5
 
@@ -18,6 +21,9 @@ def ready(model: str) -> None:
     """Return once ``model`` is loaded. Until then, show its progress and stop this run;
     a failed load is shown as its message."""
     if model == RANDOM:
+        return
+    if model == TRAINED:
+        trained_ready()
         return
     try:
         status = load_in_background(model)
@@ -42,4 +48,32 @@ def _poll(model: str, phase: str) -> None:
     """Rerun the page when the load moves on (a new phase, ready or failed)."""
     status = load_in_background(model)
     if status is None or status.done.is_set() or status.words != phase:
+        st.rerun()
+
+
+def trained_ready() -> None:
+    """Return once the model Watch it learn's default training trains is on disk (the server's
+    launcher trains it at start). Until then start that training in its worker, where no one has,
+    show its progress and stop this run."""
+    settings = LearnSettings()
+    key = key_of(settings)
+    if TRAININGS.weights_file(key) is not None:
+        return
+    start_defaults(TRAININGS)
+    p = TRAININGS.progress(key)
+    if p.done:  # a failed or stopped training leaves no weights
+        st.error(_("The training of {model} stopped: {status}.").format(model=TRAINED, status=p.status),
+                 icon=":material/error:")
+        st.stop()
+    step = p.checkpoints[-1]["step"] if p.checkpoints else 0
+    st.progress(min(1.0, step / settings.steps), text=_("Training {model}: step {step} of {steps}…").format(
+        model=TRAINED, step=step, steps=settings.steps))
+    st.caption(_("It is trained once for this server and shared by every session."))
+    _poll_training(key)
+    st.stop()
+
+
+@st.fragment(run_every=POLL_S)
+def _poll_training(key: str) -> None:
+    if TRAININGS.progress(key).done:
         st.rerun()

@@ -28,11 +28,6 @@ def apply_pending() -> None:
         ss[key] = value
 
 
-def open_head(layer: int, head: int, token: object, *, layered: bool) -> None:
-    """Show one layer's head enlarged (from the model view or the head table)."""
-    pick({**({"layer": layer} if layered else {}), "head": head, "view": "head"}, token)
-
-
 def forget_pick() -> None:
     st.session_state.pop(_PICKED, None)
 

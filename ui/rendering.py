@@ -74,7 +74,7 @@ def _table(view: View, part: Part, rows, result) -> None:
     if part.selectable:
         picked = widgets.picked_head(frame, f"{view.name}_table")
         if picked:
-            picks.open_head(picked[1], picked[2], (view.name, picked[0]), layered=result.pretrained)
+            picks.pick(part.opens(picked[1], picked[2], result.pretrained), (view.name, picked[0]))
         return
     st.dataframe(frame, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.3f")
                                                         for c in frame.columns if frame[c].dtype.kind == "f"})
@@ -101,4 +101,4 @@ def _figure(view: View, part: Part, result, state, key: tuple) -> None:
     block = points[0].get("customdata") if points else None
     if isinstance(block, (int, float)) and block >= 0:  # a block of the model view: open that layer's head
         H = result.heads
-        picks.open_head(int(block) // H, int(block) % H, (view.name, int(block)), layered=result.pretrained)
+        picks.pick(part.opens(int(block) // H, int(block) % H, result.pretrained), (view.name, int(block)))

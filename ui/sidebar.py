@@ -10,7 +10,15 @@ from attnviz.core.masks import WINDOW_KINDS
 from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
-from attnviz.models.registry import MODEL_LABELS, ModelFacts, available_models, layer_count, model_facts, model_kind
+from attnviz.models.registry import (
+    MODEL_LABELS,
+    TRAINED,
+    ModelFacts,
+    available_models,
+    layer_count,
+    model_facts,
+    model_kind,
+)
 from attnviz.views.catalogue import Page
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
@@ -90,17 +98,19 @@ def sidebar(page: Page) -> None:
     t = fixed()  # format_func runs outside this run's context in tests: bind the language now
     control("lang", sb, format_func=LANGUAGES.get)
     control("text", sb, kind="text_area", height=110, max_chars=MAX_TEXT_CHARS,
-            help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS})
+            help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS}, disabled=page.causal)  # (patching: its prompts)
     lines = [ln for ln in str(ss.get("text", "")).splitlines() if ln.strip()]
     if len(lines) > 1:
         if ss.get("seq", 0) >= len(lines):
             ss["seq"] = 0
         control("seq", sb, options=range(len(lines)), format_func=lambda i: f"{i + 1}: {lines[i][:40]}")
-    models = available_models()
+    # A page that patches runs a causal LM or the model Watch it learn trains; the others run any model but that one.
+    models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
+              [m for m in available_models() if m != TRAINED])
     if ss.get("model") not in models:
-        ss["model"] = "random"
+        ss["model"] = models[0]
     control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
-    pretrained = ss["model"] != "random"
+    pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
     if model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions
         control("stack", sb)  # (the Cross-attention page always shows the cross stack)
     if pretrained:  # the layers are the chosen model's

@@ -20,6 +20,7 @@ from attnviz.plots.export import ExportError, ImageExporter, check_writable, for
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_result
+from attnviz.views.patching import patching_json
 from attnviz.views.qkmap import qk_record_json
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
@@ -126,6 +127,11 @@ def start_job(job: RenderJob, exporter: ImageExporter):
     if fmt in ("json", "csv"):  # a ValueError is one line too (main)
         if job.page == "qk-map":  # every point, the agreement and its baseline
             data = qk_record_json(job.state, fmt)
+        elif job.page == "patching":  # every number the page draws
+            if fmt != "json":
+                raise UsageError("The patching page writes .json, .png, .svg or .html.")
+            with use(job.state.lang):
+                data = patching_json(job.state)
         else:  # a view with numbers of its own (norms, neurons) adds them
             result, state = _compute(job)
             with use(job.state.lang):

@@ -8,9 +8,10 @@
 - ``selection`` (the selection checked against the run), ``markdown`` (user text shown safely);
 - ``state`` (``ViewState``: everything a link restores), then the pages' own: ``pages`` (every
   page's main figure), ``modality`` (image, audio, graph), ``generation`` (a causal LM's
-  generated tokens), ``attention_file``, ``longseq``, ``qkmap``, ``learn``, and ``exports``
+  generated tokens), ``attention_file``, ``longseq``, ``qkmap``, ``learn``, ``patching`` (two prompts'
+  activation patching, its sweep a background job), and ``exports``
   (CSV/JSON). The app's pages and the CLI draw through here, so both show the same.
 
-May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.learn, attnviz.limits,
-attnviz.models, attnviz.notebook, attnviz.plots, attnviz.run, attnviz.settings. Never Streamlit.
+May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.jobs, attnviz.learn,
+attnviz.limits, attnviz.models, attnviz.notebook, attnviz.plots, attnviz.run, attnviz.settings. Never Streamlit.
 """

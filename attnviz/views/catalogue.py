@@ -29,6 +29,7 @@ from attnviz.i18n import N_
 from attnviz.views import contributions as C
 from attnviz.views import layers as Y
 from attnviz.views import neurons as U
+from attnviz.views import patching as P
 from attnviz.views import roles as R
 from attnviz.views import weights as W
 from attnviz.views.selection import style_for
@@ -45,6 +46,7 @@ class Page:
     modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
+    causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
 
 
 PAGES = (
@@ -66,6 +68,7 @@ PAGES = (
     Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot"),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
          random=False),
+    Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
@@ -95,6 +98,12 @@ NEEDS = {
     "probe": N_("a rerun of the model on the roles probe (where the run can be repeated)"),
     "two runs": N_("a clean and a corrupted run of a causal language model"),
 }
+def open_head(layer: int, head: int, layered: bool) -> dict:
+    """The settings a click on a head sets: that head (of that layer, for a model of layers), in
+    the view "head"."""
+    return {**({"layer": layer} if layered else {}), "head": head, "view": "head"}
+
+
 PART_KINDS = ("caption", "info", "subheader", "figure", "table", "corner", "columns")
 
 
@@ -110,10 +119,12 @@ class Part:
       "columns"}; None: nothing); ``selectable``: a row opens that layer and head;
     - ``corner``: the close-up's top-left corner (q0, k0), bounded by the run;
     - ``columns``: ``parts`` side by side.
-    ``when(result)``: drawn only where it holds (a long text's close-up). ``worker``: long work,
-    built on a compute worker, never in the page's own thread. ``reads``: what else of the state
-    it reads besides the view's picks (the close-up's corner), for its cache key. ``plain``: a
-    figure built as plain dicts (``attnviz.plots.style.plain_figures``), not a ``go.Figure``.
+    ``opens(layer, head, layered)``: the settings a click on a block or a row sets (``open_head``:
+    that head, in the view "head"). ``when(result)``: drawn only where it holds (a long text's
+    close-up). ``worker``: long work, built on a compute worker, never in the page's own thread.
+    ``reads``: what else of the state it reads besides the view's picks (the close-up's corner),
+    for its cache key. ``plain``: a figure built as plain dicts (``attnviz.plots.style.plain_figures``),
+    not a ``go.Figure``.
     """
 
     kind: str
@@ -126,6 +137,7 @@ class Part:
     parts: tuple = ()
     reads: tuple[str, ...] = ()
     plain: bool = True
+    opens: Callable = open_head
 
 
 @dataclass(frozen=True)
@@ -198,9 +210,20 @@ VIEWS = {v.name: v for v in (
     View("neurons", N_("Neuron view"), "qk", U.neuron_view_figure, (Part("caption", U.neuron_caption), FIGURE),
          picks=("head", "query"), describe=U.describe_neurons, record=U.neurons_record, problem=C.qk_problem,
          pages=("explorer", "attention-file", "image-patches")),
+    View("patching", N_("Which heads cause the answer"), "two runs", P.draw_heads,
+         (Part("caption", P.tokens_caption), Part("caption", P.definition),
+          Part("figure", selectable=True, plain=False, opens=P.pick_head),
+          Part("subheader", P.chosen_title),
+          Part("columns", parts=(Part("figure", P.draw_chosen, name="head", reads=("patched",)),
+                                 Part("figure", P.draw_difference, name="difference", reads=("patched",)))),
+          Part("figure", P.draw_positions, name="positions"),
+          Part("caption", P.attribution_caption),
+          Part("figure", P.draw_attribution, name="attribution", when=P.has_attribution)),
+         describe=P.describe, record=P.record, problem=P.problem, pages=("patching",)),
 )}
 VIEW_NAMES = tuple(VIEWS)
-FIGURE_VIEWS = tuple(v for v in VIEW_NAMES if v != "table")  # views whose page draws their figure
+# The explorer's views that are one figure (the CLI renders them; "table" renders its head's)
+FIGURE_VIEWS = tuple(v for v, entry in VIEWS.items() if "explorer" in entry.pages and v != "table")
 VIEW_TITLES = {name: v.title for name, v in VIEWS.items()}
 
 

@@ -18,10 +18,11 @@ from attnviz.inputs.corpus import read_corpus
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
 from attnviz.views.attention_file import file_run, sample_file
-from attnviz.views.catalogue import INPUT_PAGES, PAGE_NAMES, VIEWS
+from attnviz.views.catalogue import INPUT_PAGES, PAGE_NAMES, VIEWS, views_on
 from attnviz.views.generation import generation, step_figure
 from attnviz.views.longseq import part_figure
 from attnviz.views.modality import followed_state, input_run, input_view_figure
+from attnviz.views.patching import run_of
 from attnviz.views.qkmap import qk_page_figure
 from attnviz.views.selection import check_selection
 from attnviz.views.state import ViewState
@@ -100,6 +101,11 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
     if page in INPUT_PAGES:
         inp, result, image = input_run(page, state, data)
         return input_view_figure(inp, result, state, style, image=image)
+    if page in ("explorer", "attention-file") and state.view not in views_on(page):
+        where = next(p for p in VIEWS[state.view].pages)
+        raise ValueError(f"The view {state.view} is drawn on the {where} page: give --page {where}.")
+    if page == "patching":
+        return VIEWS["patching"].figure(run_of(state), state, style)
     if page == "explorer":
         result = compute(state.config)
         state = check_selection(result, state)

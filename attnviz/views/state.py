@@ -40,6 +40,13 @@ CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 LONG = ("long-sequences",)
 QK = ("qk-map",)
+PATCH = ("patching",)
+# The Patching page's example, on the model Watch it learn trains: a block repeated after a few tokens,
+# the last token of the repeat "8", whose earlier copy was followed by "12"; the corrupted prompt swaps
+# that "12" with the "28" earlier on, so that both prompts hold the same tokens (a head that copies
+# any token it sees cannot tell them apart) and only induction answers differently.
+CLEAN = "BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8"
+CORRUPTED = "BOS 10 12 11 18 27 9 20 25 8 28 4 13 15 27 9 20 25 8"
 QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS (not imported: it loads torch and numpy only late)
 QK_COLORS = ("position", "kind", "sentence")
 INPUTS = IMAGE + AUDIO + GRAPH
@@ -70,17 +77,35 @@ def _edges(raw: str, taken: dict) -> str:
     return raw
 
 
-def _knockout(raw: str, taken: dict) -> str:
-    raw = raw.strip().lower()
-    if raw != "none":
-        layer, _dot, head = raw.partition(".")
-        if not (layer.isdigit() and head.isdigit()):
-            raise Reason(_("must be none or layer.head, like 1.0"))
-    return raw
+def _layer_head(word: str):
+    """A setting that is ``word`` or a head as layer.head (1.0); the run bounds the numbers."""
+    def convert(raw: str, taken: dict) -> str:
+        raw = raw.strip().lower()
+        if raw != word:
+            layer, _dot, head = raw.partition(".")
+            if not (layer.isdigit() and head.isdigit()):
+                raise Reason(_("must be {word} or layer.head, like 1.0").format(word=word))
+        return raw
+    return convert
 
 
 def _sequence(raw: str, taken: dict) -> str:
     parse_sequence(raw, LENGTH)  # raises a readable ValueError
+    return raw
+
+
+def _prompt(raw: str, taken: dict) -> str:
+    text = " ".join(raw.split())  # one line: a prompt is one sequence
+    if not text:
+        raise Reason(_("is empty"))
+    if len(text) > limits.MAX_PROMPT_CHARS:
+        raise Reason(_("is longer than {n} characters").format(n=f"{limits.MAX_PROMPT_CHARS:,}"))
+    return text
+
+
+def _token_text(raw: str, taken: dict) -> str:
+    if len(raw) > limits.MAX_TOKEN_CHARS or "\n" in raw:
+        raise Reason(_("must be one token, at most {n} characters").format(n=limits.MAX_TOKEN_CHARS))
     return raw
 
 
@@ -186,7 +211,7 @@ class ViewState:
     control: bool = setting(True, pages=LEARN, label=N_("Train the one-layer control alongside"),
                             help=N_("The same task with one layer of twice the heads: it cannot form an induction "
                                     "head."))
-    knockout: str = setting("none", convert=_knockout, pages=LEARN, label=N_("Knock out a head"),
+    knockout: str = setting("none", convert=_layer_head("none"), pages=LEARN, label=N_("Knock out a head"),
                             help=N_("none, or layer.head (for example 1.0): that head's output is set to zero."))
     # A block of 7 tokens seen once, then again up to its 6th: an induction head predicts 25.
     sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=LEARN,
@@ -201,6 +226,17 @@ class ViewState:
                                     "its sentence."))
     qk_part: str = setting("map", choices=("map", "overview"), pages=QK, label=N_("Show"),
                            help=N_("One head's map, or every head of the layer as small multiples (PCA)."))
+    clean: str = setting(CLEAN, convert=_prompt, pages=PATCH, label=N_("Clean prompt"),
+                         help=N_("A prompt whose next token the model gets right: the answer."))
+    corrupted: str = setting(CORRUPTED, convert=_prompt, pages=PATCH, label=N_("Corrupted prompt"),
+                             help=N_("The same number of tokens, one or two changed so that the answer changes."))
+    answer: str = setting("12", convert=_token_text, pages=PATCH, label=N_("Answer"),
+                          help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
+    wrong: str = setting("28", convert=_token_text, pages=PATCH, label=N_("Wrong token"),
+                         help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
+    patched: str = setting("best", convert=_layer_head("best"), pages=PATCH, label=N_("Chosen head"),
+                           help=N_("best (the head that brings back the most of the answer), or layer.head, for "
+                                   "example 1.0. A click on a head of the heatmap picks it."))
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

@@ -1,0 +1,59 @@
+"""Patching: which heads cause the answer. Two prompts that differ in a token or two, an answer,
+every head patched from the clean run into the corrupted one (the entry "patching" of the table
+of views, drawn by ui.rendering), on the compute workers with a progress bar."""
+
+import streamlit as st
+
+from attnviz.i18n import _
+from attnviz.views import patching as P
+from attnviz.views.markdown import md
+from ui import compute, loading, rendering, session, widgets
+from ui.controls import control, row
+
+s = session.current()
+widgets.header(_("Which heads cause the answer: activation patching"), _(
+    "Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the model on a clean "
+    "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
+    "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: a causal "
+    "language model folder, or the tiny model Watch it learn trains."))
+loading.ready(s.model)  # a folder loads, the trained model trains, in the background
+control("clean")
+control("corrupted")
+
+
+def _picked(source: str, target: str) -> None:
+    value = st.session_state.get(source)
+    if value:
+        st.session_state[target] = value
+
+
+pair = row()
+control("answer", pair)
+control("wrong", pair)
+s = session.current()
+for prompt, source, target, label in ((s.clean, "answer_pick", "answer", _("…or pick the answer")),
+                                      (s.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
+    top = compute.guard(lambda prompt=prompt: compute.cached(("patch-top", *P.model_identity(s.model), prompt),
+                                                             lambda: P.top_next(s.model, prompt)))
+    st.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),
+                 format_func=lambda t, top=dict(top): f"{t}  ({top[t]:.3f})",
+                 help=_("The most likely next tokens after that prompt, with their probabilities."))
+s = session.current()
+
+job = P.sweep_job(s, compute.on_worker)
+if not job.done.is_set():
+    st.progress(job.fraction, text=_("Patching every head and every position: {p:.0%}").format(p=job.fraction))
+    st.caption(_("It runs once for this server and is shared by everyone who opens the same model and prompts."))
+
+    @st.fragment(run_every=0.5)
+    def _poll() -> None:
+        if P.sweep_job(s, compute.on_worker).done.is_set():
+            st.rerun()
+
+    _poll()
+    st.stop()
+if job.error:
+    st.error(md(job.error), icon=":material/error:")
+    st.stop()
+control("patched")
+rendering.render("patching", job.value, s, run_key=P.sweep_key(s))

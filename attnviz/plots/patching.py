@@ -1,0 +1,77 @@
+"""Which heads cause the answer: patching's pictures (layers × heads, layers × positions, on a
+diverging scale centred on 0) and the logit attribution's bars, one per head."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots import margins
+from attnviz.plots.style import DIVERGING, FigureStyle, axis_labels, colorscale, figure, layout_for, rows_down
+
+
+def _limit(values: np.ndarray) -> float:
+    """A symmetric range about 0 that shows 1 (the clean run's answer, all brought back)."""
+    finite = values[np.isfinite(values)]
+    return max(1.0, float(np.abs(finite).max()) if finite.size else 1.0)
+
+
+def _heatmap(z: np.ndarray, x: list[str], y: list[str], title: str, style: FigureStyle, value_name: str, *,
+             x_title: str, clickable: bool = False) -> go.Figure:
+    lim = _limit(z)
+    traces = [{"type": "heatmap", "z": z.astype(np.float32), "x": x, "y": y, "zmin": -lim, "zmax": lim, "zmid": 0.0,
+               "colorscale": colorscale(DIVERGING), "colorbar": {"title": {"text": value_name}},
+               "hovertemplate": f"%{{y}}, %{{x}}<br>{value_name}: %{{z:.3f}}<extra></extra>"}]
+    if clickable:
+        # Heatmaps cannot be selected in Plotly; a near-invisible marker at each cell's centre can,
+        # so a click on a cell reports it (customdata: row · columns + column), as the model view does.
+        rows, cols = z.shape
+        traces.append({"type": "scatter", "mode": "markers", "showlegend": False,
+                       "x": [x[c] for _r in range(rows) for c in range(cols)],
+                       "y": [y[r] for r in range(rows) for _c in range(cols)],
+                       "customdata": list(range(rows * cols)),
+                       "text": [f"{y[r]} {x[c]}: {z[r, c]:.3f}" for r in range(rows) for c in range(cols)],
+                       "marker": {"size": 24, "opacity": 0.01, "color": "#000000"},
+                       "hovertemplate": "%{text}<br>" + _("click to open") + "<extra></extra>"})
+    layout = {"xaxis": {"type": "category", "title": {"text": x_title}},
+              "yaxis": {"type": "category", "title": {"text": _("layer")}, **rows_down(len(y))},
+              "height": max(300, 40 * len(y) + 180)}
+    fs = style.font_size
+    room = {"l": margins.left(y, fs), "b": margins.bottom(x, fs), "r": margins.colorbar(value_name, fs, -lim, lim)}
+    if clickable:
+        layout["clickmode"] = "event+select"
+    return figure(traces, layout_for(layout, style, title, room=room))
+
+
+def head_patching_figure(values: np.ndarray, title: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+    """(layers, H) normalised patching results, a cell per head; a click on a cell reports its
+    head (customdata layer · H + head), so that the page opens it."""
+    layers, H = values.shape
+    return _heatmap(values, [_("head {h}").format(h=h) for h in range(H)], [f"L{layer}" for layer in range(layers)],
+                    title, style, _("share brought back"), x_title=_("head"), clickable=True)
+
+
+def residual_patching_figure(values: np.ndarray, tokens: list[str], differ: list[int], title: str,
+                     style: FigureStyle = FigureStyle()) -> go.Figure:
+    """(layers, L) normalised residual patching: a column per position, the positions where the
+    two prompts differ marked ✱ in their labels."""
+    labels = axis_labels([("✱ " if i in differ else "") + f"{i}: {t}" for i, t in enumerate(tokens)])
+    return _heatmap(values, labels, [f"L{layer}" for layer in range(values.shape[0])], title, style,
+                    _("share brought back"), x_title=_("position (✱: where the prompts differ)"))
+
+
+def attribution_figure(heads: np.ndarray, rest: dict[str, float], title: str,
+                       style: FigureStyle = FigureStyle()) -> go.Figure:
+    """One bar per head (its direct logit attribution), then one per other part, all in logits."""
+    layers, H = heads.shape
+    names = [f"L{layer} H{h}" for layer in range(layers) for h in range(H)]
+    trace = {"type": "bar", "x": names, "y": heads.reshape(-1).astype(np.float64), "name": _("heads"),
+             "marker": {"color": "#2a9d8f"}, "hovertemplate": "%{x}: %{y:.3f}<extra></extra>"}
+    other = {"type": "bar", "x": axis_labels(list(rest)), "y": np.asarray(list(rest.values()), dtype=np.float64),
+             "name": _("the other parts"), "marker": {"color": "#8d99ae"},
+             "hovertemplate": "%{x}: %{y:.3f}<extra></extra>"}
+    layout = {"barmode": "group", "showlegend": True, "height": 400,
+              "xaxis": {"type": "category", "title": {"text": _("part of the residual stream")}},
+              "yaxis": {"title": {"text": _("logits toward the answer")}, "zeroline": True}}
+    return figure([trace, other], layout_for(layout, style, title))

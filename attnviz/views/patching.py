@@ -1,0 +1,237 @@
+"""The Patching page's data and pictures: for two prompts and an answer, every head patched and
+every layer × position of the residual stream (``attnviz.analysis.patching``), the logit
+attribution of the clean prompt, and one chosen head's attention on both prompts, as one
+``PatchRun``; the sweep runs as a background job shared by everyone who asks for the same
+(``SWEEPS``). Its entry in ``attnviz.views.catalogue`` says what the page draws of it; the CLI
+writes the same (``python -m attnviz render --page patching``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from attnviz import plots as F
+from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch
+from attnviz.i18n import _
+from attnviz.jobs import Job, Jobs
+from attnviz.models.registry import TRAINED, model_key
+from attnviz.notebook.patching import subject_of
+from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
+from attnviz.views.markdown import md
+
+
+@dataclass
+class PatchRun:
+    """Everything the Patching page shows for one model, two prompts and an answer."""
+
+    patching: Patching  # its heads and its residual stream patched
+    attribution: Attribution | None  # the clean prompt's direct logit attribution (None without a wrong token)
+    clean_weights: np.ndarray  # (layers, H, L, L) the clean run's attention
+    corrupted_weights: np.ndarray  # (layers, H, L, L)
+
+    @property
+    def layers(self) -> int:
+        return int(self.clean_weights.shape[0])
+
+    @property
+    def heads(self) -> int:
+        return int(self.clean_weights.shape[1])
+
+    pretrained = True  # a click on a head opens that layer's head
+
+
+def run_of(state, progress=None) -> PatchRun:
+    """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes)."""
+    subject = subject_of(state.model)
+    wrong = state.wrong.strip() or None
+    p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
+              progress=progress)
+    attribution = logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong) if wrong else None
+    weights = []
+    for prompt in (state.clean, state.corrupted):
+        trace = subject.stack.run(torch.tensor([subject.ids(prompt)]), weights=True)
+        weights.append(torch.stack([w[0] for w in trace.weights]).numpy())  # (layers, H, L, L)
+    return PatchRun(p, attribution, *weights)
+
+
+SWEEPS = Jobs(keep=16, name="patching")  # the page's sweeps, by model and prompts
+
+
+def model_identity(model: str) -> tuple:
+    """Plain values naming the model's weights: a folder's path and its config's time (another
+    folder under one name is another model), or the trained model's name."""
+    return (model,) if model == TRAINED else model_key(model)
+
+
+def sweep_key(state) -> tuple:
+    """The plain values a sweep depends on: the model's identity, the prompts, the tokens."""
+    return ("patching", *model_identity(state.model), state.clean, state.corrupted, state.answer, state.wrong.strip())
+
+
+def sweep_job(state, compute_with=None) -> Job:
+    """The (one, shared) sweep of ``state``: running, finished (or failed: its message is kept
+    until the inputs change), or started now in the background (``compute_with(fn)``: where the
+    work runs, the app's compute workers)."""
+    def work(job: Job) -> PatchRun:
+        fn = lambda: run_of(state, lambda f: job.report(f))  # noqa: E731
+        return compute_with(fn) if compute_with is not None else fn()
+
+    key = sweep_key(state)
+    failed = SWEEPS.get(key)
+    if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
+        return failed
+    return SWEEPS.start(key, work)
+
+
+def top_next(model: str, prompt: str, k: int = 10) -> list[tuple[str, float]]:
+    """The ``k`` most likely next tokens after ``prompt``, as the model's tokenizer spells them:
+    the answers the page offers to pick from."""
+    subject = subject_of(model)
+    ids = subject.ids(prompt)
+    p = torch.softmax(subject.stack.run(torch.tensor([ids])).logits[0].double(), -1)  # (V,)
+    top = torch.topk(p, min(k, p.numel()))
+    return list(zip(subject.spelled(top.indices.tolist()), top.values.tolist(), strict=True))
+
+
+# --- what the page draws: the entry's parts -------------------------------------------------
+
+
+def normalised_heads(run: PatchRun) -> np.ndarray:
+    return run.patching.normalised(run.patching.heads)
+
+
+def problem(run: PatchRun, state=None) -> str | None:
+    """Why the pictures would say nothing: the two prompts give the same metric."""
+    try:
+        run.patching.normalised(run.patching.heads)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def definition(run: PatchRun, state=None) -> str:
+    p = run.patching
+    return _("Each head's output (its z before W_O, at every position) is taken from the clean run into the "
+             "corrupted one: (patched − corrupted) / (clean − corrupted) of {metric}, 1 where that head alone brings "
+             "the clean answer back (TransformerLens's activation patching). Clean: {clean}; corrupted: "
+             "{corrupted}. Click a head to open it below.").format(metric=md(p.metric_name), clean=f"{p.clean:.3f}",
+                                                                   corrupted=f"{p.corrupted:.3f}")
+
+
+def tokens_caption(run: PatchRun, state=None) -> str:
+    """Both prompts' tokens, the ones that differ in bold."""
+    p = run.patching
+    differ = set(p.differ)
+
+    def line(tokens):
+        return " ".join(f"**{md(t)}**" if i in differ else md(t) for i, t in enumerate(tokens))
+
+    return _("Clean: {clean} · corrupted: {corrupted} · answer “{answer}”{wrong}").format(
+        clean=line(p.clean_tokens), corrupted=line(p.corrupted_tokens), answer=md(p.answer),
+        wrong=_(" against “{wrong}”").format(wrong=md(p.wrong)) if p.wrong else "")
+
+
+def draw_heads(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    title = _("each head patched from the clean run: the share of the answer it brings back")
+    return head_patching_figure(normalised_heads(run), title, style)
+
+
+def draw_positions(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    p = run.patching
+    return residual_patching_figure(p.normalised(p.residual), p.corrupted_tokens, p.differ,
+                            _("the residual stream into each layer patched at one position"), style)
+
+
+def attribution_caption(run: PatchRun, state=None) -> str:
+    a = run.attribution
+    if a is None:
+        return _("Logit attribution needs a wrong token: it projects onto W_U[answer] − W_U[wrong].")
+    return _("Direct logit attribution on the clean prompt: each head's output at the last position, divided by the "
+             "final norm's scale, projected onto W_U[“{answer}”] − W_U[“{wrong}”] (TransformerLens's apply_ln=True). "
+             "With the embeddings, the MLPs and the biases they sum to the logit difference: {total} = {diff}.").format(
+        answer=md(a.answer), wrong=md(a.wrong), total=f"{a.total:.3f}", diff=f"{a.logit_difference:.3f}")
+
+
+def draw_attribution(run: PatchRun, state, style: F.FigureStyle) -> go.Figure | None:
+    a = run.attribution
+    rest = {_("embeddings"): a.embeddings, _("MLPs"): float(a.mlps.sum()),
+            _("attention biases"): float(a.attention_biases.sum()), _("final biases"): a.biases}
+    return attribution_figure(a.heads, rest, _("each head's direct logit attribution, in logits"), style)
+
+
+def has_attribution(run: PatchRun) -> bool:
+    return run.attribution is not None
+
+
+def chosen(run: PatchRun, state) -> tuple[int, int]:
+    """The head the page opens: the link's (``patched=layer.head``, bounded by the run), or the one
+    that brings back the most of the answer (``best``)."""
+    if state.patched == "best":
+        values = normalised_heads(run)
+        layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+        return int(layer), int(head)
+    layer, _dot, head = state.patched.partition(".")
+    return min(int(layer), run.layers - 1), min(int(head), run.heads - 1)
+
+
+def pick_head(layer: int, head: int, layered: bool) -> dict:
+    """The setting a click on a head of the heatmap sets (the entry's ``opens``)."""
+    return {"patched": f"{layer}.{head}"}
+
+
+def chosen_title(run: PatchRun, state) -> str:
+    layer, head = chosen(run, state)
+    v = normalised_heads(run)[layer, head]
+    return _("Head L{layer} H{head}: it brings back {share} of the answer").format(layer=layer, head=head,
+                                                                                share=f"{v:.2f}")
+
+
+def draw_chosen(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    """The chosen head's attention on the clean prompt and on the corrupted one, on one 0–1 scale."""
+    layer, head = chosen(run, state)
+    p = run.patching
+    data = [F.matrix_data(run.clean_weights[layer, head], p.clean_tokens, p.clean_tokens, _("on the clean prompt"),
+                          F.DEFAULT_MAX_CELLS),
+            F.matrix_data(run.corrupted_weights[layer, head], p.corrupted_tokens, p.corrupted_tokens,
+                          _("on the corrupted prompt"), F.DEFAULT_MAX_CELLS)]
+    return F.grid_figure(data, style, cols=2, title=_("L{layer} H{head}'s attention").format(layer=layer, head=head))
+
+
+def draw_difference(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    layer, head = chosen(run, state)
+    p = run.patching
+    diff = run.clean_weights[layer, head] - run.corrupted_weights[layer, head]  # (L, L)
+    return F.matrix_figure(diff, p.clean_tokens, p.clean_tokens, _("clean − corrupted"), style,
+                           value_name=_("difference"), bar_title=_("difference"))
+
+
+def record(run: PatchRun, state) -> dict:
+    """Every number the page draws."""
+    layer, head = chosen(run, state)
+    return {"patching": run.patching.to_dict(),
+            "logit_attribution": None if run.attribution is None else run.attribution.to_dict(),
+            "head": {"layer": layer, "head": head, "clean": run.clean_weights[layer, head].tolist(),
+                     "corrupted": run.corrupted_weights[layer, head].tolist(),
+                     "difference": (run.clean_weights[layer, head] - run.corrupted_weights[layer, head]).tolist()}}
+
+
+def describe(run: PatchRun, state, fig=None) -> str:
+    values = normalised_heads(run)
+    layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
+    return _("Patching {layers} layers × {heads} heads: head L{layer} H{head} brings back the most of the answer, "
+             "{share} of it.").format(layers=run.layers, heads=run.heads, layer=int(layer), head=int(head),
+                                      share=f"{values[layer, head]:.2f}")
+
+
+def patching_json(state) -> bytes:
+    """What ``render --page patching --out x.json`` writes: the settings and every number the page draws."""
+    run = run_of(state)
+    data = {"config": {"model": state.model, "clean": state.clean, "corrupted": state.corrupted,
+                       "answer": state.answer, "wrong": state.wrong.strip() or None},
+            "definition": DEFINITION, **record(run, state)}
+    return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")

@@ -1,0 +1,82 @@
+"""The Patching page (app_pages/patching.py) through AppTest: the default link on the model Watch
+it learn trains draws every picture with its definition; a link reopens its chosen head; the
+sweep runs in the background with a progress bar; bad prompts and tokens get a message."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from attnviz.views import patching as V
+from tests.support.apphelp import after_loads, app, figures
+
+PAGE = "app_pages/patching.py"
+TITLES = ["each head patched from the clean run: the share of the answer it brings back", "L1 H0's attention",
+          "clean − corrupted", "the residual stream into each layer patched at one position",
+          "each head's direct logit attribution, in logits"]
+
+
+def plain(markdown: str) -> str:
+    """Markdown as it reads: the page escapes user text (attnviz.views.markdown)."""
+    return markdown.replace("\\", "").replace("\u200b", "")
+
+
+@pytest.fixture(autouse=True)
+def trained(learned_defaults, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained model
+
+
+def test_the_default_link_draws_every_picture_and_says_the_definition():
+    at = app(page=PAGE, timeout=120)
+    assert not at.exception and not at.error
+    assert [f["layout"]["title"]["text"] for f in figures(at)] == TITLES
+    assert [h.value for h in at.subheader] == ["Head L1 H0: it brings back 0.97 of the answer"]
+    assert any("(patched − corrupted) / (clean − corrupted)" in c.value for c in at.caption)
+    assert any("**28**" in c.value and "**12**" in c.value for c in at.caption)  # the tokens that differ
+    q = at.query_params
+    assert q["model"] == "watch-it-learn" and q["answer"] == "12" and q["patched"] == "best"
+    assert q["clean"].startswith("BOS 10 28") and q["corrupted"].startswith("BOS 10 12")
+
+
+def test_a_link_reopens_its_head_and_its_prompts():
+    at = app("model=watch-it-learn&patched=0.1&answer=25&wrong=", page=PAGE, timeout=120)
+    assert not at.exception and not at.error
+    assert at.subheader[0].value.startswith("Head L0 H1")
+    titles = [f["layout"]["title"]["text"] for f in figures(at)]
+    assert "L0 H1's attention" in titles and "each head's direct logit attribution, in logits" not in titles
+    assert any("needs a wrong token" in c.value for c in at.caption)
+    assert any("log p(answer)" in plain(c.value) for c in at.caption)
+
+
+def test_picking_the_answer_from_the_top_next_tokens():
+    at = app(page=PAGE, timeout=120)
+    pick = at.selectbox(key="answer_pick")
+    assert "12" in pick.options[0]  # the clean prompt's likeliest next token first
+    pick.select_index(1).run()
+    after_loads(at, 120)
+    assert at.text_input(key="answer").value == pick.options[1].split()[0]
+
+
+def test_the_sweep_runs_in_the_background_with_a_progress_bar(monkeypatch):
+    gate, real = threading.Event(), V.run_of
+    monkeypatch.setattr(V, "run_of", lambda state, progress=None: gate.wait(60) and real(state, progress))
+    at = app("answer=9&wrong=20", timeout=60)
+    at.switch_page(PAGE).run()
+    assert at.get("progress") and "Patching every head" in at.get("progress")[0].proto.text
+    gate.set()
+    after_loads(at, 120)
+    assert not at.get("progress") and len(figures(at)) == 5
+
+
+@pytest.mark.parametrize("query, words", [
+    ("corrupted=BOS 10 12", "The clean prompt has 19 tokens and the corrupted one 3"),
+    ("answer=99", "“99” is not one of watch-it-learn's tokens"),
+    ("corrupted=BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8", "give the same logit difference"),
+])
+def test_bad_prompts_and_tokens_get_a_message(query, words):
+    at = app(query, page=PAGE, timeout=120)
+    assert not at.exception
+    shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
+    assert any(words in m for m in shown), shown
+    assert not figures(at)

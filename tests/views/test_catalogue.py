@@ -1,0 +1,48 @@
+"""The one table of views: every entry well formed, each view offered by the pages it names, the
+figure views the CLI renders, and a click's settings."""
+
+from __future__ import annotations
+
+from attnviz.views.catalogue import (
+    FIGURE_VIEWS,
+    NEEDS,
+    PAGE_NAMES,
+    PAGES,
+    PART_KINDS,
+    VIEWS,
+    open_head,
+    views_on,
+)
+from attnviz.views.patching import pick_head
+
+
+def _parts(parts):
+    for part in parts:
+        yield part
+        yield from _parts(part.parts)
+
+
+def test_every_entry_says_what_it_needs_where_it_is_offered_and_draws_known_parts():
+    for name, view in VIEWS.items():
+        assert view.name == name and view.needs in NEEDS, name
+        assert view.pages and set(view.pages) <= set(PAGE_NAMES), name
+        for part in _parts(view.parts):
+            assert part.kind in PART_KINDS, (name, part.kind)
+            assert part.kind not in ("caption", "subheader", "info") or part.build is not None, (name, part)
+            assert part.kind != "columns" or part.parts, (name, part)
+
+
+def test_each_page_offers_the_views_that_name_it():
+    for page in PAGE_NAMES:
+        assert set(views_on(page)) == {n for n, v in VIEWS.items() if page in v.pages}
+    assert views_on("patching") == ("patching",) and "patching" not in views_on("explorer")
+    assert "patching" not in FIGURE_VIEWS and "table" not in FIGURE_VIEWS and "grid" in FIGURE_VIEWS
+    assert [p for p in PAGES if p.causal] == [p for p in PAGES if p.name == "patching"]
+
+
+def test_a_click_on_a_head_sets_what_its_view_says():
+    assert open_head(1, 2, True) == {"layer": 1, "head": 2, "view": "head"}
+    assert open_head(1, 2, False) == {"head": 2, "view": "head"}
+    assert pick_head(1, 0, True) == {"patched": "1.0"}
+    heatmap = next(p for p in VIEWS["patching"].parts if p.selectable)
+    assert heatmap.opens is pick_head and VIEWS["grid"].parts[0].opens is open_head

@@ -1,0 +1,106 @@
+"""The Patching page's data (attnviz.views.patching): one run of the sweep with its attention on
+both prompts, the chosen head (the best, or the link's, bounded by the run), the record that holds
+every number the page draws, one shared sweep per plain key."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnviz.analysis.patching import TinySubject
+from attnviz.learn.trained import trained_model
+from attnviz.plots import FigureStyle
+from attnviz.views import patching as V
+from attnviz.views.state import DEFAULTS
+
+
+@pytest.fixture(scope="module")
+def trained(learned_defaults):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained model, not a new one
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def run(trained):
+    return V.run_of(DEFAULTS.with_(model="watch-it-learn"))
+
+
+def test_the_default_example_has_its_induction_head_bring_the_answer_back(run):
+    p = run.patching
+    assert p.differ == [2, 10] and p.clean > 0 > p.corrupted
+    share = V.normalised_heads(run)
+    assert share.shape == (2, 2) and share[1, 0] >= 0.5 and np.abs(share[0]).max() < 0.1
+    assert V.chosen(run, DEFAULTS.with_(model="watch-it-learn")) == (1, 0)
+    assert "L1 H0 brings back the most" in V.describe(run, DEFAULTS)
+
+
+def test_the_attention_on_both_prompts_is_the_models(run):
+    model = trained_model()
+    for prompt, weights in ((DEFAULTS.clean, run.clean_weights), (DEFAULTS.corrupted, run.corrupted_weights)):
+        ids = torch.tensor([TinySubject(model, "m").ids(prompt)])
+        with torch.no_grad():
+            want = torch.stack([w[0] for w in model(ids)[1]]).numpy()
+        np.testing.assert_allclose(weights, want, atol=1e-6)
+
+
+@pytest.mark.parametrize("patched, want", [("best", (1, 0)), ("0.1", (0, 1)), ("9.9", (1, 1))])
+def test_the_chosen_head_is_the_links_bounded_by_the_run(run, patched, want):
+    assert V.chosen(run, DEFAULTS.with_(patched=patched)) == want
+
+
+def test_the_record_holds_every_number_the_page_draws(run):
+    state = DEFAULTS.with_(model="watch-it-learn", patched="0.1")
+    record = V.record(run, state)
+    p = record["patching"]
+    np.testing.assert_allclose(p["heads"], run.patching.heads)
+    np.testing.assert_allclose(p["heads_normalised"], V.normalised_heads(run))
+    np.testing.assert_allclose(p["residual_normalised"], run.patching.normalised(run.patching.residual))
+    assert (record["head"]["layer"], record["head"]["head"]) == (0, 1)
+    np.testing.assert_allclose(record["head"]["difference"], run.clean_weights[0, 1] - run.corrupted_weights[0, 1])
+    a = record["logit_attribution"]
+    assert a["sum_of_parts"] == pytest.approx(a["logit_difference"], abs=1e-4)
+    assert json.loads(json.dumps(record)) == record  # plain numbers only
+
+
+def test_the_figures_are_the_records_numbers(run):
+    state = DEFAULTS.with_(model="watch-it-learn")
+    heads = V.draw_heads(run, state, FigureStyle())
+    np.testing.assert_allclose(np.asarray(heads.data[0].z, dtype=float), V.normalised_heads(run), atol=1e-6)
+    assert heads.data[0].zmid == 0 and heads.data[0].zmin == -heads.data[0].zmax
+    markers = heads.data[1]  # a click on a cell's marker reports its head
+    assert list(markers.customdata) == [0, 1, 2, 3] and list(markers.y) == ["L0", "L0", "L1", "L1"]
+    positions = V.draw_positions(run, state, FigureStyle())
+    assert [x.startswith("✱") for x in positions.data[0].x].count(True) == 2
+    bars = V.draw_attribution(run, state, FigureStyle())
+    assert list(bars.data[0].x) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
+
+
+def test_two_prompts_with_nothing_to_bring_back_say_so(trained):
+    state = DEFAULTS.with_(model="watch-it-learn", corrupted=DEFAULTS.clean)
+    run = V.run_of(state)
+    assert "give the same logit difference" in V.problem(run, state)
+
+
+def test_one_sweep_per_plain_key_shared_by_everyone(trained, monkeypatch):
+    calls = []
+    real = V.run_of
+    monkeypatch.setattr(V, "run_of", lambda state, progress=None: calls.append(1) or real(state, progress))
+    state = DEFAULTS.with_(model="watch-it-learn", answer="25", wrong="")
+    V.SWEEPS.forget(V.sweep_key(state))  # another test's
+    jobs = [V.sweep_job(state) for _ in range(4)]
+    assert all(j is jobs[0] for j in jobs) and jobs[0].done.wait(60) and not jobs[0].error
+    assert V.sweep_job(state) is jobs[0] and len(calls) == 1 and jobs[0].fraction == 1.0
+    assert jobs[0].value.patching.metric_name == "log p(answer)" and jobs[0].value.attribution is None
+    assert V.sweep_key(state) != V.sweep_key(state.with_(answer="12"))
+
+
+def test_a_sweep_that_fails_keeps_its_message(trained):
+    state = DEFAULTS.with_(model="watch-it-learn", answer="99")
+    job = V.sweep_job(state)
+    assert job.done.wait(60) and "“99” is not one of watch-it-learn's tokens" in job.error
+    assert V.sweep_job(state) is job  # kept, not started again at the page's every poll
