@@ -161,3 +161,28 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                  "{pt}.").format(
         pm=f"{best(progress.checkpoints[-1], 'prefix_matching', settings.layers - 1):.2f}",
         pt=f"{best(progress.checkpoints[-1], 'previous_token', 0):.2f}"))
+
+    st.subheader(_("Which heads carry the repeat"))
+    if settings.task != "induction":
+        st.caption(_("This part patches the induction task's repeat: choose the induction task to see it."))
+    else:
+        pc = TRAININGS.progress(keys[1]) if len(keys) > 1 else None
+        control_file = TRAININGS.weights_file(keys[1]) if pc is not None and pc.done else None
+        control_model = None if control_file is None else compute.cached(
+            ("learn-model", keys[1]), lambda: T.load_trained(control_settings, control_file), limited=False)
+        carry = compute.cached(("learn-carry", keys[0], keys[1] if control_model is not None else None),
+                               lambda: V.carry_repeat(model, control_model), limited=False)
+        st.caption(_("Activation patching: the model runs on a repeat ({clean}) and on the same tokens with the "
+                     "earlier copy of 8 followed by 28 instead of 12 ({corrupted}); each head's output is then "
+                     "taken from the first run into the second, alone. A cell is the share of the logit difference "
+                     "(12 against 28) that it brings back: (patched − corrupted) / (clean − corrupted), of the "
+                     "two-layer model.").format(clean=V.REPEAT["clean"], corrupted=V.REPEAT["corrupted"]))
+        cols = st.columns(2 if control_model is not None else 1)
+        for col, name in zip(cols, ("model", "control"), strict=False):
+            with col:
+                compute.chart(compute.cached_figure(("learn-carry", keys[0], name, compute.style_key(style_for(s))),
+                                                    lambda name=name: V.carry_figure(carry, name, style_for(s))),
+                              key=f"learn_carry_{name}", filename=f"attnviz-learn-carry-{name}")
+        st.markdown(V.carry_summary(carry))
+        st.caption(_("The Patching page patches this model (watch-it-learn, for the default settings) on any two "
+                     "prompts."))

@@ -1,6 +1,7 @@
 """The "Watch it learn" page's figures: the loss with its phase change, each head's scores
 over the steps, every head's attention on the probe at one checkpoint (titled with its role),
-one head enlarged, and the Head roles table."""
+one head enlarged, the Head roles table, and which heads carry the repeat (activation patching
+of the trained model and of its one-layer control)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import plotly.graph_objects as go
 
 from attnviz import limits
 from attnviz import plots as F
+from attnviz.analysis.patching import TinySubject, patch
 from attnviz.analysis.probe import tiny_probe, tiny_roles
 from attnviz.analysis.roles import SCORES
 from attnviz.i18n import N_, _
 from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.trained import token_name
+from attnviz.models.tiny import AttentionOnly
+from attnviz.plots.patching import head_patching_figure
 from attnviz.views.roles import head_title, role_rows
+from attnviz.views.state import CLEAN, CORRUPTED
 
 CHECKPOINT_SCORES = {"prefix_matching": N_("prefix matching"), "previous_token": N_("previous token"),
                      "copying": N_("copying")}
@@ -130,4 +135,58 @@ def summary(checkpoints: list[dict], control: list[dict] | None, change: dict | 
         c0, c1 = control[0], control[-1]
         text += " " + _("The one-layer control: prefix matching {pm}, loss on the repeat {p} of its start.").format(
             pm=f"{best(c1, 'prefix_matching'):.2f}", p=f"{c1['loss_repeat'] / c0['loss_repeat']:.0%}")
+    return text
+
+
+# Which heads carry the repeat: the Patching page's example (``attnviz.views.state``), a repeat whose
+# last token 8 was followed by 12 the first time, against the same tokens with that 12 and an
+# earlier 28 swapped, so that the earlier copy of 8 was followed by 28.
+REPEAT = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": "12", "wrong": "28"}
+CARRIES = 0.5  # a head carries the repeat when it alone brings back this share of the logit difference
+
+
+def carry_repeat(model: AttentionOnly, control: AttentionOnly | None = None) -> dict:
+    """Every head of the trained ``model`` (and of its one-layer ``control``) patched from the
+    repeat into the corrupted repeat. Each head's share is what it brings back of the two-layer
+    model's logit difference, clean − corrupted: the difference that induction makes, the one
+    yardstick for both (the control's own difference is small, and split between its heads)."""
+    runs = {"model": patch(TinySubject(model, "model"), REPEAT["clean"], REPEAT["corrupted"],
+                           answer=REPEAT["answer"], wrong=REPEAT["wrong"])}
+    if control is not None:
+        runs["control"] = patch(TinySubject(control, "control"), REPEAT["clean"], REPEAT["corrupted"],
+                                answer=REPEAT["answer"], wrong=REPEAT["wrong"])
+    gap = runs["model"].clean - runs["model"].corrupted
+    out = {"gap": gap}
+    for name, p in runs.items():
+        share = (p.heads - p.corrupted) / gap if abs(gap) > 1e-9 else np.zeros_like(p.heads)  # (layers, H)
+        layer, head = np.unravel_index(int(np.argmax(share)), share.shape)
+        out[name] = {"clean": p.clean, "corrupted": p.corrupted, "heads": p.heads, "share": share,
+                     "best": (int(layer), int(head)), "best_share": float(share[layer, head]),
+                     "carries": [(int(a), int(b)) for a, b in zip(*np.nonzero(share >= CARRIES), strict=True)]}
+    return out
+
+
+def carry_figure(carry: dict, name: str, style: F.FigureStyle) -> go.Figure:
+    title = _("the trained model's heads") if name == "model" else _("the one-layer control's heads")
+    return head_patching_figure(carry[name]["share"], title, style)
+
+
+def carry_summary(carry: dict) -> str:
+    """Which head carries the repeat, in a sentence or two, and the control's best."""
+    m = carry["model"]
+    text = _("On the repeat the trained model's logit difference, 12 against 28, is {clean}; on the corrupted repeat "
+             "{corrupted}.").format(clean=f"{m['clean']:.2f}", corrupted=f"{m['corrupted']:.2f}")
+    if m["carries"]:
+        layer, head = m["best"]
+        text += " " + _("Head L{layer} H{head} carries the repeat: patched alone from the clean run, it brings back "
+                        "{share} of that difference.").format(layer=layer, head=head, share=f"{m['best_share']:.0%}")
+    else:
+        text += " " + _("No head alone brings back half of it (the best, L{layer} H{head}, {share}).").format(
+            layer=m["best"][0], head=m["best"][1], share=f"{m['best_share']:.0%}")
+    c = carry.get("control")
+    if c is not None:
+        text += " " + _("The one-layer control (its own difference {clean} against {corrupted}): its best head, "
+                        "H{head}, brings back {share} of the two-layer model's difference.").format(
+            clean=f"{c['clean']:.2f}", corrupted=f"{c['corrupted']:.2f}", head=c["best"][1],
+            share=f"{c['best_share']:.0%}")
     return text

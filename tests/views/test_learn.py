@@ -1,0 +1,36 @@
+"""Watch it learn's "which heads carry the repeat" (attnviz.views.learn.carry_repeat): the trained
+two-layer model's last layer holds a head that brings back at least half of the logit difference
+the repeat makes; the one-layer control has no such head."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.learn.trained import load_trained
+from attnviz.views import learn as V
+
+
+@pytest.fixture(scope="module")
+def carry(learned_defaults):
+    settings, control = V.default_trainings()
+    model, one = (load_trained(s, learned_defaults["dir"] / f"{k}.safetensors")
+                  for s, k in zip((settings, control), learned_defaults["keys"], strict=True))
+    return V.carry_repeat(model, one)
+
+
+def test_a_last_layer_head_carries_the_repeat(carry):
+    m = carry["model"]
+    assert carry["gap"] == pytest.approx(m["clean"] - m["corrupted"]) and carry["gap"] > 1
+    layer, head = m["best"]
+    assert layer == 1 and m["best_share"] >= V.CARRIES and m["carries"] == [(layer, head)]
+    np.testing.assert_allclose(m["share"], (m["heads"] - m["corrupted"]) / carry["gap"])
+    assert f"Head L{layer} H{head} carries the repeat" in V.carry_summary(carry)
+
+
+def test_the_one_layer_control_has_no_such_head(carry):
+    c = carry["control"]
+    assert c["share"].shape == (1, 4) and c["best_share"] < V.CARRIES and not c["carries"]
+    assert "The one-layer control" in V.carry_summary(carry)
+
+
