@@ -42,9 +42,11 @@ def test_the_json_holds_every_number_the_page_draws(folders, tmp_path):
     assert np.asarray(p["residual"]).shape == (2, 6) and p["differ"] == [1, 5]
     assert rec["config"] == {"model": str(folders["gpt2"]), "clean": CLEAN, "corrupted": CORRUPTED, "answer": "it",
                              "wrong": "was"}
-    assert (rec["head"]["layer"], rec["head"]["head"]) == (1, 2) and np.asarray(rec["head"]["difference"]).shape == (6, 6)
+    assert (rec["head"]["layer"], rec["head"]["head"]) == (1, 2)
+    assert np.asarray(rec["head"]["difference"]).shape == (6, 6)
     a = rec["logit_attribution"]
-    assert np.asarray(a["heads"]).shape == (2, 4) and a["sum_of_parts"] == pytest.approx(a["logit_difference"], abs=1e-4)
+    assert np.asarray(a["heads"]).shape == (2, 4)
+    assert a["sum_of_parts"] == pytest.approx(a["logit_difference"], abs=1e-4)
     assert "(patched − corrupted) / (clean − corrupted)" in rec["definition"]
 
 

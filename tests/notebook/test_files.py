@@ -15,19 +15,7 @@ import torch
 from attnviz import limits
 from attnviz import notebook as nb
 from attnviz.notebook import files
-
-LAYERS, H, L = 2, 3, 4
-
-
-TOKENS = ["the", "cat", "sat", "down"]
-
-
-def weights(layers=LAYERS, heads=H, q=L, k=L, seed=0) -> np.ndarray:
-    g = torch.Generator().manual_seed(seed)
-    return torch.softmax(torch.randn(layers, heads, q, k, generator=g), -1).numpy()  # (layers, H, L, S)
-
-
-W = weights()
+from tests.support.weights import LAYERS, TOKENS, H, W, weights
 
 
 def safetensors_bytes(header: dict, data: bytes) -> bytes:

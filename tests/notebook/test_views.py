@@ -3,10 +3,7 @@ CircuitsVis entry points, offline HTML, and attention files (never pickle)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -14,34 +11,7 @@ from attnviz import notebook as nb
 from attnviz.analysis.heads import rollout
 from attnviz.plots import DIVERGING, FigureStyle, colorscale, plain_label
 from tests.support.apphelp import z  # figures decoded as a browser gets them (base64 "bdata")
-
-LAYERS, H, L = 2, 3, 4
-TOKENS = ["the", "cat", "sat", "down"]
-
-
-def weights(layers=LAYERS, heads=H, q=L, k=L, seed=0) -> np.ndarray:
-    g = torch.Generator().manual_seed(seed)
-    return torch.softmax(torch.randn(layers, heads, q, k, generator=g), -1).numpy()  # (layers, H, L, S)
-
-
-W = weights()
-
-
-def as_dict(fig: go.Figure) -> dict:
-    assert isinstance(fig, go.Figure)
-    return json.loads(fig.to_json())
-
-
-def blocks_of(trace: dict) -> list[dict]:
-    """A grid trace split back into its blocks, found through the block index (customdata)."""
-    zz, head = z(trace), z({"z": trace["customdata"]}).astype(int)
-    out = []
-    for i in range(int(head.max()) + 1):
-        rows, cols = np.nonzero(head == i)
-        r0, r1, c0, c1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-        out.append({"z": zz[r0:r1, c0:c1], "x": trace["x"][c0:c1], "y": trace["y"][r0:r1], "r0": r0, "c0": c0})
-    return out
-
+from tests.support.weights import LAYERS, TOKENS, H, L, W, as_dict, blocks_of, weights
 
 # -- show --------------------------------------------------------------------------------
 
