@@ -3,40 +3,13 @@
 from __future__ import annotations
 
 import io
-import struct
-import wave
-import zlib
 
 import numpy as np
 import pytest
 
 from attnviz import limits
 from tests.support.apphelp import app, figures, no_errors, shown
-
-
-def png_header_only(width: int, height: int) -> bytes:
-    """A PNG whose header claims width × height but whose data is a few bytes."""
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
-
-
-def wav_bytes(seconds: float, rate: int = 1000, width: int = 1) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(width)
-        w.setframerate(rate)
-        w.writeframes(bytes(int(rate * seconds) * width))
-    return buf.getvalue()
-
-
-def upload(monkeypatch, data: bytes, name: str) -> None:
-    import ui.widgets
-
-    monkeypatch.setattr(ui.widgets, "uploaded_bytes", lambda *a, **k: (data, name))
+from tests.support.uploads import png_header_only, upload, wav_bytes
 
 
 @pytest.mark.parametrize("page, n", [("image_patches", 3), ("audio_frames", 2), ("graph_nodes", 2)])

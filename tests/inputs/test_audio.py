@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import io
-import wave
-
 import numpy as np
 import pytest
 
 from attnviz import inputs as I
 from attnviz import limits
-
-
-def wav_bytes(seconds: float, rate: int = 1000, width: int = 1) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(width)
-        w.setframerate(rate)
-        w.writeframes(bytes(int(rate * seconds) * width))
-    return buf.getvalue()
-
-
-def upload(monkeypatch, data: bytes, name: str) -> None:
-    import ui.widgets
-
-    monkeypatch.setattr(ui.widgets, "uploaded_bytes", lambda *a, **k: (data, name))
+from tests.support.uploads import wav_bytes
 
 
 @pytest.mark.parametrize("n, frame, hop", [(8000, 256, 128), (1000, 256, 100), (256, 256, 1), (4096, 512, 512)])

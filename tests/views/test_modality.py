@@ -3,11 +3,6 @@ text, against PyTorch; without projections it is plain similarity."""
 
 from __future__ import annotations
 
-import io
-import struct
-import wave
-import zlib
-
 import pytest
 import torch
 from torch import nn
@@ -50,26 +45,3 @@ def test_without_projections_attention_is_plain_similarity():
     torch.testing.assert_close(r.weights[0, 0], expected, rtol=0, atol=1e-6)
 
 
-def png_header_only(width: int, height: int) -> bytes:
-    """A PNG whose header claims width × height but whose data is a few bytes."""
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
-
-
-def wav_bytes(seconds: float, rate: int = 1000, width: int = 1) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(width)
-        w.setframerate(rate)
-        w.writeframes(bytes(int(rate * seconds) * width))
-    return buf.getvalue()
-
-
-def upload(monkeypatch, data: bytes, name: str) -> None:
-    import ui.widgets
-
-    monkeypatch.setattr(ui.widgets, "uploaded_bytes", lambda *a, **k: (data, name))
