@@ -42,7 +42,7 @@ test: $(STAMP) system-packages
 # which git ignores, so that it leaves the tree as it found it).
 screenshots: $(STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
-		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py
+		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

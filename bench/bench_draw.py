@@ -22,9 +22,9 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playwright.sync_api import sync_playwright  # noqa: E402
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page  # noqa: E402
 
 from bench.bench_browser import text_of  # noqa: E402
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page  # noqa: E402
 
 DRAW = """async s => { const d = document.getElementById('d'); Plotly.purge(d);
   const t0 = performance.now(); await Plotly.newPlot(d, s.data, s.layout, {displaylogo: false});

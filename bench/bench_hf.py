@@ -50,7 +50,9 @@ os.environ.setdefault("ATTNVIZ_MEMORY_BUDGET_MB", "4096")
 NAME = "gpt2-small-random"
 
 
-def build_model(root: Path):
+def build_model(root: Path, vocab_size: int | None = None):
+    """A GPT-2-small-sized model (random weights) and a word-level tokenizer of 2,000 words, saved
+    to a folder; ``vocab_size``: the model's vocabulary (default: the tokenizer's)."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
@@ -61,7 +63,8 @@ def build_model(root: Path):
     tok.train_from_iterator([" ".join(words)], trainers.WordLevelTrainer(special_tokens=["[UNK]", "[PAD]"]))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
     folder = root / NAME
-    GPT2LMHeadModel(GPT2Config(vocab_size=fast.vocab_size, bos_token_id=0, eos_token_id=0)).save_pretrained(folder)
+    GPT2LMHeadModel(GPT2Config(vocab_size=vocab_size or fast.vocab_size, bos_token_id=0,
+                               eos_token_id=0)).save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder, fast, words
 
