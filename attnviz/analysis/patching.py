@@ -107,47 +107,63 @@ def _rows(stack, L: int, E: int) -> int:
     return max(1, limits.memory_budget_bytes() // per_row)
 
 
+def _now(work: Callable):
+    return work()
+
+
 def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
-                progress: Callable[[float], None] | None = None) -> np.ndarray:
+                progress: Callable[[float], None] | None = None, step: Callable = _now) -> np.ndarray:
     """(layers, H): for every layer, one batch of runs from the corrupted stream into it, row r with
-    head r's z (every position) from the clean run."""
+    head r's z (every position) from the clean run. ``step(work)`` runs each layer's work (the
+    app's compute workers: other runs take turns between layers)."""
     H, layers = stack.heads, stack.layers
-    out = np.zeros((layers, H))
-    for layer in range(layers):
+
+    def at(layer: int) -> np.ndarray:  # (H,)
         start = corrupted.resid_pre[layer]  # (1, L, E)
         L, E = start.shape[1:]
         D = clean.z[layer].shape[-1] // H
-        step = _rows(stack, L, E)
-        for h0 in range(0, H, step):
-            heads = list(range(h0, min(H, h0 + step)))
+        rows, values = _rows(stack, L, E), np.zeros(H)
+        for h0 in range(0, H, rows):
+            heads = list(range(h0, min(H, h0 + rows)))
 
-            def patch(z, heads=heads, layer=layer, D=D):  # z (B, L, H·D): row r takes head heads[r]'s from clean
+            def patch(z, heads=heads):  # z (B, L, H·D): row r takes head heads[r]'s from the clean run
                 for r, h in enumerate(heads):
                     z[r, :, h * D:(h + 1) * D] = clean.z[layer][0, :, h * D:(h + 1) * D]
                 return z
 
             logits = stack.from_layer(layer, start.expand(len(heads), L, E), patch)  # (B, V)
-            out[layer, h0:h0 + len(heads)] = metric(logits, answer, wrong).numpy()
+            values[h0:h0 + len(heads)] = metric(logits, answer, wrong).numpy()
+        return values
+
+    out = np.zeros((layers, H))
+    for layer in range(layers):
+        out[layer] = step(lambda layer=layer: at(layer))
         if progress is not None:
             progress((layer + 1) / layers)
     return out
 
 
 def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
-                   progress: Callable[[float], None] | None = None) -> np.ndarray:
+                   progress: Callable[[float], None] | None = None, step: Callable = _now) -> np.ndarray:
     """(layers, L): for every layer, one batch of runs from the corrupted stream into it, row p with
-    position p of that stream from the clean run."""
+    position p of that stream from the clean run (``step`` as for ``sweep_heads``)."""
     layers = stack.layers
     L, E = corrupted.resid_pre[0].shape[1:]
-    out = np.zeros((layers, L))
-    step = _rows(stack, L, E)
-    for layer in range(layers):
-        for p0 in range(0, L, step):
-            rows = list(range(p0, min(L, p0 + step)))
-            x = corrupted.resid_pre[layer].repeat(len(rows), 1, 1)  # (B, L, E)
-            for r, p in enumerate(rows):
+    rows = _rows(stack, L, E)
+
+    def at(layer: int) -> np.ndarray:  # (L,)
+        values = np.zeros(L)
+        for p0 in range(0, L, rows):
+            positions = list(range(p0, min(L, p0 + rows)))
+            x = corrupted.resid_pre[layer].repeat(len(positions), 1, 1)  # (B, L, E)
+            for r, p in enumerate(positions):
                 x[r, p] = clean.resid_pre[layer][0, p]
-            out[layer, p0:p0 + len(rows)] = metric(stack.from_layer(layer, x), answer, wrong).numpy()
+            values[p0:p0 + len(positions)] = metric(stack.from_layer(layer, x), answer, wrong).numpy()
+        return values
+
+    out = np.zeros((layers, L))
+    for layer in range(layers):
+        out[layer] = step(lambda layer=layer: at(layer))
         if progress is not None:
             progress((layer + 1) / layers)
     return out
@@ -353,9 +369,10 @@ def _answer(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int 
 
 
 def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None = None, heads: bool = True,
-          residual: bool = False, progress: Callable[[float], None] | None = None) -> Patching:
+          residual: bool = False, progress: Callable[[float], None] | None = None, step: Callable = _now) -> Patching:
     """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
-    (``heads``) and every layer × position of the residual stream (``residual``)."""
+    (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
+    runs each layer's batch."""
     a_ids, b_ids = two_prompts(subject, clean, corrupted)
     a, w = _answer(subject, answer, wrong)
     t0 = time.perf_counter()
@@ -368,7 +385,7 @@ def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None 
     for i, part in enumerate(parts):
         report = None if progress is None else (lambda f, i=i: progress((i + f) / len(parts)))
         sweep = sweep_heads if part == "heads" else sweep_residual
-        setattr(out, part, sweep(stack, tc, tk, a, w, report))
+        setattr(out, part, sweep(stack, tc, tk, a, w, report, step))
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -45,12 +45,13 @@ class PatchRun:
     pretrained = True  # a click on a head opens that layer's head
 
 
-def run_of(state, progress=None) -> PatchRun:
-    """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes)."""
+def run_of(state, progress=None, step=None) -> PatchRun:
+    """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
+    ``step(work)`` runs each layer's batch: the app's compute workers)."""
     subject = subject_of(state.model)
     wrong = state.wrong.strip() or None
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
-              progress=progress)
+              progress=progress, **({} if step is None else {"step": step}))
     attribution = logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong) if wrong else None
     weights = []
     for prompt in (state.clean, state.corrupted):
@@ -75,11 +76,11 @@ def sweep_key(state) -> tuple:
 
 def sweep_job(state, compute_with=None) -> Job:
     """The (one, shared) sweep of ``state``: running, finished (or failed: its message is kept
-    until the inputs change), or started now in the background (``compute_with(fn)``: where the
-    work runs, the app's compute workers)."""
+    until the inputs change), or started now in the background (``compute_with(fn)``: where each
+    layer's batch runs, the app's compute workers, held one layer at a time so that the
+    explorer's runs take turns with a long sweep rather than wait for all of it)."""
     def work(job: Job) -> PatchRun:
-        fn = lambda: run_of(state, lambda f: job.report(f))  # noqa: E731
-        return compute_with(fn) if compute_with is not None else fn()
+        return run_of(state, lambda f: job.report(f), step=compute_with)
 
     key = sweep_key(state)
     failed = SWEEPS.get(key)

@@ -196,3 +196,22 @@ def test_sweeps_on_one_shared_model_in_two_threads_do_not_mix(folders):
     for got, want in zip(together, alone, strict=True):
         np.testing.assert_allclose(got, want, atol=1e-6)
     assert np.abs(alone[0] - alone[1]).max() > 1e-4  # two different sweeps: a mix-up would show
+
+
+def test_each_layers_batch_runs_where_step_says_with_the_same_numbers(folders):
+    """``step(work)`` runs each layer's batch (the app's compute workers): once per layer and part,
+    on the worker's thread (the hooks are that thread's own), and the numbers do not change."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    subject = registry_subject(str(folders["gpt2"]))
+    here = patch(subject, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG, heads=True, residual=True)
+    threads = []
+    with ThreadPoolExecutor(1, thread_name_prefix="worker") as pool:
+        def step(work):
+            return pool.submit(lambda: threads.append(threading.current_thread().name) or work()).result()
+
+        there = patch(subject, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG, heads=True, residual=True, step=step)
+    assert len(threads) == 2 * subject.stack.layers and all(t.startswith("worker") for t in threads)
+    np.testing.assert_allclose(there.heads, here.heads, atol=1e-6)
+    np.testing.assert_allclose(there.residual, here.residual, atol=1e-6)
+    assert np.ptp(here.heads) > 1e-4

@@ -60,7 +60,8 @@ def test_picking_the_answer_from_the_top_next_tokens():
 
 def test_the_sweep_runs_in_the_background_with_a_progress_bar(monkeypatch):
     gate, real = threading.Event(), V.run_of
-    monkeypatch.setattr(V, "run_of", lambda state, progress=None: gate.wait(60) and real(state, progress))
+    monkeypatch.setattr(
+        V, "run_of", lambda state, progress=None, step=None: gate.wait(60) and real(state, progress, step))
     at = app("answer=9&wrong=20", timeout=60)
     at.switch_page(PAGE).run()
     assert at.get("progress") and "Patching every head" in at.get("progress")[0].proto.text

@@ -89,7 +89,8 @@ def test_two_prompts_with_nothing_to_bring_back_say_so(trained):
 def test_one_sweep_per_plain_key_shared_by_everyone(trained, monkeypatch):
     calls = []
     real = V.run_of
-    monkeypatch.setattr(V, "run_of", lambda state, progress=None: calls.append(1) or real(state, progress))
+    monkeypatch.setattr(
+        V, "run_of", lambda state, progress=None, step=None: calls.append(1) or real(state, progress, step))
     state = DEFAULTS.with_(model="watch-it-learn", answer="25", wrong="")
     V.SWEEPS.forget(V.sweep_key(state))  # another test's
     jobs = [V.sweep_job(state) for _ in range(4)]
@@ -104,3 +105,13 @@ def test_a_sweep_that_fails_keeps_its_message(trained):
     job = V.sweep_job(state)
     assert job.done.wait(60) and "“99” is not one of watch-it-learn's tokens" in job.error
     assert V.sweep_job(state) is job  # kept, not started again at the page's every poll
+
+
+def test_a_sweep_holds_the_compute_workers_one_layer_at_a_time(trained):
+    """compute_with runs each layer's batch, not the whole sweep: the explorer's runs take turns."""
+    state = DEFAULTS.with_(model="watch-it-learn", answer="25", wrong="")
+    V.SWEEPS.forget(V.sweep_key(state))
+    calls = []
+    job = V.sweep_job(state, compute_with=lambda work: calls.append(1) or work())
+    assert job.done.wait(60) and not job.error, job.error
+    assert len(calls) == 2 * job.value.layers  # heads and residual, a layer each
