@@ -212,4 +212,7 @@ def check_budget(size: RunSize, budget: int | None = None) -> None:
 # Patching: a prompt (clean or corrupted) in characters, and an answer or wrong token as typed.
 MAX_PROMPT_CHARS = 2_000
 MAX_TOKEN_CHARS = 64
+# A prompt's tokens, whatever the model's positions: the residual sweep runs one patched copy of
+# the prompt per token at every layer, so its work grows with the square of the tokens.
+MAX_PATCH_TOKENS = 128
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import attnviz  # noqa: E402
-from attnviz.analysis.patching import registry_subject  # noqa: E402
+from attnviz.analysis.subjects import registry_subject  # noqa: E402
 from bench.bench_hf import build_model  # noqa: E402
 from tests.support.reference import hf_patched_heads  # noqa: E402
 

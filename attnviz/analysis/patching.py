@@ -1,7 +1,7 @@
 """Which heads cause an answer: activation patching and direct logit attribution, with
 TransformerLens's definitions (read from its source: ``transformer_lens/patching.py``,
 ``ActivationCache.stack_head_results`` and ``apply_ln_to_stack``), on a model in parts
-(``attnviz.models.stacks``).
+(``attnviz.models.stacks``), through a subject (``attnviz.analysis.subjects``: its tokens and bounds).
 
 - **The metric** on a run: logit[answer] − logit[wrong] at the last position, or, without a
   wrong token, the answer's log-probability there.
@@ -34,11 +34,9 @@ import numpy as np
 import torch
 
 from attnviz import limits
+from attnviz.analysis.subjects import Subject, two_prompts, words_of_answer
 from attnviz.models.base import ModelError
-from attnviz.models.hf import HFModel
-from attnviz.models.registry import load, model_kind
-from attnviz.models.stacks import SUM_TOLERANCE, HFStack, TinyStack, Trace
-from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
+from attnviz.models.stacks import SUM_TOLERANCE, Trace
 
 DEFINITION = ("(patched − corrupted) / (clean − corrupted) of the metric, the metric being "
               "logit[answer] − logit[wrong] at the last position (the answer's log-probability without a wrong "
@@ -241,140 +239,13 @@ def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
             "norm": u.kind}
 
 
-# --- what is patched: a model, its tokens ---------------------------------------------------
-
-KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
-         "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
-TINY_NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
-
-
-class Subject:
-    """A causal LM ready to be patched: its stack, and how it reads prompts and spells tokens."""
-
-    name: str
-    stack: object
-
-    def ids(self, prompt) -> list[int]: ...
-
-    def token(self, word: str, role: str) -> int: ...
-
-    def spelled(self, ids: list[int]) -> list[str]: ...
-
-
-class HFSubject(Subject):
-    """A transformers causal LM of the registry (a folder the app lists, or a path)."""
-
-    def __init__(self, model: HFModel) -> None:
-        self.name, self.hf = model.name, model
-        self.stack = HFStack(model.name, model.model, model.heads)
-        cfg = model.model.config
-        self.most = min(limits.MAX_TOKENS, int(getattr(cfg, "max_position_embeddings", None)
-                                               or getattr(cfg, "n_positions", None) or limits.MAX_TOKENS))
-
-    def ids(self, prompt) -> list[int]:
-        if isinstance(prompt, str):
-            ids = self.hf.tokenizer(prompt, add_special_tokens=True)["input_ids"]
-        else:
-            ids = [int(i) for i in prompt]
-            V = int(self.hf.model.config.vocab_size)
-            if any(not 0 <= i < V for i in ids):
-                raise ValueError(f"Token ids must be in 0–{V - 1} for {self.name}.")
-        if not ids:
-            raise ValueError("The prompt is empty: type a few words.")
-        if len(ids) > self.most:
-            raise ValueError(f"The prompt has {len(ids)} tokens; {self.name} reads at most {self.most}.")
-        return ids
-
-    def token(self, word: str, role: str) -> int:
-        tok = self.hf.tokenizer
-        vocab = tok.get_vocab()
-        if word in vocab:
-            return int(vocab[word])
-        pieces = tok(word, add_special_tokens=False)["input_ids"] if word else []
-        if pieces == [tok.unk_token_id]:  # a word the vocabulary lacks: the unknown token stands for any
-            raise ValueError(f"The {role} “{word}” is not in {self.name}'s vocabulary (its tokenizer reads it as "
-                             f"the unknown token {tok.unk_token}).")
-        if len(pieces) == 1:
-            return int(pieces[0])
-        spelled = tok.convert_ids_to_tokens(pieces)
-        hint = (f": its tokenizer spells it as {len(pieces)} tokens ({' '.join(spelled)}). Give one token, as the "
-                f"tokenizer spells it (for example {spelled[0]})") if pieces else ""
-        raise ValueError(f"The {role} “{word}” is not one token for {self.name}{hint}.")
-
-    def spelled(self, ids: list[int]) -> list[str]:
-        return self.hf.tokenizer.convert_ids_to_tokens(ids)
-
-
-class TinySubject(Subject):
-    """Watch it learn's attention-only model: tokens are numbers, and BOS, MARK, QUERY."""
-
-    def __init__(self, model: AttentionOnly, name: str) -> None:
-        self.name, self.model = name, model
-        self.stack = TinyStack(name, model)
-
-    def ids(self, prompt) -> list[int]:
-        words = prompt.replace(",", " ").split() if isinstance(prompt, str) else [str(int(i)) for i in prompt]
-        if not words:
-            raise ValueError("The prompt is empty: type tokens, for example BOS 5 9 12 5 9.")
-        ids = [self.token(w, "token") for w in words]
-        if len(ids) > self.model.length:
-            raise ValueError(f"The prompt has {len(ids)} tokens; {self.name} reads at most {self.model.length}.")
-        return ids
-
-    def token(self, word: str, role: str) -> int:
-        names = {v: k for k, v in TINY_NAMES.items()}
-        w = str(word).strip()
-        if w.upper() in names:
-            return names[w.upper()]
-        if w.isdigit() and 0 <= int(w) < self.model.vocab:
-            return int(w)
-        raise ValueError(f"The {role} “{w[:20]}” is not one of {self.name}'s tokens: 3–{self.model.vocab - 1}, or BOS, "
-                         "MARK, QUERY.")
-
-    def spelled(self, ids: list[int]) -> list[str]:
-        return [TINY_NAMES.get(int(i), str(int(i))) for i in ids]
-
-
-def registry_subject(model: str) -> Subject:
-    """A model of the registry (a name the app offers, or a folder), refused with the reason
-    where it has no next token to patch toward."""
-    kind = model_kind(model)
-    if kind != "causal":
-        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: it has no next token to patch "
-                         "toward. Patching needs a causal language model: a GPT-2, LLaMA or GPT-NeoX folder, or "
-                         "watch-it-learn.")
-    return HFSubject(load(model))
-
-
-def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int]]:
-    """Both prompts' ids; ``ValueError`` naming both counts and where they first differ, unless equal in length."""
-    a, b = subject.ids(clean), subject.ids(corrupted)
-    if len(a) != len(b):
-        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-        sa, sb = subject.spelled(a), subject.spelled(b)
-        first = (f"“{sa[at]}” against “{sb[at]}”" if at < min(len(a), len(b)) else
-                 f"where the {'corrupted' if len(a) > len(b) else 'clean'} one ends")
-        raise ValueError(f"The clean prompt has {len(a)} tokens and the corrupted one {len(b)}: patching puts one "
-                         f"run's activations into the other position by position, so both need as many. They first "
-                         f"differ at position {at} ({first}).")
-    return a, b
-
-
-def _answer(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
-    a = subject.token(answer, "answer")
-    w = None if wrong is None or str(wrong).strip() == "" else subject.token(wrong, "wrong token")
-    if w is not None and w == a:
-        raise ValueError("The answer and the wrong token are the same token: their logit difference is always 0.")
-    return a, w
-
-
 def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None = None, heads: bool = True,
           residual: bool = False, progress: Callable[[float], None] | None = None, step: Callable = _now) -> Patching:
     """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
     (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
     runs each layer's batch."""
     a_ids, b_ids = two_prompts(subject, clean, corrupted)
-    a, w = _answer(subject, answer, wrong)
+    a, w = words_of_answer(subject, answer, wrong)
     t0 = time.perf_counter()
     stack = subject.stack
     tc = stack.run(torch.tensor([a_ids]))
@@ -395,6 +266,6 @@ def logit_attribution_of(subject: Subject, prompt, *, answer: str, wrong: str) -
     if wrong is None or str(wrong).strip() == "":
         raise ValueError("Logit attribution projects onto W_U[answer] − W_U[wrong]: give the wrong token too.")
     ids = subject.ids(prompt)
-    a, w = _answer(subject, answer, wrong)
+    a, w = words_of_answer(subject, answer, wrong)
     trace = subject.stack.run(torch.tensor([ids]))
     return Attribution(subject.name, answer, wrong, subject.spelled(ids), **attribute(subject.stack, trace, a, w))

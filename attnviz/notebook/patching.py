@@ -18,15 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnviz.analysis.patching import (
-    Attribution,
-    Patching,
-    Subject,
-    TinySubject,
-    logit_attribution_of,
-    patch,
-    registry_subject,
-)
+from attnviz.analysis.patching import Attribution, Patching, logit_attribution_of, patch
+from attnviz.analysis.subjects import Subject, TinySubject, registry_subject
 from attnviz.learn.trained import trained_model
 from attnviz.models.registry import TRAINED
 from attnviz.models.tiny import AttentionOnly

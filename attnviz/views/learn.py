@@ -10,9 +10,10 @@ import plotly.graph_objects as go
 
 from attnviz import limits
 from attnviz import plots as F
-from attnviz.analysis.patching import TinySubject, patch
+from attnviz.analysis.patching import patch
 from attnviz.analysis.probe import tiny_probe, tiny_roles
 from attnviz.analysis.roles import SCORES
+from attnviz.analysis.subjects import TinySubject
 from attnviz.i18n import N_, _
 from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.trained import token_name

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import attnviz
-from attnviz.analysis.patching import TinySubject, patch, registry_subject
+from attnviz.analysis.patching import patch
+from attnviz.analysis.subjects import TinySubject, registry_subject
 from attnviz.models.tiny import AttentionOnly
 from tests.support import hfmodels, reference
 
@@ -159,6 +160,17 @@ def test_the_tiny_model_names_its_tokens_and_refuses_others(tiny):
         attnviz.patch_heads(tiny, "BOS " + "5 " * 19, "BOS " + "6 " * 19, answer="12")
     with pytest.raises(ValueError, match="empty"):
         attnviz.patch_heads(tiny, "", "", answer="12")
+
+
+def test_a_prompt_longer_than_patchings_bound_is_refused_naming_it(tmp_path):
+    from attnviz import limits
+
+    folder = hfmodels.reading(hfmodels.save(tmp_path, "llama")[0], 4 * limits.MAX_PATCH_TOKENS)
+    n = limits.MAX_PATCH_TOKENS - 1  # words, and one more: the bound itself
+    at_bound = attnviz.patch_heads(str(folder), "the " * n + "cat", "the " * n + "mat", answer="it")
+    assert len(at_bound.clean_tokens) == limits.MAX_PATCH_TOKENS
+    with pytest.raises(ValueError, match=f"tokens; patching takes at most {limits.MAX_PATCH_TOKENS} "):
+        attnviz.patch_heads(str(folder), "the " * n + "the cat", "the " * n + "the mat", answer="it")
 
 
 def test_prompts_may_be_token_ids(folders, tiny):

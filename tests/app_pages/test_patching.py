@@ -8,7 +8,10 @@ import threading
 
 import pytest
 
+from attnviz import limits
+from attnviz.models import registry as R
 from attnviz.views import patching as V
+from tests.support import hfmodels
 from tests.support.apphelp import after_loads, app, figures
 
 PAGE = "app_pages/patching.py"
@@ -80,4 +83,16 @@ def test_bad_prompts_and_tokens_get_a_message(query, words):
     assert not at.exception
     shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
     assert any(words in m for m in shown), shown
+    assert not figures(at)
+
+
+def test_a_prompt_over_patchings_bound_gets_its_message(tmp_path, monkeypatch):
+    hfmodels.reading(hfmodels.save(tmp_path, "llama")[0], 4 * limits.MAX_PATCH_TOKENS)
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    words = "the+" * limits.MAX_PATCH_TOKENS
+    at = app(f"model=llama&clean={words}cat&corrupted={words}mat&answer=it", page=PAGE, timeout=120)
+    after_loads(at, 120)
+    assert not at.exception
+    shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
+    assert any(f"patching takes at most {limits.MAX_PATCH_TOKENS}" in m for m in shown), shown
     assert not figures(at)

@@ -72,6 +72,17 @@ def test_bad_input_exits_2_with_one_line(folders, tmp_path, args, words):
     assert "Traceback" not in err and not list(tmp_path.glob("p.*"))
 
 
+def test_a_prompt_over_patchings_bound_is_refused_in_one_line(tmp_path):
+    from attnviz import limits
+
+    folder = hfmodels.reading(hfmodels.save(tmp_path, "llama")[0], 4 * limits.MAX_PATCH_TOKENS)
+    words = "the " * limits.MAX_PATCH_TOKENS
+    code, err = _cli("--model", str(folder), "--answer", "it", "--clean", words + "cat", "--corrupted", words + "mat",
+                     "--out", "p.json", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"has {limits.MAX_PATCH_TOKENS + 1} tokens; patching takes at most {limits.MAX_PATCH_TOKENS}" in err, err
+
+
 def test_an_encoder_is_refused_in_one_line(folders, tmp_path):
     code, err = _cli("--model", str(folders["bert"]), "--answer", "it", "--clean", CLEAN, "--corrupted", CORRUPTED,
                      "--out", "p.json", cwd=tmp_path)

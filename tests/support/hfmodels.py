@@ -85,6 +85,15 @@ def save(tmp_path, name: str):
 
 
 
+def reading(folder, positions: int):
+    """``folder`` (a rotary model's: no weight depends on its positions) set to read ``positions`` tokens."""
+    import json
+
+    config = folder / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "max_position_embeddings": positions}))
+    return folder
+
+
 def save_vit(tmp_path):
     """A 32 × 32-pixel ViT with 8-pixel patches (16 patches and [CLS]) and its processor."""
     from transformers import ViTConfig, ViTImageProcessor, ViTModel

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.analysis.patching import TinySubject
+from attnviz.analysis.subjects import TinySubject
 from attnviz.learn.trained import trained_model
 from attnviz.plots import FigureStyle
 from attnviz.views import patching as V

@@ -1,0 +1,144 @@
+"""What a patching sweep runs on (``attnviz.analysis.patching``): a causal LM's stack, how it
+reads prompts (texts or token ids, within its positions and ``MAX_PATCH_TOKENS``) and spells
+tokens, for a transformers folder and for Watch it learn's tiny model; anything else refused
+with the reason it has no next token to patch toward."""
+
+from __future__ import annotations
+
+from attnviz import limits
+from attnviz.models.hf import HFModel
+from attnviz.models.registry import load, model_kind
+from attnviz.models.stacks import HFStack, TinyStack
+from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
+
+KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
+         "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
+TINY_NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
+
+
+class Subject:
+    """A causal LM ready to be patched: its stack, and how it reads prompts and spells tokens."""
+
+    name: str
+    stack: object
+
+    def ids(self, prompt) -> list[int]: ...
+
+    def token(self, word: str, role: str) -> int: ...
+
+    def spelled(self, ids: list[int]) -> list[str]: ...
+
+
+def _within(n: int, positions: int, name: str) -> None:
+    """A prompt of ``n`` tokens fits ``name``'s positions and patching's own bound."""
+    if n > positions:
+        raise ValueError(f"The prompt has {n} tokens; {name} reads at most {positions}.")
+    if n > limits.MAX_PATCH_TOKENS:
+        raise ValueError(f"The prompt has {n} tokens; patching takes at most {limits.MAX_PATCH_TOKENS} "
+                         "(MAX_PATCH_TOKENS: the residual sweep runs one patched copy per token at every layer).")
+
+
+class HFSubject(Subject):
+    """A transformers causal LM of the registry (a folder the app lists, or a path)."""
+
+    def __init__(self, model: HFModel) -> None:
+        self.name, self.hf = model.name, model
+        self.stack = HFStack(model.name, model.model, model.heads)
+        cfg = model.model.config
+        self.positions = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+                             or limits.MAX_TOKENS)
+
+    def ids(self, prompt) -> list[int]:
+        if isinstance(prompt, str):
+            ids = self.hf.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        else:
+            ids = [int(i) for i in prompt]
+            V = int(self.hf.model.config.vocab_size)
+            if any(not 0 <= i < V for i in ids):
+                raise ValueError(f"Token ids must be in 0–{V - 1} for {self.name}.")
+        if not ids:
+            raise ValueError("The prompt is empty: type a few words.")
+        _within(len(ids), self.positions, self.name)
+        return ids
+
+    def token(self, word: str, role: str) -> int:
+        tok = self.hf.tokenizer
+        vocab = tok.get_vocab()
+        if word in vocab:
+            return int(vocab[word])
+        pieces = tok(word, add_special_tokens=False)["input_ids"] if word else []
+        if pieces == [tok.unk_token_id]:  # a word the vocabulary lacks: the unknown token stands for any
+            raise ValueError(f"The {role} “{word}” is not in {self.name}'s vocabulary (its tokenizer reads it as "
+                             f"the unknown token {tok.unk_token}).")
+        if len(pieces) == 1:
+            return int(pieces[0])
+        spelled = tok.convert_ids_to_tokens(pieces)
+        hint = (f": its tokenizer spells it as {len(pieces)} tokens ({' '.join(spelled)}). Give one token, as the "
+                f"tokenizer spells it (for example {spelled[0]})") if pieces else ""
+        raise ValueError(f"The {role} “{word}” is not one token for {self.name}{hint}.")
+
+    def spelled(self, ids: list[int]) -> list[str]:
+        return self.hf.tokenizer.convert_ids_to_tokens(ids)
+
+
+class TinySubject(Subject):
+    """Watch it learn's attention-only model: tokens are numbers, and BOS, MARK, QUERY."""
+
+    def __init__(self, model: AttentionOnly, name: str) -> None:
+        self.name, self.model = name, model
+        self.stack = TinyStack(name, model)
+
+    def ids(self, prompt) -> list[int]:
+        words = prompt.replace(",", " ").split() if isinstance(prompt, str) else [str(int(i)) for i in prompt]
+        if not words:
+            raise ValueError("The prompt is empty: type tokens, for example BOS 5 9 12 5 9.")
+        ids = [self.token(w, "token") for w in words]
+        _within(len(ids), self.model.length, self.name)
+        return ids
+
+    def token(self, word: str, role: str) -> int:
+        names = {v: k for k, v in TINY_NAMES.items()}
+        w = str(word).strip()
+        if w.upper() in names:
+            return names[w.upper()]
+        if w.isdigit() and 0 <= int(w) < self.model.vocab:
+            return int(w)
+        raise ValueError(f"The {role} “{w[:20]}” is not one of {self.name}'s tokens: 3–{self.model.vocab - 1}, or BOS, "
+                         "MARK, QUERY.")
+
+    def spelled(self, ids: list[int]) -> list[str]:
+        return [TINY_NAMES.get(int(i), str(int(i))) for i in ids]
+
+
+def registry_subject(model: str) -> Subject:
+    """A model of the registry (a name the app offers, or a folder), refused with the reason
+    where it has no next token to patch toward."""
+    kind = model_kind(model)
+    if kind != "causal":
+        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: it has no next token to patch "
+                         "toward. Patching needs a causal language model: a GPT-2, LLaMA or GPT-NeoX folder, or "
+                         "watch-it-learn.")
+    return HFSubject(load(model))
+
+
+def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int]]:
+    """Both prompts' ids; ``ValueError`` naming both counts and where they first differ, unless equal in length."""
+    a, b = subject.ids(clean), subject.ids(corrupted)
+    if len(a) != len(b):
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        sa, sb = subject.spelled(a), subject.spelled(b)
+        first = (f"“{sa[at]}” against “{sb[at]}”" if at < min(len(a), len(b)) else
+                 f"where the {'corrupted' if len(a) > len(b) else 'clean'} one ends")
+        raise ValueError(f"The clean prompt has {len(a)} tokens and the corrupted one {len(b)}: patching puts one "
+                         f"run's activations into the other position by position, so both need as many. They first "
+                         f"differ at position {at} ({first}).")
+    return a, b
+
+
+def words_of_answer(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
+    """The answer's and the wrong token's ids (``None`` without a wrong token), refused where they are one."""
+    a = subject.token(answer, "answer")
+    w = None if wrong is None or str(wrong).strip() == "" else subject.token(wrong, "wrong token")
+    if w is not None and w == a:
+        raise ValueError("The answer and the wrong token are the same token: their logit difference is always 0.")
+    return a, w
