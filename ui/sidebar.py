@@ -12,6 +12,7 @@ from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
 from attnviz.models.registry import (
     MODEL_LABELS,
+    RANDOM,
     TRAINED,
     ModelFacts,
     available_models,
@@ -108,7 +109,13 @@ def sidebar(page: Page) -> None:
     models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
               [m for m in available_models() if m != TRAINED])
     if ss.get("model") not in models:
-        ss["model"] = models[0]
+        dropped, ss["model"] = ss.get("model"), models[0]
+        if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
+            why = (_("has no next token to patch toward") if page.causal else
+                   _("is drawn on Watch it learn, patched on Patching") if dropped == TRAINED else
+                   _("is not available here"))
+            st.toast(md(_("Using {used}: {model} {why}.").format(
+                model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
     control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
     pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
     if model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions

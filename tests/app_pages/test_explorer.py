@@ -42,6 +42,14 @@ def test_heads_control_changes_the_grid_and_the_url():
     assert _qp(at, "heads") == "8"
 
 
+def test_the_model_watch_it_learn_trains_gives_way_to_the_random_one_saying_where_it_is_drawn():
+    at = app("model=watch-it-learn")
+    no_errors(at)
+    assert at.query_params["model"] == "random" and len(grid_heads(figures(at)[0])) == 4
+    assert [t.value.replace("\\", "").replace("\u200b", "") for t in at.toast] == [  # as it reads (views.markdown)
+        "Using random: watch-it-learn is drawn on Watch it learn, patched on Patching."]
+
+
 def test_heads_offered_only_divide_d_model():
     at = app()
     at.selectbox(key="d_model").set_value(8).run()

@@ -37,6 +37,7 @@ def test_the_default_link_draws_every_picture_and_says_the_definition():
     assert [h.value for h in at.subheader] == ["Head L1 H0: it brings back 0.97 of the answer"]
     assert any("(patched − corrupted) / (clean − corrupted)" in c.value for c in at.caption)
     assert any("**28**" in c.value and "**12**" in c.value for c in at.caption)  # the tokens that differ
+    assert not at.toast  # the explorer's random model, left for this page's first: nothing to say
     q = at.query_params
     assert q["model"] == "watch-it-learn" and q["answer"] == "12" and q["patched"] == "best"
     assert q["clean"].startswith("BOS 10 28") and q["corrupted"].startswith("BOS 10 12")
@@ -96,3 +97,12 @@ def test_a_prompt_over_patchings_bound_gets_its_message(tmp_path, monkeypatch):
     shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
     assert any(f"patching takes at most {limits.MAX_PATCH_TOKENS}" in m for m in shown), shown
     assert not figures(at)
+
+
+def test_a_model_with_no_next_token_gives_way_with_its_reason(tmp_path, monkeypatch):
+    hfmodels.save(tmp_path, "bert")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app("model=bert", page=PAGE, timeout=120)
+    assert not at.exception and not at.error and at.query_params["model"] == "watch-it-learn"
+    assert [plain(t.value) for t in at.toast] == [
+        "Using watch-it-learn: bert has no next token to patch toward."]
