@@ -29,12 +29,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
 from attnviz import limits
-from attnviz.analysis.subjects import Subject, two_prompts, words_of_answer
+from attnviz.analysis.subjects import Subject, answer_ids, two_prompts
 from attnviz.models.base import ModelError
 from attnviz.models.stacks import SUM_TOLERANCE, Trace
 
@@ -105,12 +106,20 @@ def _rows(stack, L: int, E: int) -> int:
     return max(1, limits.memory_budget_bytes() // per_row)
 
 
-def _now(work: Callable):
-    return work()
+def _each_layer(layers: int, at: Callable[[int], np.ndarray], progress, step) -> np.ndarray:
+    """(layers, …): ``at(layer)`` for every layer, each run by ``step(work)`` (by default now),
+    reporting ``progress(fraction)`` after each."""
+    rows = []
+    for layer in range(layers):
+        work = partial(at, layer)
+        rows.append(work() if step is None else step(work))
+        if progress is not None:
+            progress((layer + 1) / layers)
+    return np.stack(rows)
 
 
 def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
-                progress: Callable[[float], None] | None = None, step: Callable = _now) -> np.ndarray:
+                progress: Callable[[float], None] | None = None, step: Callable | None = None) -> np.ndarray:
     """(layers, H): for every layer, one batch of runs from the corrupted stream into it, row r with
     head r's z (every position) from the clean run. ``step(work)`` runs each layer's work (the
     app's compute workers: other runs take turns between layers)."""
@@ -133,16 +142,11 @@ def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int |
             values[h0:h0 + len(heads)] = metric(logits, answer, wrong).numpy()
         return values
 
-    out = np.zeros((layers, H))
-    for layer in range(layers):
-        out[layer] = step(lambda layer=layer: at(layer))
-        if progress is not None:
-            progress((layer + 1) / layers)
-    return out
+    return _each_layer(layers, at, progress, step)
 
 
 def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
-                   progress: Callable[[float], None] | None = None, step: Callable = _now) -> np.ndarray:
+                   progress: Callable[[float], None] | None = None, step: Callable | None = None) -> np.ndarray:
     """(layers, L): for every layer, one batch of runs from the corrupted stream into it, row p with
     position p of that stream from the clean run (``step`` as for ``sweep_heads``)."""
     layers = stack.layers
@@ -159,12 +163,7 @@ def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: in
             values[p0:p0 + len(positions)] = metric(stack.from_layer(layer, x), answer, wrong).numpy()
         return values
 
-    out = np.zeros((layers, L))
-    for layer in range(layers):
-        out[layer] = step(lambda layer=layer: at(layer))
-        if progress is not None:
-            progress((layer + 1) / layers)
-    return out
+    return _each_layer(layers, at, progress, step)
 
 
 @dataclass
@@ -240,12 +239,13 @@ def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
 
 
 def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None = None, heads: bool = True,
-          residual: bool = False, progress: Callable[[float], None] | None = None, step: Callable = _now) -> Patching:
+          residual: bool = False, progress: Callable[[float], None] | None = None,
+          step: Callable | None = None) -> Patching:
     """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
     (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
     runs each layer's batch."""
     a_ids, b_ids = two_prompts(subject, clean, corrupted)
-    a, w = words_of_answer(subject, answer, wrong)
+    a, w = answer_ids(subject, answer, wrong)
     t0 = time.perf_counter()
     stack = subject.stack
     tc = stack.run(torch.tensor([a_ids]))
@@ -266,6 +266,6 @@ def logit_attribution_of(subject: Subject, prompt, *, answer: str, wrong: str) -
     if wrong is None or str(wrong).strip() == "":
         raise ValueError("Logit attribution projects onto W_U[answer] − W_U[wrong]: give the wrong token too.")
     ids = subject.ids(prompt)
-    a, w = words_of_answer(subject, answer, wrong)
+    a, w = answer_ids(subject, answer, wrong)
     trace = subject.stack.run(torch.tensor([ids]))
     return Attribution(subject.name, answer, wrong, subject.spelled(ids), **attribute(subject.stack, trace, a, w))

@@ -135,7 +135,7 @@ def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int
     return a, b
 
 
-def words_of_answer(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
+def answer_ids(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
     """The answer's and the wrong token's ids (``None`` without a wrong token), refused where they are one."""
     a = subject.token(answer, "answer")
     w = None if wrong is None or str(wrong).strip() == "" else subject.token(wrong, "wrong token")

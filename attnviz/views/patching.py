@@ -51,7 +51,7 @@ def run_of(state, progress=None, step=None) -> PatchRun:
     subject = subject_of(state.model)
     wrong = state.wrong.strip() or None
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
-              progress=progress, **({} if step is None else {"step": step}))
+              progress=progress, step=step)
     attribution = logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong) if wrong else None
     weights = []
     for prompt in (state.clean, state.corrupted):
