@@ -215,4 +215,7 @@ MAX_TOKEN_CHARS = 64
 # A prompt's tokens, whatever the model's positions: the residual sweep runs one patched copy of
 # the prompt per token at every layer, so its work grows with the square of the tokens.
 MAX_PATCH_TOKENS = 128
+# Tokens of patched runs in one batch (rows × prompt tokens): one batch is one turn on the compute
+# workers, under a second for a GPT-2-small on 2 cores however long the sweep (bench_patching --server).
+PATCH_BATCH_TOKENS = 512
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -18,7 +18,14 @@ Each is run ``--runs`` times, interleaved; the table gives medians and the ratio
 reference's median to attnviz's (above 1: attnviz is faster), the largest difference between
 the numbers (they must agree to 1e-4) and their spread (that there is something to agree on).
 
-    python bench/bench_patching.py [--runs 5]
+With ``--server``, what the Patching page costs the server instead, on the same folder: the
+whole sweep the page runs (every head, every layer × position, the attribution and both prompts'
+attention) for the default-sized 20-token prompts and for the longest a link may hold
+(``MAX_PATCH_TOKENS``), with its batches (each a turn on the compute workers) and the longest;
+and one rerun of the page with its sweep cached (AppTest, median of ``--runs``) against one
+rerun of the explorer's default link in the same process.
+
+    python bench/bench_patching.py [--runs 5] [--server]
 """
 
 from __future__ import annotations
@@ -63,10 +70,76 @@ def timed(fn):
     return time.perf_counter() - t0, value
 
 
+def server_costs(root: Path, runs: int) -> None:
+    """The page's sweep at 20 and at MAX_PATCH_TOKENS tokens; a rerun with it cached against the explorer's."""
+    from urllib.parse import quote
+
+    from attnviz import limits
+    from attnviz.models.registry import MODEL_DIRS_ENV
+    from attnviz.views import patching as V
+    from attnviz.views.state import DEFAULTS
+    from tests.support.apphelp import app
+
+    folder, clean, corrupted = build(root)
+    answer, wrong = "w5", "w7"
+
+    def lengthened(text: str, n: int) -> str:
+        words = text.split()
+        return " ".join((words * (n // len(words) + 1))[:n])
+
+    print(f"GPT-2-small-shaped, CPU, {torch.get_num_threads()} threads: the Patching page's whole sweep (heads, "
+          "residual, attribution, both prompts' attention), once each")
+    print()
+    print("| prompt tokens | sweep (s) | its time / 20 tokens' | batches | "
+          "longest batch: a turn on the compute workers (s) |")
+    print("|---:|---:|---:|---:|---:|")
+    base = None
+    for n in (TOKENS, limits.MAX_PATCH_TOKENS):
+        c, k = lengthened(clean, n), lengthened(corrupted, n)
+        state = DEFAULTS.with_(model=str(folder), clean=c, corrupted=k, answer=answer, wrong=wrong)
+        V.run_of(state)  # warm (and loaded)
+        turns = []
+
+        def step(work, turns=turns):
+            seconds, value = timed(work)
+            turns.append(seconds)
+            return value
+
+        seconds, _run = timed(lambda state=state, step=step: V.run_of(state, step=step))
+        base = base or seconds
+        print(f"| {n} | {seconds:.2f} | {seconds / base:.1f}× | {len(turns)} | {max(turns):.2f} |")
+
+    os.environ[MODEL_DIRS_ENV] = str(folder.parent)
+    page = app(f"model={folder.name}&clean={quote(clean)}&corrupted={quote(corrupted)}&answer={answer}&wrong={wrong}",
+               page="app_pages/patching.py", timeout=600)
+    assert not page.exception and not page.error, [e.value for e in page.error]
+    explorer = app()
+    med = {}
+    for name, at in (("Patching page, its sweep cached", page), ("explorer, its default link", explorer)):
+        times = []
+        for _ in range(runs):
+            seconds, _ = timed(at.run)
+            times.append(seconds)
+        med[name] = statistics.median(times)
+    print()
+    print(f"One rerun through AppTest (the server's script run and its messages), median of {runs}:")
+    print()
+    print("| page | rerun (ms) | its time / the explorer's |")
+    print("|---|---:|---:|")
+    ref = med["explorer, its default link"]
+    for name, seconds in med.items():
+        print(f"| {name} | {seconds * 1e3:.0f} | {seconds / ref:.2f}× |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--server", action="store_true", help="what the Patching page costs the server (see above)")
     args = ap.parse_args()
+    if args.server:
+        with tempfile.TemporaryDirectory() as tmp:
+            server_costs(Path(tmp), args.runs)
+        return
     from transformer_lens import patching
     from transformer_lens.model_bridge import TransformerBridge
 

@@ -100,70 +100,62 @@ class Patching:
 
 
 def _rows(stack, L: int, E: int) -> int:
-    """Patched runs per batch within the memory budget: each holds, in one layer, its stream and
-    the scores and weights its attention forms (rows × H × L × L), with room."""
+    """Patched runs per batch: within the memory budget (each holds, in one layer, its stream and
+    the scores and weights its attention forms, rows × H × L × L, with room), and at most
+    ``PATCH_BATCH_TOKENS`` tokens of runs, so that one batch is a short turn on the compute workers."""
     per_row = max(1, 4 * (3 * stack.heads * L * L + 8 * L * E))
-    return max(1, limits.memory_budget_bytes() // per_row)
+    return max(1, min(limits.memory_budget_bytes() // per_row, limits.PATCH_BATCH_TOKENS // L))
 
 
-def _each_layer(layers: int, at: Callable[[int], np.ndarray], progress, step) -> np.ndarray:
-    """(layers, …): ``at(layer)`` for every layer, each run by ``step(work)`` (by default now),
-    reporting ``progress(fraction)`` after each."""
-    rows = []
+def _sweep(layers: int, width: int, rows: int, batch: Callable[[int, list[int]], np.ndarray], progress,
+           step) -> np.ndarray:
+    """(layers, width): ``batch(layer, items)`` for every layer and every ``rows`` items (heads or
+    positions), each batch run by ``step(work)`` (by default now), ``progress(fraction)`` after each."""
+    out = np.zeros((layers, width))
     for layer in range(layers):
-        work = partial(at, layer)
-        rows.append(work() if step is None else step(work))
-        if progress is not None:
-            progress((layer + 1) / layers)
-    return np.stack(rows)
+        for i0 in range(0, width, rows):
+            items = list(range(i0, min(width, i0 + rows)))
+            work = partial(batch, layer, items)
+            out[layer, i0:i0 + len(items)] = work() if step is None else step(work)
+            if progress is not None:
+                progress((layer + (i0 + len(items)) / width) / layers)
+    return out
 
 
 def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
                 progress: Callable[[float], None] | None = None, step: Callable | None = None) -> np.ndarray:
-    """(layers, H): for every layer, one batch of runs from the corrupted stream into it, row r with
-    head r's z (every position) from the clean run. ``step(work)`` runs each layer's work (the
-    app's compute workers: other runs take turns between layers)."""
-    H, layers = stack.heads, stack.layers
+    """(layers, H): for every layer, batches of runs from the corrupted stream into it, row r with
+    head r's z (every position) from the clean run. ``step(work)`` runs each batch (the app's
+    compute workers: other runs take turns between batches)."""
+    H = stack.heads
+    L, E = corrupted.resid_pre[0].shape[1:]
+    D = clean.z[0].shape[-1] // H
 
-    def at(layer: int) -> np.ndarray:  # (H,)
+    def batch(layer: int, heads: list[int]) -> np.ndarray:  # (len(heads),)
+        def patch(z):  # z (B, L, H·D): row r takes head heads[r]'s from the clean run
+            for r, h in enumerate(heads):
+                z[r, :, h * D:(h + 1) * D] = clean.z[layer][0, :, h * D:(h + 1) * D]
+            return z
+
         start = corrupted.resid_pre[layer]  # (1, L, E)
-        L, E = start.shape[1:]
-        D = clean.z[layer].shape[-1] // H
-        rows, values = _rows(stack, L, E), np.zeros(H)
-        for h0 in range(0, H, rows):
-            heads = list(range(h0, min(H, h0 + rows)))
+        return metric(stack.from_layer(layer, start.expand(len(heads), L, E), patch), answer, wrong).numpy()
 
-            def patch(z, heads=heads):  # z (B, L, H·D): row r takes head heads[r]'s from the clean run
-                for r, h in enumerate(heads):
-                    z[r, :, h * D:(h + 1) * D] = clean.z[layer][0, :, h * D:(h + 1) * D]
-                return z
-
-            logits = stack.from_layer(layer, start.expand(len(heads), L, E), patch)  # (B, V)
-            values[h0:h0 + len(heads)] = metric(logits, answer, wrong).numpy()
-        return values
-
-    return _each_layer(layers, at, progress, step)
+    return _sweep(stack.layers, H, _rows(stack, L, E), batch, progress, step)
 
 
 def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int | None,
                    progress: Callable[[float], None] | None = None, step: Callable | None = None) -> np.ndarray:
-    """(layers, L): for every layer, one batch of runs from the corrupted stream into it, row p with
+    """(layers, L): for every layer, batches of runs from the corrupted stream into it, row p with
     position p of that stream from the clean run (``step`` as for ``sweep_heads``)."""
-    layers = stack.layers
     L, E = corrupted.resid_pre[0].shape[1:]
-    rows = _rows(stack, L, E)
 
-    def at(layer: int) -> np.ndarray:  # (L,)
-        values = np.zeros(L)
-        for p0 in range(0, L, rows):
-            positions = list(range(p0, min(L, p0 + rows)))
-            x = corrupted.resid_pre[layer].repeat(len(positions), 1, 1)  # (B, L, E)
-            for r, p in enumerate(positions):
-                x[r, p] = clean.resid_pre[layer][0, p]
-            values[p0:p0 + len(positions)] = metric(stack.from_layer(layer, x), answer, wrong).numpy()
-        return values
+    def batch(layer: int, positions: list[int]) -> np.ndarray:  # (len(positions),)
+        x = corrupted.resid_pre[layer].repeat(len(positions), 1, 1)  # (B, L, E)
+        for r, p in enumerate(positions):
+            x[r, p] = clean.resid_pre[layer][0, p]
+        return metric(stack.from_layer(layer, x), answer, wrong).numpy()
 
-    return _each_layer(layers, at, progress, step)
+    return _sweep(stack.layers, L, _rows(stack, L, E), batch, progress, step)
 
 
 @dataclass
@@ -243,7 +235,7 @@ def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None 
           step: Callable | None = None) -> Patching:
     """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
     (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
-    runs each layer's batch."""
+    runs each batch of patched runs (at most ``PATCH_BATCH_TOKENS`` tokens)."""
     a_ids, b_ids = two_prompts(subject, clean, corrupted)
     a, w = answer_ids(subject, answer, wrong)
     t0 = time.perf_counter()

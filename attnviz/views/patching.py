@@ -47,7 +47,7 @@ class PatchRun:
 
 def run_of(state, progress=None, step=None) -> PatchRun:
     """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
-    ``step(work)`` runs each layer's batch: the app's compute workers)."""
+    ``step(work)`` runs each batch of patched runs: the app's compute workers)."""
     subject = subject_of(state.model)
     wrong = state.wrong.strip() or None
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
@@ -77,7 +77,7 @@ def sweep_key(state) -> tuple:
 def sweep_job(state, compute_with=None) -> Job:
     """The (one, shared) sweep of ``state``: running, finished (or failed: its message is kept
     until the inputs change), or started now in the background (``compute_with(fn)``: where each
-    layer's batch runs, the app's compute workers, held one layer at a time so that the
+    batch of patched runs goes, the app's compute workers, held one batch at a time so that the
     explorer's runs take turns with a long sweep rather than wait for all of it)."""
     def work(job: Job) -> PatchRun:
         return run_of(state, lambda f: job.report(f), step=compute_with)

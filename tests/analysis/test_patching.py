@@ -227,3 +227,25 @@ def test_each_layers_batch_runs_where_step_says_with_the_same_numbers(folders):
     np.testing.assert_allclose(there.heads, here.heads, atol=1e-6)
     np.testing.assert_allclose(there.residual, here.residual, atol=1e-6)
     assert np.ptp(here.heads) > 1e-4
+
+
+def test_a_long_prompts_layers_run_in_batches_of_bounded_tokens_with_the_same_numbers(folders, monkeypatch):
+    from attnviz import limits
+
+    subject = registry_subject(str(folders["gpt2"]))
+    whole = patch(subject, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG, heads=True, residual=True)
+    L = len(whole.clean_tokens)
+    monkeypatch.setattr(limits, "PATCH_BATCH_TOKENS", 2 * L)  # two patched runs a batch
+    sizes, fractions = [], []
+
+    def step(work):
+        sizes.append(len(work.args[1]))
+        return work()
+
+    split = patch(subject, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG, heads=True, residual=True, step=step,
+                  progress=fractions.append)
+    H, layers = subject.stack.heads, subject.stack.layers
+    assert sizes == layers * [2] * (H // 2) + layers * [2] * (L // 2)  # 4 heads, 6 positions: two at a time
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    np.testing.assert_allclose(split.heads, whole.heads, atol=1e-6)
+    np.testing.assert_allclose(split.residual, whole.residual, atol=1e-6)
