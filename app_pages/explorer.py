@@ -39,13 +39,11 @@ if reads:
     widgets.head_and_query(result, s.seq, with_head="head" in reads, with_query="query" in reads)
 s = session.current()
 
-run_key = (s.config,)
-if view == "grid" or not s.present:  # the grid first, then the chosen view (one view a screen when presenting)
-    rendering.render("grid", result, s, run_key=run_key)
+# The chosen view alone, right under its selector: where the user is looking (the grid is a view
+# like the others; drawn above another view, it pushed that one off a laptop's screen).
 if not VIEWS[view].opens_heads:
     picks.forget_pick()  # a pick acts once; a view whose blocks or rows open a head holds its own
-if view != "grid":
-    rendering.render(view, result, s, run_key=run_key)
+rendering.render(view, result, s, run_key=(s.config,))
 
 predicted = result.next_tokens[s.seq] if result.next_tokens is not None else None
 if predicted and not s.present:

@@ -29,15 +29,21 @@ from attnviz.plots.data import (  # noqa: F401
 from attnviz.plots.heatmaps import (  # noqa: F401
     BARS_UP_TO,
     EVERY_TICK_UP_TO,
+    LABEL_PITCH_PX,
     MASK_COLORS,
+    PLOT_PX,
+    TICK_PX,
+    GridPlan,
     grid_figure,
     grid_layout,
+    grid_plan,
     heatmap_figure,
     heatmap_trace,
     mask_figure,
     matrix_figure,
     matrix_height,
     output_figure,
+    thinning_note,
     query_figure,
 )
 from attnviz.plots.images import (  # noqa: F401

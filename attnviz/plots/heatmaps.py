@@ -5,6 +5,7 @@ output vectors, the mask, and any labelled matrix.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -57,10 +58,68 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                   layout_for(layout, style, d.title, top_axis=not diverging, room=room))
 
 
-def grid_layout(H: int, font_size: int) -> tuple[int, int]:
-    """(rows, cols) of head blocks: four per row, two in presenter mode."""
-    cols = min(H, 4) if font_size <= 14 else min(H, 2)
-    return math.ceil(H / cols), cols
+# Every token labelled (the first screen's promise): the grid's tick labels are drawn at TICK_PX,
+# each taking LABEL_PITCH_PX along its axis, so a layout fits as many labels across as the plot's
+# width holds at that pitch. PLOT_PX: the plot's drawable width (between the query labels and
+# the colour bar) on a 1366 px laptop with the sidebar open, and on a 1024 px projector in
+# presenter mode with the sidebar closed (measured in Chromium; tests/app/test_browser_first_screen.py).
+TICK_PX = 10
+LABEL_PITCH_PX = 13
+PLOT_PX = {False: 720, True: 760}
+# The most pixels one row of blocks takes: a row of heads stays on a laptop's screen, and in presenter
+# mode every row of heads shares one projector screen (1024 × 768, the view selector above).
+ROW_PX = {False: 560, True: 470}
+COLS = (4, 2, 1)  # heads per row, the widest that labels every key first
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """How a grid of ``H`` heads of ``L`` queries × ``S`` keys is laid out: rows × cols of
+    blocks, and every ``every_x``-th key and ``every_y``-th query labelled (1: all)."""
+
+    rows: int
+    cols: int
+    every_x: int
+    every_y: int
+
+    @property
+    def thinned(self) -> bool:
+        return self.every_x > 1 or self.every_y > 1
+
+
+def _gap_x(S: int) -> int:
+    return max(1, round(0.06 * S))  # blank columns between blocks
+
+
+def grid_plan(H: int, L: int, S: int, font_size: int, cols: int | None = None) -> GridPlan:
+    """The widest row of heads (4, 2, 1) whose keys all fit across at ``LABEL_PITCH_PX``,
+    every label drawn; past what one head a row holds, every k-th label. Presenter mode
+    (a font over 14 px) fits all rows of heads in one projector screen."""
+    presenting = font_size > 14
+    across = PLOT_PX[presenting] // LABEL_PITCH_PX  # categories a row can label
+    if cols is None:
+        cols = next((c for c in COLS if c <= H and c * S + (c - 1) * _gap_x(S) <= across), 1)
+    cols = max(1, min(cols, H))
+    rows = math.ceil(H / cols)
+    every_x = max(1, math.ceil((cols * S + (cols - 1) * _gap_x(S)) / across))
+    row_px = ROW_PX[presenting] // rows if presenting else ROW_PX[presenting]
+    down = max(1, (row_px - 2 * LABEL_PITCH_PX) // LABEL_PITCH_PX)  # labels a block holds, its title aside
+    return GridPlan(rows, cols, every_x, max(1, math.ceil(L / down)))
+
+
+def grid_layout(H: int, font_size: int, L: int = 1, S: int = 1) -> tuple[int, int]:
+    """(rows, cols) of head blocks for ``L`` × ``S`` tokens (``grid_plan``)."""
+    plan = grid_plan(H, L, S, font_size)
+    return plan.rows, plan.cols
+
+
+def thinning_note(plan: GridPlan, L: int, S: int) -> str | None:
+    """What the page says when the grid labels only some tokens (None: every one)."""
+    if not plan.thinned:
+        return None
+    return _("Every {kx}th key and {ky}th query is labelled ({S} keys, {L} queries do not all fit at a readable "
+             "size); hover a cell for its tokens, or open One head, which labels each.").format(
+        kx=plan.every_x, ky=plan.every_y, S=S, L=L)
 
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
@@ -86,15 +145,20 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     H = len(data)
     value_name = value_name or _("weight")
     title = _("attention weights per head") if title is None else title
-    rows, cols = grid_layout(H, style.font_size) if cols is None else (math.ceil(H / cols), cols)
     L, S = data[0].z.shape
+    plan = grid_plan(H, L, S, style.font_size, cols)
+    rows, cols = plan.rows, plan.cols
     lines = max(d.title.count("<br>") + 1 for d in data)  # title lines above each block
     per_row = SMALL_ROW_PX + TITLE_LINE_PX * (lines - 1)  # small multiples: pixels per row of blocks
-    gap_x = max(1, round(0.06 * S))  # blank columns between blocks
+    gap_x = _gap_x(S)
     gap_y = max(2, round(0.12 * L))  # blank rows: room for the next row's titles
     if lines > 1:  # rows of cells enough for the title's lines, at per_row pixels for L + gap rows
         need = TITLE_LINE_PX * lines + 4
         gap_y = max(gap_y, math.ceil(L * need / max(1, per_row - need)))
+    # A labelled grid: a label pitch per kept label, and blank rows enough for the next row's titles.
+    block_px = max(4 * LABEL_PITCH_PX, math.ceil(L / plan.every_y) * LABEL_PITCH_PX)
+    if ticks:
+        gap_y = max(2, math.ceil((style.font_size + 1) * 1.5 * L / block_px))
     R, C = rows * L + (rows - 1) * gap_y, cols * S + (cols - 1) * gap_x
     z = np.full((R, C), np.nan, dtype=np.float32)  # (R, C): NaN = the gaps, not drawn
     head = np.full((R, C), -1, dtype=np.int8 if H < 128 else np.int16)  # which block each cell shows
@@ -150,21 +214,32 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
                       "colorbar": {"title": {"text": value_name}}},
         "annotations": annotations,
-        "xaxis": {"type": "category", "showgrid": False, "tickangle": -45, "showticklabels": ticks},
+        "xaxis": {"type": "category", "showgrid": False, "tickangle": -90, "showticklabels": ticks},
         "yaxis": {"type": "category", "showgrid": False, **rows_down(R), "showticklabels": ticks},
         "plot_bgcolor": "rgba(0,0,0,0)",
     }
-    if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
-        layout["height"] = max(300, min(1400, per_row * rows + 120))
-    elif style.height is None:
-        # Tall enough for a label per token on short texts (Plotly thins labels it cannot fit).
-        per_row = min(520, max(260, 14 * L + 60)) if style.font_size <= 14 else min(760, max(420, 26 * L + 100))
-        layout["height"] = per_row * rows + 80
     fs = style.font_size
     room = {"r": margins.colorbar(value_name, fs)}
     if ticks:
-        room.update(l=margins.left(y_lab, fs), b=margins.bottom(x_lab, fs, angle=45))
-    elif row_names is not None:  # each row's name at its middle, left of it
+        # Every label the plan keeps, drawn (Plotly thins category labels it cannot fit, and the
+        # ones it kept alternated between blocks: "The, brown, …" over one head, "quick, fox, …"
+        # over the next), in the grid's own tick size, which presenter mode does not enlarge.
+        x_ticks = [x_lab[c * (S + gap_x) + k] for c in range(cols) for k in range(0, S, plan.every_x)
+                   if c * (S + gap_x) + k < C]
+        y_ticks = [y_lab[r * (L + gap_y) + k] for r in range(rows) for k in range(0, L, plan.every_y)]
+        tick = {"tickmode": "array", "tickfont": {"size": TICK_PX}}
+        layout["xaxis"].update(tick, tickvals=x_ticks, ticktext=[plain_label(t) for t in x_ticks])
+        layout["yaxis"].update(tick, tickvals=y_ticks, ticktext=[plain_label(t) for t in y_ticks])
+        room.update(l=margins.left(y_ticks, TICK_PX), b=margins.bottom(x_ticks, TICK_PX, angle=90))
+    if style.height is None and not ticks:  # small multiples: square-ish blocks, no labels
+        layout["height"] = max(300, min(1400, per_row * rows + 120))
+    elif style.height is None:
+        # A row of cells per label pitch (or per kept label), a title line above each row of blocks,
+        # and the margins layout_for and the labels take.
+        plot_px = math.ceil(R * block_px / L)
+        top = 60 + fs + title.count("<br>") * round(fs * 1.3 * 1.3)
+        layout["height"] = plot_px + top + room.get("b", fs)
+    if not ticks and row_names is not None:  # each row's name at its middle, left of it
         layout["yaxis"].update(showticklabels=True, tickmode="array", ticktext=list(row_names[:rows]),
                                tickvals=[y_lab[r * (L + gap_y) + L // 2] for r in range(rows)])
         room["l"] = margins.left(row_names[:rows], fs)

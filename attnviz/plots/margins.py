@@ -71,9 +71,12 @@ def left(labels: Iterable[str], font_size: int, *, title: bool = False) -> int:
 
 
 def bottom(labels: Iterable[str], font_size: int, *, angle: int = 0, title: bool = False) -> int:
-    """An x axis below the plot, labels level (angle 0) or turned 45°, and its title."""
+    """An x axis below the plot, labels level (angle 0), turned 45° or upright (90°), and its title."""
     line = 1.4 * font_size
-    labels_px = (labels_em(labels) * font_size + line) * _SIN45 + 15 if angle else 1.25 * font_size + 15
+    if angle == 90:  # upright: the widest label's length, and Plotly's tick padding
+        labels_px = labels_em(labels) * font_size + 0.5 * font_size + 15
+    else:
+        labels_px = (labels_em(labels) * font_size + line) * _SIN45 + 15 if angle else 1.25 * font_size + 15
     return math.ceil(labels_px + (font_size + 15 if title else 0))
 
 

@@ -65,8 +65,12 @@ def rows_down(n: int) -> dict:
 
 
 def escape_label(token: str) -> str:
-    """Show ``token`` literally in Plotly text (no tags, no links, no entities)."""
-    return html.escape(token, quote=True)
+    """Show ``token`` literally in Plotly text (no tags, no links, no entities).
+
+    Only ``&``, ``<`` and ``>`` are escaped: they are what Plotly's text markup reads, and it
+    decodes ``&amp; &lt; &gt;`` (and numeric entities) back. Quotes are not markup outside a tag,
+    and Plotly does not decode ``&quot;``: escaped, ``"`` showed as ``&quot;``."""
+    return html.escape(token, quote=False)
 
 
 # Invisible characters used as digits to tell repeated labels apart (not U+200D, the

@@ -15,6 +15,7 @@ from attnviz import plots as F
 from attnviz.analysis.describe import describe_grid, describe_head, describe_query
 from attnviz.i18n import _
 from attnviz.run.result import AttentionResult
+from attnviz.views.selection import style_for
 
 
 def draw_grid(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
@@ -78,10 +79,14 @@ def close_up_caption(result: AttentionResult, state) -> str:
 
 
 def pooled_note(result: AttentionResult, state=None, max_cells: int = F.DEFAULT_MAX_CELLS) -> str | None:
-    """What the grid overview says when it max-pools a long text (None when it doesn't)."""
+    """What the grid overview says when it max-pools a long text, or labels only some of its
+    tokens (None when it does neither)."""
     L, S = result.weights.shape[-2:]
     block = F.pool_block(L, S, max_cells)
-    return F.pooling_note(L, S, block) + " " + _("The 'One head' view shows every cell.") if block > 1 else None
+    if block > 1:
+        return F.pooling_note(L, S, block) + " " + _("The 'One head' view shows every cell.")
+    font = style_for(state).font_size if state is not None else F.FigureStyle().font_size
+    return F.thinning_note(F.grid_plan(result.weights.shape[1], L, S, font), L, S)
 
 
 def fully_masked_note(result: AttentionResult, state) -> str | None:

@@ -108,9 +108,10 @@ def test_view_changes_do_not_recompute(monkeypatch):
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("view, n_charts", [("head", 2), ("query", 2), ("mean", 2), ("mask", 3), ("output", 2),
-                                            ("table", 1)])
+@pytest.mark.parametrize("view, n_charts", [("head", 1), ("query", 1), ("mean", 1), ("mask", 2), ("output", 1),
+                                            ("table", 0)])
 def test_each_view(view, n_charts):
+    """The chosen view alone, right under the selector: the grid is a view like the others."""
     at = app()
     at.segmented_control(key="view").set_value(view).run()
     no_errors(at)
@@ -121,7 +122,7 @@ def test_each_view(view, n_charts):
 
 def test_query_focus_uses_the_chosen_token():
     at = app("view=query&query=2&heads=2")
-    fig = figures(at)[1]
+    fig = figures(at)[0]
     bars = [t for t in fig["data"] if t["type"] == "bar"]
     assert len(bars) == 2
     r = compute(AttentionConfig(num_heads=2, mask="causal"))
@@ -142,7 +143,7 @@ def test_url_restores_the_view():
     no_errors(at)
     assert not at.warning
     assert at.selectbox(key="heads").value == 2 and at.segmented_control(key="view").value == "head"
-    head = figures(at)[1]
+    head = figures(at)[0]
     r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=32, mask="none", seed=5))
     np.testing.assert_array_equal(z(heatmaps(head)[0]), r.weights[0, 1].numpy())
 
@@ -254,7 +255,7 @@ def test_chart_toolbar_saves_png_with_a_meaningful_name_and_downloads_exist():
     at = app("heads=2&mask=window&seed=7&view=head&head=1")
     configs = [json.loads(el.proto.config) for el in at.get("plotly_chart")]
     names = [c["toImageButtonOptions"]["filename"] for c in configs]
-    assert names == ["attnviz-grid-window-2h-64d-seed7", "attnviz-head-head1-window-2h-64d-seed7"]
+    assert names == ["attnviz-head-head1-window-2h-64d-seed7"]
     assert all(c["toImageButtonOptions"]["format"] == "png" for c in configs)
     at = open_downloads(at)
     no_errors(at)
@@ -262,7 +263,7 @@ def test_chart_toolbar_saves_png_with_a_meaningful_name_and_downloads_exist():
     assert labels == ["Weights (CSV)", "Run (JSON)"]
     assert all(b.proto.deferred_file_id or b.proto.url for b in at.download_button)  # data is served lazily
     assert any("camera icon" in c.value for c in at.caption)  # and the dialog says where the PNG is
-    assert len(figures(at)) == 2  # the view is still drawn under the dialog
+    assert len(figures(at)) == 1  # the view is still drawn under the dialog
 
 
 def test_the_download_dialog_opens_only_when_asked_and_not_in_presenter_mode():
@@ -469,7 +470,7 @@ def test_roles_view_holds_the_score_table_and_flow_draws_or_gives_its_bound():
     assert {"layer", "head", "role", "previous_token", "entropy"} <= set(table.columns) and len(table) == 2
     at = app("text=I+love+AI&heads=2&view=flow")
     no_errors(at)
-    assert len(figures(at)) == 2  # the grid above and the flow
+    assert len(figures(at)) == 1  # the flow, alone
     long = "+".join(["w"] * (MAX_FLOW_TOKENS + 1))
     at = app(f"text={long}&heads=2&view=flow")
     no_errors(at)

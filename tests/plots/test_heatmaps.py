@@ -88,17 +88,51 @@ def test_no_nan_in_figures_with_fully_masked_rows():
     assert np.isfinite(z[head >= 0]).all() and np.isnan(z[head < 0]).all()  # NaN only in the blank gaps
 
 
-def test_grid_height_grows_with_rows_and_presenter_fonts():
-    r = compute(AttentionConfig(text="a b c", num_heads=8))
-    four = compute(AttentionConfig(text="a b c", num_heads=4))
-    normal = F.grid_figure(F.grid_data(r))
-    one_row = F.grid_figure(F.grid_data(four))
-    big = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=24))
-    assert normal.layout.height > 1.8 * (one_row.layout.height - 80)  # 8 heads: a second row of four
-    assert big.layout.height > 2 * normal.layout.height and big.layout.font.size == 24  # two per row, larger
-    long = compute(AttentionConfig(text=" ".join(f"w{i}" for i in range(30)), num_heads=4))
-    per_token = (F.grid_figure(F.grid_data(long)).layout.height - 80) / 30
-    assert per_token >= 12  # a readable row (and label) per token
+def _words(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+@pytest.mark.parametrize("tokens,heads,font", [(13, 8, 12), (20, 8, 12), (24, 8, 12), (13, 8, 24), (9, 4, 12),
+                                               (3, 1, 12)])
+def test_grid_labels_every_token_once_per_row_and_column_of_heads(tokens, heads, font):
+    """Every key labelled under every column of heads and every query beside every row, in
+    the grid's tick size (>= 10 px), with a label pitch of cells that holds them (Plotly thinned
+    the labels it could not fit, alternating between blocks)."""
+    r = compute(AttentionConfig(text=_words(tokens), num_heads=heads))
+    fig = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=font))
+    plan = F.grid_plan(heads, tokens, tokens, font)
+    assert not plan.thinned
+    x, y = fig.layout.xaxis, fig.layout.yaxis
+    assert x.tickmode == y.tickmode == "array" and x.tickfont.size >= 10 and y.tickfont.size >= 10
+    words = _words(tokens).split()
+    assert list(x.ticktext) == words * plan.cols and list(y.ticktext) == words * plan.rows
+    assert plan.rows * plan.cols >= heads > (plan.rows - 1) * plan.cols
+    # Across: the labels of a row of heads fit the plot's width at the label pitch.
+    gap = max(1, round(0.06 * tokens))
+    assert (plan.cols * tokens + (plan.cols - 1) * gap) * F.LABEL_PITCH_PX <= F.PLOT_PX[font > 14]
+    # Down: each category row is at least a label pitch tall.
+    m = fig.layout.margin
+    plot_h = fig.layout.height - m.t - m.b
+    assert plot_h / (len(fig.data[0].y)) >= F.LABEL_PITCH_PX - 0.5
+
+
+def test_presenter_grid_fits_one_projector_screen():
+    """8 heads × 13 tokens in presenter mode: one figure no taller than a 1024 × 768 screen
+    leaves under the view selector, every label drawn."""
+    r = compute(AttentionConfig(text=_words(13), num_heads=8))
+    fig = F.grid_figure(F.grid_data(r), F.FigureStyle(font_size=24))
+    assert fig.layout.height <= 600 and len(fig.layout.xaxis.tickvals) == 4 * 13
+
+
+def test_grid_thins_labels_past_what_fits_and_says_so():
+    r = compute(AttentionConfig(text=_words(80), num_heads=8))
+    plan = F.grid_plan(8, 80, 80, 12)
+    assert plan.cols == 1 and plan.thinned
+    fig = F.grid_figure(F.grid_data(r), F.FigureStyle())
+    assert len(fig.layout.xaxis.tickvals) == len(range(0, 80, plan.every_x))
+    note = F.thinning_note(plan, 80, 80)
+    assert f"Every {plan.every_x}th key" in note and "One head" in note
+    assert F.thinning_note(F.grid_plan(8, 13, 13, 12), 13, 13) is None
     assert F.grid_figure(F.grid_data(r), F.FigureStyle(height=300)).layout.height == 300
 
 
