@@ -43,8 +43,8 @@ from attnviz.plots.heatmaps import (  # noqa: F401
     matrix_figure,
     matrix_height,
     output_figure,
-    thinning_note,
     query_figure,
+    thinning_note,
 )
 from attnviz.plots.images import (  # noqa: F401
     IMAGE_ABOVE_CELLS,
