@@ -23,7 +23,7 @@ result = compute.result(s.cross_config())
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
           "one sentence, and target position i has no relation to source position i. So here only padded source keys "
-          "are blocked (mask: {mask}), whatever the sidebar's mask says.").format(mask=CROSS_MASK),
+          "are blocked (mask: {mask}); the sidebar draws no mask here.").format(mask=CROSS_MASK),
         icon=":material/info:")
 st.caption(_("weights {shape} = (N, H, L_target, S_source) · target {target} tokens, source {source} tokens").format(
     shape=tuple(result.weights.shape), target=result.lengths[seq], source=result.source_lengths[seq]))

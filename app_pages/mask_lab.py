@@ -29,7 +29,7 @@ if s.model != "random":
 base = compute.result(s.config)
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
-head, _query = widgets.head_and_query(base, seq)
+head, _query = widgets.head_and_query(base, seq, with_query=False)
 s = session.current().with_(model="random", layer=0)
 style = style_for(s)
 

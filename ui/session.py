@@ -23,14 +23,14 @@ instead of 88.
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import lru_cache
 
 import streamlit as st
 
 from attnviz.i18n import _, set_language
 from attnviz.limits import head_choices
 from attnviz.views.markdown import md
-from attnviz.views.state import DEFAULTS, NAMES, SETTINGS, ViewState, parse
+from attnviz.views.state import DEFAULTS, NAMES, SETTINGS, ViewState, default_of, link_query, parse, reads
 from ui import picks
 
 _PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mode (sidebar collapsed)
@@ -63,12 +63,10 @@ def restore() -> None:
     set_language(str(ss.get("lang") or (ss.get(_KNOWN) or DEFAULTS.values())["lang"]))
 
 
-@cache
 def live_names(page: str) -> frozenset[str]:
-    """The settings a run of ``page`` may draw or read: the sidebar's, and those declared
-    for that page or for every page."""
-    return frozenset(k for k in NAMES if SETTINGS[k].spec.sidebar or "*" in SETTINGS[k].spec.pages
-                     or page in SETTINGS[k].spec.pages)
+    """The settings a run of ``page`` may draw or read: those declared for that page or for every
+    page (``attnviz.views.state.reads``)."""
+    return reads(page)
 
 
 def keep(page: str) -> None:
@@ -84,10 +82,16 @@ def keep(page: str) -> None:
         ss[_KNOWN] = known = {**known, **gone}
         for k in gone:
             del ss[k]
+    values = {**known, **{k: now[k] for k in NAMES if k in now}}
     for k in live:
         # Re-assigning keeps a value Streamlit would forget; a forgotten one comes back.
         ss[k] = now[k] if k in now else known[k]
+        # A default that follows other settings (a language's sentence) follows them while unchanged.
+        if SETTINGS[k].spec.follows is not None and ss[k] == default_of(k, known):
+            ss[k] = default_of(k, values)
     picks.apply_pending()
+    if "heads" not in live:
+        return
     # d_model may have changed under a head count that no longer divides it.
     d_model = int(ss["d_model"])
     choices = head_choices(d_model)
@@ -98,14 +102,16 @@ def keep(page: str) -> None:
                  icon=":material/tune:")
 
 
-def url_warnings() -> list[str]:
-    """The URL's warnings whose setting still holds the value the warning set."""
+def url_warnings(page: str | None = None) -> list[str]:
+    """The URL's warnings whose setting still holds the value the warning set (on ``page``: those
+    of settings it reads; an old link's parameters that it does not read are ignored quietly)."""
     ss = st.session_state
-    return [w for w, fallback in ss.get(_WARNINGS, []) if ss.get(w.name) == fallback]
+    live = NAMES if page is None else live_names(page)
+    return [w for w, fallback in ss.get(_WARNINGS, []) if w.name in live and ss.get(w.name) == fallback]
 
 
-def show_url_warnings() -> None:
-    for w in url_warnings():
+def show_url_warnings(page: str | None = None) -> None:
+    for w in url_warnings(page):
         st.warning(md(w), icon=":material/link:")
 
 
@@ -130,9 +136,10 @@ def _state(values: tuple) -> ViewState:
     return ViewState.of(**dict(zip(NAMES, values, strict=True)))
 
 
-def write_url(state: ViewState) -> None:
-    """Mirror every setting in the query string (only when it changed)."""
-    want = state.to_query()
+def write_url(state: ViewState, page: str) -> None:
+    """Mirror in the query string the settings ``page`` reads that differ from their defaults
+    (``link_query``; only when it changed): a short link that reopens this view."""
+    want = link_query(state, page)
     if st.query_params.to_dict() != want:
         st.query_params.from_dict(want)
     st.session_state[_URL] = want

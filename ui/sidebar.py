@@ -24,7 +24,7 @@ from attnviz.views.catalogue import Page
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
 from ui.controls import MASK_NAMES, control, label_of, row
-from ui.session import MORE
+from ui.session import MORE, live_names
 
 LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",
             "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
@@ -41,11 +41,13 @@ def _layer_count(model: str, stack: str) -> int:
         return 1
 
 
-def set_behind_more(ss) -> list[str]:
+def set_behind_more(ss, live=frozenset(BEHIND_MORE)) -> list[str]:
     """The settings behind "More settings" that differ from their defaults, as
     "label value" (a link's seed, an earlier change of the colour scale)."""
     out = []
     for name in BEHIND_MORE:
+        if name not in live:
+            continue
         default = getattr(DEFAULTS, name)
         value = ss.get(name, default)
         if value != default:
@@ -54,7 +56,7 @@ def set_behind_more(ss) -> list[str]:
     return out
 
 
-def more_settings(sb) -> bool:
+def more_settings(sb, live=frozenset(BEHIND_MORE)) -> bool:
     """The "More settings" switch: the settings behind it are drawn only while it is on.
 
     Every widget is a message the server makes and sends on every run (a class joining
@@ -67,7 +69,7 @@ def more_settings(sb) -> bool:
     A new link starts with it closed; it is about the sidebar, not the view, so links do
     not carry it.
     """
-    chosen = [] if st.session_state.get(MORE) else set_behind_more(st.session_state)
+    chosen = [] if st.session_state.get(MORE) else set_behind_more(st.session_state, live)
     label = _("More settings")
     if chosen:
         label += " · " + _("set: {settings}").format(settings=md(" · ".join(chosen)))
@@ -93,77 +95,81 @@ def _facts(model: str, stack: str) -> ModelFacts:
 
 
 def sidebar(page: Page) -> None:
-    """Every control of the computation. On the image, audio and graph pages what only
-    text uses is greyed out."""
+    """The controls of the computation that ``page`` reads (``attnviz.views.state.reads``): a
+    setting the page does not read is not drawn, and one that the current choice ignores (the
+    random layer's width beside a pretrained model, the window of a mask without one) is hidden."""
     sb, ss = st.sidebar, st.session_state
+    live = live_names(page.name)
     t = fixed()  # format_func runs outside this run's context in tests: bind the language now
     control("lang", sb, format_func=LANGUAGES.get)
-    control("text", sb, kind="text_area", height=110, max_chars=MAX_TEXT_CHARS,
-            help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS}, disabled=page.causal)  # (patching: its prompts)
+    if "text" in live:
+        control("text", sb, kind="text_area", height=110, max_chars=MAX_TEXT_CHARS,
+                help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS})
     lines = [ln for ln in str(ss.get("text", "")).splitlines() if ln.strip()]
-    if len(lines) > 1:
+    if "seq" in live and len(lines) > 1:
         if ss.get("seq", 0) >= len(lines):
             ss["seq"] = 0
         control("seq", sb, options=range(len(lines)), format_func=lambda i: f"{i + 1}: {lines[i][:40]}")
-    # A page that patches runs a causal LM or the model Watch it learn trains; the others run any model but that one.
-    models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
-              [m for m in available_models() if m != TRAINED])
-    if ss.get("model") not in models:
-        dropped, ss["model"] = ss.get("model"), models[0]
-        if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
-            why = (_("has no next token to patch toward") if page.causal else
-                   _("is drawn on Watch it learn, patched on Patching") if dropped == TRAINED else
-                   _("is not available here"))
-            st.toast(md(_("Using {used}: {model} {why}.").format(
-                model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
-    control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
-    pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
-    if model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":  # which of its three attentions
-        control("stack", sb)  # (the Cross-attention page always shows the cross stack)
-    if pretrained:  # the layers are the chosen model's
-        layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
-        if not 0 <= int(ss.get("layer", 0)) < layers:
-            ss["layer"] = 0
-        control("layer", sb, options=range(layers))
-    suffix = _("(text pages only)")
+    pretrained = False
+    if "model" in live:
+        # A page that patches runs a causal LM or the model Watch it learn trains; the others run any model but
+        # that one.
+        models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
+                  [m for m in available_models() if m != TRAINED])
+        if ss.get("model") not in models:
+            dropped, ss["model"] = ss.get("model"), models[0]
+            if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
+                why = (_("has no next token to patch toward") if page.causal else
+                       _("is drawn on Watch it learn, patched on Patching") if dropped == TRAINED else
+                       _("is not available here"))
+                st.toast(md(_("Using {used}: {model} {why}.").format(
+                    model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
+        control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
+        pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
+        if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":
+            control("stack", sb)  # which of its three attentions (the Cross-attention page always shows cross)
+        if pretrained and "layer" in live:  # the layers are the chosen model's
+            layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else
+                                  ss.get("stack", "encoder"))
+            if not 0 <= int(ss.get("layer", 0)) < layers:
+                ss["layer"] = 0
+            control("layer", sb, options=range(layers))
+    random_layer = not pretrained and "d_model" in live
     if pretrained:
         # Its own heads, width and mask, in place of the random layer's settings, which do not
         # apply to it: greyed out they would show another model's values.
         _model_facts(sb, ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
-    elif page.random:
+    elif random_layer:
         # One above the other: side by side they would need a row, one more element on every run.
         control("d_model", sb)
         control("heads", sb, options=head_choices(int(ss["d_model"])))
-        control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]), disabled=not page.text)
+    if "mask" in live and not pretrained:
+        control("mask", sb, format_func=lambda k: t(MASK_NAMES[k]))
     # Only a widget that can change something is drawn (each is a message on every run):
     # the window for a mask that reads it (or on a page that reads it anyway: Page.window),
     # the device where there is a choice (the explorer's caption names the device either way).
-    windowed = page.window or (not pretrained and page.random and ss.get("mask") in WINDOW_KINDS)
+    windowed = "window" in live and (page.window or (not pretrained and ss.get("mask") in WINDOW_KINDS))
     devices = available_devices()
     labels = {d.name: d.label for d in devices}
-    if ss.get("device") not in labels:
+    if "device" in live and ss.get("device") not in labels:
         ss["device"] = "cpu"
-    pair = row(sb, wrap=False) if windowed and len(labels) > 1 else sb
+    choose_device = "device" in live and len(labels) > 1
+    pair = row(sb, wrap=False) if windowed and choose_device else sb
     if windowed:
-        control("window", pair, disabled=not page.text)
-    if len(labels) > 1:
+        control("window", pair)
+    if choose_device:
         control("device", pair, options=list(labels), format_func=labels.get)
-    if more_settings(sb):
-        if pretrained or not page.random:  # the random layer's own settings do not apply
-            control("pad_to", sb, disabled=not page.text)
-        else:
-            pair = row(sb, wrap=False)
-            control("seed", pair)
-            control("pad_to", pair, disabled=not page.text)
-            control("tokenize", sb, disabled=not page.text, suffix=suffix)
-            control("dropout", sb, step=0.05, disabled=not page.text, suffix=suffix)
-            control("projections", sb, disabled=not page.text, suffix=suffix)
-            control("positional", sb, disabled=not page.text, suffix=suffix)
+    if more_settings(sb, live):
+        if "seed" in live and random_layer:
+            control("seed", sb)
+        for name in ("pad_to", "tokenize", "dropout", "projections", "positional"):
+            if name in live and (random_layer or name == "pad_to"):
+                control(name, sb, **({"step": 0.05} if name == "dropout" else {}))
         control("colors", sb)
         # A lesson turns it on once (or opens a link with present=1, which also closes the
         # sidebar); behind More settings it is no element on every other run.
         control("present", sb)
     # A setting declared with sidebar=True that the layout above does not place yet.
     for name, entry in SETTINGS.items():
-        if entry.spec.sidebar and name not in LAID_OUT:
+        if entry.spec.sidebar and name not in LAID_OUT and name in live:
             control(name, sb)

@@ -98,15 +98,15 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None
     ``with_query=False`` for a view that reads no query."""
     H, L = result.heads, result.weights.shape[2]
     ss = st.session_state
-    if not 0 <= ss.get("head", 0) < H:
+    if with_head and not 0 <= ss.get("head", 0) < H:
         ss["head"] = 0
-    if not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
+    if with_query and not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
         ss["query"] = result.lengths[seq] - 1
     tokens = result.tokens[seq]
     pair = row() if with_head and with_query else st
     h = control("head", pair, options=range(H), width=140) if with_head else ss.get("head", 0)
     q = control("query", pair, options=range(L), label=query_label, format_func=lambda i: f"{i}: {tokens[i]}",
-                width=280) if with_query else ss["query"]
+                width=280) if with_query else ss.get("query", result.lengths[seq] - 1)
     return int(h), int(q)
 
 

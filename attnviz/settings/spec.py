@@ -49,6 +49,12 @@ class Spec:
     convert: Callable[[str, dict], object] | None = None  # text -> value, given the values taken so far
     check_value: Callable[[object], None] | None = None  # extra check of an API value (raises Reason)
     sidebar: bool = False  # drawn in the app's sidebar (ui.sidebar lays out the ones it knows)
+    # The default given the other settings' values (by link name): a sentence in the language chosen.
+    follows: Callable[[dict], object] | None = None
+
+    def default_for(self, default, values: dict):
+        """This setting's default where the other settings hold ``values``."""
+        return default if self.follows is None else self.follows(values)
 
     @property
     def flag(self) -> str:

@@ -31,7 +31,7 @@ from attnviz.learn.train import PAGES as LEARN
 from attnviz.learn.trained import parse_sequence
 from attnviz.models.registry import model_kind
 from attnviz.plots.style import COLOR_SCALES
-from attnviz.run.config import AttentionConfig
+from attnviz.run.config import LAYER_PAGES, TEXT_PAGES, AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import Reason, Unavailable, setting
 from attnviz.views.catalogue import VIEW_NAMES
@@ -50,6 +50,11 @@ CORRUPTED = "BOS 10 12 11 18 27 9 20 25 8 28 4 13 15 27 9 20 25 8"
 QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS (not imported: it loads torch and numpy only late)
 QK_COLORS = ("position", "kind", "sentence")
 INPUTS = IMAGE + AUDIO + GRAPH
+HEAD_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "attention-file", "image-patches", "qk-map")
+QUERY_PAGES = ("explorer", "step-by-step", "cross-attention", "gradients", "attention-file")
+VIEW_PAGES = ("explorer", "attention-file", "image-patches")
+# Cross-attention's source, in the interface's language: a Latin-script sentence needs no CJK font.
+CROSS_SOURCES = {"en": "Le chat était assis sur le tapis parce qu'il était fatigué.", "zh": "我爱人工智能"}
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
     "device": N_("URL parameter device={value} is not available on this machine (available: {choices}); "
@@ -125,12 +130,13 @@ class ViewState:
                         help=N_("The app's own text; Streamlit's widget chrome stays in English."))
     colors: str = setting(COLOR_SCALES[0], sidebar=True, choices=COLOR_SCALES, label=N_("Colour scale"),
                           help=N_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
-    head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"), help=N_("Which head to follow."))
+    head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, pages=HEAD_PAGES, label=N_("Head"),
+                        help=N_("Which head to follow."))
     # The followed query token; -1 = the last real token (it sees the most keys).
-    query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, label=N_("Query token"),
+    query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, pages=QUERY_PAGES, label=N_("Query token"),
                          help=N_("Which query token to follow (the last one sees the most keys under a causal "
                                  "mask)."))
-    seq: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LINES - 1, label=N_("Sentence to show"),
+    seq: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LINES - 1, pages=TEXT_PAGES, label=N_("Sentence to show"),
                        help=N_("Which line of the padded batch the views show."))
     q0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=("explorer",), label=N_("From query position"),
                       help=N_("First row of the close-up."))
@@ -141,10 +147,12 @@ class ViewState:
                                     "(0: none), each with the attention that chose it."))
     step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=("explorer",), label=N_("Generated token"),
                         help=N_("Which generated token's attention to show."))
-    view: str = setting("grid", choices=VIEW_NAMES, label=N_("View"), help=N_("Which picture of the result to show."))
+    view: str = setting("grid", choices=VIEW_NAMES, pages=VIEW_PAGES, label=N_("View"),
+                        help=N_("Which picture of the result to show."))
     present: bool = setting(False, sidebar=True, label=N_("Presenter mode"),
                             help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
-    source: str = setting("我爱人工智能", convert=_source, pages=("cross-attention",),
+    source: str = setting(CROSS_SOURCES["en"], convert=_source, pages=("cross-attention",),
+                          follows=lambda v: CROSS_SOURCES.get(v["lang"], CROSS_SOURCES["en"]),
                           label=N_("Source — keys and values (one line, or one per target line)"),
                           help=N_("Several lines form a padded batch; padded source keys are always blocked."))
     masks: str = setting("causal,window,causal+window", convert=_masks, pages=("mask-lab",),
@@ -269,8 +277,10 @@ class ViewState:
     def to_query(self) -> dict[str, str]:
         return U.to_query(self)
 
-    def query_string(self) -> str:
-        return urlencode(self.to_query())
+    def query_string(self, page: str | None = None) -> str:
+        """The link's query: every setting, or (``page``) only those ``page`` reads that differ from
+        their defaults (``link_query``)."""
+        return urlencode(self.to_query() if page is None else link_query(self, page))
 
 
 SETTINGS = U.table(ViewState)  # {link name: Entry}: the one table every door reads
@@ -280,6 +290,29 @@ ParamWarning = U.ParamWarning
 query_dict = U.query_dict
 
 
+def reads(page: str) -> frozenset[str]:
+    """The settings ``page`` reads, by link name: its sidebar draws these, and its link writes those
+    of them that differ from their defaults."""
+    return _READS.get(page) or _READS.setdefault(page, frozenset(
+        k for k, e in SETTINGS.items() if "*" in e.spec.pages or page in e.spec.pages))
+
+
+_READS: dict[str, frozenset[str]] = {}
+
+
+def default_of(name: str, values: Mapping[str, object]):
+    """The default of setting ``name`` where the others hold ``values`` (a language's example sentence)."""
+    e = SETTINGS[name]
+    return e.spec.default_for(e.default, values)
+
+
+def link_query(state: ViewState, page: str) -> dict[str, str]:
+    """The settings ``page`` reads that differ from their defaults, as the URL carries them: a link
+    that reopens this view and nothing else (the default page's is empty)."""
+    values = state.values()
+    return {k: U.as_text(values[k]) for k in SETTINGS if k in reads(page) and values[k] != default_of(k, values)}
+
+
 def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:
     """Query parameters -> (ViewState, warnings). Never raises on bad input.
 
@@ -287,6 +320,10 @@ def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:
     with a warning naming the parameter and the reason.
     """
     state, warnings = U.parse(ViewState, params, FALLBACKS)
+    given = U.flatten(params)
+    for k, e in SETTINGS.items():  # a default that follows other settings (a language's sentence)
+        if e.spec.follows is not None and (k not in given or any(w.name == k for w in warnings)):
+            state = state.with_(**{k: e.spec.follows(state.values())})
     # A heads value that fit the default d_model but not the link's own d_model.
     if "heads" not in U.flatten(params) or any(w.name == "heads" for w in warnings):
         if state.d_model % state.heads:

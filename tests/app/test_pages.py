@@ -266,7 +266,7 @@ def test_a_pages_own_settings_wait_outside_the_session_state_while_another_page_
     held = set(at.session_state._state._state.filtered_state) & set(NAMES)
     # Only the explorer's settings are there: every widget call walks the whole session state.
     assert "patch" not in held and held <= live_names("explorer") and "heads" in held
-    assert at.query_params["patch"] == "4"  # still in the link
+    assert "patch" not in at.query_params  # the explorer's link holds what the explorer reads
     at.switch_page("app_pages/image_patches.py").run()
     no_errors(at)
     assert at.number_input(key="patch").value == 4 and at.selectbox(key="heads").value == 2
@@ -301,3 +301,10 @@ def test_a_widget_for_a_setting_its_page_does_not_declare_is_refused():
     at = AppTest.from_function(script, default_timeout=30).run()
     assert [w.key for w in at.number_input] == ["heads"]  # drawn, from its kept value
     assert at.exception and "is drawn on a page that its declaration" in "".join(at.exception[0].stack_trace)
+
+
+def test_an_old_links_parameters_that_the_page_does_not_read_are_ignored_quietly():
+    at = app("heads=2&patch=999&clean=&additive=maybe")  # other pages' settings, invalid ones included
+    no_errors(at)
+    assert not at.warning and at.selectbox(key="heads").value == 2
+    assert dict(at.query_params) == {"heads": "2"}  # the short link: what the explorer reads and changed

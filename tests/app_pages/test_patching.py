@@ -39,8 +39,9 @@ def test_the_default_link_draws_every_picture_and_says_the_definition():
     assert any("**28**" in c.value and "**12**" in c.value for c in at.caption)  # the tokens that differ
     assert not at.toast  # the explorer's random model, left for this page's first: nothing to say
     q = at.query_params
-    assert q["model"] == "watch-it-learn" and q["answer"] == "12" and q["patched"] == "best"
-    assert q["clean"].startswith("BOS 10 28") and q["corrupted"].startswith("BOS 10 12")
+    # The page's model (its first causal one) differs from the random default; the prompts, tokens and
+    # head are the defaults, which a link leaves out.
+    assert dict(q) == {"model": "watch-it-learn"}
 
 
 def test_a_link_reopens_its_head_and_its_prompts():
