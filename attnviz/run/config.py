@@ -91,7 +91,8 @@ class AttentionConfig:
         "auto", sidebar=True, url="tokenize", choices=MODES, pages=(*TEXT_PAGES, "long-sequences"), label=N_("Tokens"),
         help=N_("auto: words, and one token per CJK character; word; char."))
     text: str = setting(
-        DEFAULT_TEXT, sidebar=True, convert=_text, pages=(*TEXT_PAGES, "long-sequences"), label=N_("Text — one sentence per line"),
+        DEFAULT_TEXT, sidebar=True, convert=_text, pages=(*TEXT_PAGES, "long-sequences"),
+        label=N_("Text — one sentence per line"),
         help=N_("Several lines (up to {lines}) form a padded batch. Up to {tokens} tokens per line."))
     model: str = setting(
         "random", sidebar=True, convert=_model, choices=_models, pages=MODEL_PAGES, label=N_("Model"),
@@ -106,8 +107,8 @@ class AttentionConfig:
                          help=N_("Which layer's attention the views show."))
     d_model: int = setting(64, sidebar=True, choices=limits.D_MODELS, pages=RANDOM_PAGES, label="d_model",
                            help=N_("Width E of the embeddings and of the output."))
-    num_heads: int = setting(4, sidebar=True, url="heads", lo=1, hi=limits.MAX_HEADS, convert=_heads, pages=RANDOM_PAGES,
-                             label=N_("Heads"),
+    num_heads: int = setting(4, sidebar=True, url="heads", lo=1, hi=limits.MAX_HEADS, convert=_heads,
+                             pages=RANDOM_PAGES, label=N_("Heads"),
                              help=N_("Only counts that divide d_model: each head gets d_model / heads features."))
     mask: str = setting(
         "causal", sidebar=True, choices=MASK_KINDS, pages=MASK_PAGES, label=N_("Mask"),
@@ -118,9 +119,11 @@ class AttentionConfig:
                           help=N_("Local window: query i sees keys j with |i − j| ≤ window."))
     pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=TEXT_PAGES, label=N_("Pad to"),
                           help=N_("Pad every sentence to at least this many tokens with [PAD]."))
-    device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, pages=DEVICE_PAGES, label=N_("Device"),
+    device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, pages=DEVICE_PAGES,
+                          label=N_("Device"),
                           help=N_("Where the computation runs. Only devices found on this machine."))
-    seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, pages=(*RANDOM_PAGES, "why-scale"), label=N_("Seed"),
+    seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, pages=(*RANDOM_PAGES, "why-scale"),
+                        label=N_("Seed"),
                         help=N_("Seeds the projection weights and dropout: same seed, same numbers."))
     dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=TEXT_PAGES, label=N_("Dropout p"),
                              help=N_("Dropout on the weights (off by default); seeded, so reproducible."))

@@ -31,7 +31,7 @@ from attnviz.learn.train import PAGES as LEARN
 from attnviz.learn.trained import parse_sequence
 from attnviz.models.registry import model_kind
 from attnviz.plots.style import COLOR_SCALES
-from attnviz.run.config import LAYER_PAGES, TEXT_PAGES, AttentionConfig
+from attnviz.run.config import TEXT_PAGES, AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import Reason, Unavailable, setting
 from attnviz.views.catalogue import VIEW_NAMES
