@@ -40,7 +40,7 @@ for prompt, source, target, label in ((s.clean, "answer_pick", "answer", _("…o
                  help=_("The most likely next tokens after that prompt, with their probabilities."))
 s = session.current()
 
-job = P.sweep_job(s, compute.on_worker)
+job = compute.guard(lambda: P.sweep_job(s, compute.on_worker))  # the server may be busy: it says so
 if not job.done.is_set():
     st.progress(job.fraction, text=_("Patching every head and every position: {p:.0%}").format(p=job.fraction))
     st.caption(_("It runs once for this server and is shared by everyone who opens the same model and prompts."))

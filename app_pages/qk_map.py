@@ -85,7 +85,7 @@ if s.qk_part == "map":
     elif not points:  # no selection held: the same point clicked again opens it again
         picks.forget_pick()
 else:
-    job = V.overview_job(s, corpus)
+    job = compute.guard(lambda: V.overview_job(s, corpus))  # the server may be busy: it says so
     if not job.done.is_set():
         st.progress(job.fraction, text=_("Mapping every head of layer {layer}: {p:.0%}").format(layer=s.layer,
                                                                                               p=job.fraction))

@@ -8,16 +8,30 @@ the one job of that key (started now if no one started it, or started again if i
 ``fraction`` and ``words`` while it runs, and reads ``value`` (or ``error``) once ``done`` is set.
 A classroom opening the same link starts one job, not thirty.
 
-May import: nothing of attnviz.
+Each kind of job has its share of the server, declared once (``attnviz.limits.JOB_SHARES``): at
+most ``running`` jobs of that kind run at once, each on a thread that takes the kind's waiting jobs
+in turn and ends when none is left, and at most ``waiting`` more wait, holding no thread. Past
+that, a new job is refused with ``Busy`` (a ``ValueError`` whose words say the server is busy and
+to try again shortly): nothing waits silently, a client sending many prompts cannot make a thread
+per prompt, and a model's load, with a share of its own, never waits behind sweeps.
+
+May import: attnviz.limits, attnviz.i18n.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
+
+from attnviz.i18n import N_, _
+from attnviz.limits import JOB_SHARES
+
+
+class Busy(ValueError):
+    """As many jobs of a kind run and wait as the server gives that kind: try again shortly."""
 
 
 @dataclass
@@ -42,11 +56,15 @@ class Job:
 
 
 class Jobs:
-    """Jobs by key, the last ``keep`` kept (least recently asked for leave first)."""
+    """Jobs of one kind by key, the last ``keep`` kept (least recently asked for leave first), run
+    within the kind's share (``JOB_SHARES[name]``: running, waiting)."""
 
-    def __init__(self, keep: int, name: str) -> None:
+    def __init__(self, keep: int, name: str, share: tuple[int, int] | None = None) -> None:
         self.keep, self.name = int(keep), name
+        self.running, self.waiting = JOB_SHARES[name] if share is None else share
         self._jobs: OrderedDict[Hashable, Job] = OrderedDict()
+        self._queue: deque[tuple[Job, Callable[[Job], Any]]] = deque()
+        self._workers = 0  # threads taking this kind's jobs now
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Job | None:
@@ -54,21 +72,44 @@ class Jobs:
             return self._jobs.get(key)
 
     def start(self, key: Hashable, work: Callable[[Job], Any], words: str = "", label: str = "") -> Job:
-        """The job of ``key``: running or finished, or started now by a daemon thread that
-        calls ``work(job)`` and keeps its result as ``job.value``; ``words``: what it does first;
-        ``label``: the end of the thread's name (attnviz-load-gpt2).
+        """The job of ``key``: running, waiting or finished, or queued now for a thread of this
+        kind that calls ``work(job)`` and keeps its result as ``job.value``; ``words``: what it
+        does first; ``label``: the end of the thread's name (attnviz-load-gpt2).
         A failed job is started again. An error is kept as its message (a ``ValueError``'s own
-        words; otherwise its type too)."""
+        words; otherwise its type too). ``Busy`` when the kind's share is taken."""
         with self._lock:
             job = self._jobs.get(key)
             if job is not None and not job.failed:
                 self._jobs.move_to_end(key)
                 return job
-            job = self._jobs[key] = Job(words=words)
+            if self._workers + len(self._queue) >= self.running + self.waiting:
+                raise Busy(_("The server is busy: {n} {kind} jobs are running or waiting, as many as it takes at "
+                             "once. Try again in a moment.").format(n=self._workers + len(self._queue),
+                                                                     kind=_(KIND_NAMES.get(self.name, self.name))))
+            job = self._jobs[key] = Job(words=words if self._workers < self.running else N_("waiting for its turn"))
+            self._queue.append((job, work, words))
             while len(self._jobs) > self.keep:
-                self._jobs.popitem(last=False)
+                old_key, old = next(iter(self._jobs.items()))
+                if not old.done.is_set():  # a job still to finish stays: it is someone's answer
+                    break
+                del self._jobs[old_key]
+            spawn = self._workers < self.running
+            if spawn:
+                self._workers += 1
+        if spawn:
+            threading.Thread(target=self._take, name=f"attnviz-{self.name}" + (f"-{label}" if label else ""),
+                             daemon=True).start()
+        return job
 
-        def run() -> None:
+    def _take(self) -> None:
+        """A worker of this kind: the waiting jobs in turn, then it ends."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._workers -= 1
+                    return
+                job, work, words = self._queue.popleft()
+            job.words = words or job.words
             try:
                 job.value = work(job)
                 job.fraction = 1.0
@@ -77,14 +118,20 @@ class Jobs:
             finally:
                 job.done.set()
 
-        threading.Thread(target=run, name=f"attnviz-{self.name}" + (f"-{label}" if label else ""), daemon=True).start()
-        return job
+    def busy(self) -> int:
+        """Jobs of this kind running or waiting now."""
+        with self._lock:
+            return self._workers + len(self._queue)
 
     def jobs(self) -> list[Job]:
-        """Every job kept now, running or finished."""
+        """Every job kept now, running, waiting or finished."""
         with self._lock:
             return list(self._jobs.values())
 
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._jobs.pop(key, None)
+
+
+# Each kind's name in the busy message, marked for translation.
+KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview")}

@@ -218,4 +218,16 @@ MAX_PATCH_TOKENS = 128
 # Tokens of patched runs in one batch (rows × prompt tokens): one batch is one turn on the compute
 # workers, under a second for a GPT-2-small on 2 cores however long the sweep (bench_patching --server).
 PATCH_BATCH_TOKENS = 512
+# Background jobs (attnviz.jobs), per kind: (running at once, waiting beyond those). A kind's jobs
+# run on at most `running` threads, which end when no job waits; past running + waiting a new job is
+# refused with "the server is busy, try again shortly". A model's load has its own share, so it
+# never waits behind sweeps. Every share's threads together: the most a server adds for jobs.
+JOB_SHARES = {
+    "load": (2, 8),  # model folders read from disk: I/O-bound, two at once
+    "patching": (2, 14),  # sweeps: each takes the compute workers one batch at a time
+    "qk-overview": (1, 4),  # every head of a layer projected (t-SNE is the slow part)
+    "long-context": (1, 6),
+    "circuit": (1, 6),
+}
+MAX_JOB_THREADS = sum(running for running, _waiting in JOB_SHARES.values())
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import threading
 
-from attnviz.jobs import Jobs
+import pytest
+
+from attnviz import limits
+from attnviz.jobs import Busy, Jobs
 
 
 def test_one_job_per_key_however_many_ask_and_its_progress():
-    jobs, gate, calls = Jobs(keep=4, name="test"), threading.Event(), []
+    jobs, gate, calls = Jobs(keep=4, name="test", share=(1, 8)), threading.Event(), []
 
     def work(job):
         calls.append(1)
@@ -25,7 +28,7 @@ def test_one_job_per_key_however_many_ask_and_its_progress():
 
 
 def test_an_error_is_kept_as_words_and_a_failed_job_starts_again():
-    jobs, tries = Jobs(keep=4, name="test"), []
+    jobs, tries = Jobs(keep=4, name="test", share=(1, 8)), []
 
     def work(job):
         tries.append(1)
@@ -44,11 +47,57 @@ def test_an_error_is_kept_as_words_and_a_failed_job_starts_again():
 
 
 def test_the_last_keep_jobs_are_kept_least_recently_asked_first_out():
-    jobs = Jobs(keep=2, name="test")
+    jobs = Jobs(keep=2, name="test", share=(1, 8))
     a = jobs.start("a", lambda job: 1)
-    jobs.start("b", lambda job: 2)
+    b = jobs.start("b", lambda job: 2)
+    assert a.done.wait(10) and b.done.wait(10)
     assert jobs.start("a", lambda job: 3) is a  # asked again: now the most recent
     jobs.start("c", lambda job: 4)
     assert jobs.get("b") is None and jobs.get("a") is a and len(jobs.jobs()) == 2
     jobs.forget("a")
     assert jobs.get("a") is None
+
+
+def _threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"attnviz-{name}")]
+
+
+def test_a_kind_runs_and_queues_within_its_share_and_refuses_past_it():
+    """Jobs running or waiting are bounded, not only those kept: past the share a new job is
+    refused with words that say the server is busy, and the waiting ones hold no thread."""
+    jobs, gate, order = Jobs(keep=16, name="bounded", share=(1, 2)), threading.Event(), []
+
+    def work(i):
+        def run(job):
+            gate.wait(10)
+            order.append(i)
+            return i
+        return run
+
+    started = [jobs.start(i, work(i), "working") for i in range(3)]
+    assert jobs.busy() == 3 and len(_threads("bounded")) == 1  # one runs, two wait without a thread
+    assert started[1].words == "waiting for its turn"
+    with pytest.raises(Busy, match="busy.*Try again"):
+        jobs.start(3, work(3))
+    assert jobs.start(0, work(0)) is started[0]  # asking for one already there is no new job
+    gate.set()
+    assert all(j.done.wait(10) for j in started) and order == [0, 1, 2]
+    for _ in range(100):  # its thread ends once nothing waits
+        if not _threads("bounded"):
+            break
+        threading.Event().wait(0.02)
+    assert not _threads("bounded") and jobs.busy() == 0
+    assert jobs.start(3, work(3)).done.wait(10)  # room again
+
+
+def test_every_kind_has_a_declared_share_and_a_load_never_waits_behind_sweeps():
+    assert limits.MAX_JOB_THREADS == sum(r for r, _w in limits.JOB_SHARES.values()) <= 24
+    sweeps, loads, gate = Jobs(keep=64, name="patching"), Jobs(keep=64, name="load"), threading.Event()
+    running, waiting = limits.JOB_SHARES["patching"]
+    held = [sweeps.start(("sweep", i), lambda job: gate.wait(10)) for i in range(running + waiting)]
+    with pytest.raises(Busy):
+        sweeps.start(("sweep", "one more"), lambda job: 1)
+    load = loads.start("gpt2", lambda job: "loaded")
+    assert load.done.wait(10) and load.value == "loaded"  # its own share: not behind the sweeps
+    gate.set()
+    assert all(j.done.wait(10) for j in held)

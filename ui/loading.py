@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attnviz.i18n import _
+from attnviz.jobs import Busy
 from attnviz.learn.train import LearnSettings
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.models.base import ModelError
@@ -27,7 +28,7 @@ def ready(model: str) -> None:
         return
     try:
         status = load_in_background(model)
-    except ModelError as e:
+    except (ModelError, Busy) as e:  # a model that cannot load, or a server loading as many as it takes
         st.error(str(e), icon=":material/error:")
         st.stop()
     if status is None:

@@ -33,6 +33,8 @@ class RunReport:
     elements: int = 0
     charts: int = 0  # Plotly charts among the elements
     messages: int = 0  # every message of the run, script_finished included
+    alerts: list[str] = field(default_factory=list)  # the bodies of st.error/warning/info/success
+    progress: list[str] = field(default_factory=list)  # the texts of its progress bars
 
 
 @dataclass
@@ -68,18 +70,21 @@ class Session:
             await self.ws.close()
             self.ws = None
 
-    async def rerun(self, query_string: str, *, timeout: float = 120.0) -> RunReport:
-        """Run the page with ``query_string``; wait for the run to finish."""
+    async def rerun(self, query_string: str, *, timeout: float = 120.0, page: str = "") -> RunReport:
+        """Run the page (``page``: its URL path, "" the default page) with ``query_string``; wait for
+        the run to finish."""
         msg = BackMsg()
         msg.rerun_script.query_string = query_string
+        msg.rerun_script.page_name = page
         t0 = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
-        received, elements, error, charts, messages = 0, 0, "", 0, 0
+        received, elements, error, charts, messages, alerts, progress = 0, 0, "", 0, 0, [], []
         deadline = t0 + timeout
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
-                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements, charts, messages)
+                return RunReport(time.perf_counter() - t0, received, False, "timed out", elements, charts, messages,
+                                 alerts, progress)
             data = await asyncio.wait_for(self.ws.recv(), remaining)
             received += len(data)
             messages += 1
@@ -94,9 +99,14 @@ class Session:
                 if el.WhichOneof("type") == "exception":
                     error = error or f"exception: {el.exception.message}"
                 charts += el.WhichOneof("type") == "plotly_chart"
+                if el.WhichOneof("type") == "progress":
+                    progress.append(el.progress.text)
+                if el.WhichOneof("type") == "alert":
+                    alerts.append(el.alert.body)
             elif kind == "script_finished":
                 ok = fwd.script_finished in FINISHED_OK and not error
-                return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts, messages)
+                return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts, messages, alerts,
+                                 progress)
             elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
                 error = "compile error"
 
