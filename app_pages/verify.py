@@ -14,7 +14,8 @@ s = session.current()
 widgets.header(_("Verify against PyTorch"),
                _("The current settings run through torch.nn.MultiheadAttention (with this run's weights copied in) "
                  "and torch.nn.functional.scaled_dot_product_attention (with this run's per-head Q, K, V). "
-                 "Pass: every max |difference| ≤ 1e-5 in float32."))
+                 "Pass: every number within torch.testing.assert_close's tolerance for its dtype, |difference| ≤ "
+                 "atol + rtol · |value| (float32: 1e-5 + 1.3e-6 · |value|)."))
 control("float64")
 s = session.current()
 style = style_for(s)
@@ -25,16 +26,18 @@ for f64 in [False, True] if s.float64 else [False]:
     if v.passed:
         st.success(_("PASS — {label}: attnviz matches PyTorch.").format(label=label), icon=":material/check_circle:")
     else:
-        st.error(_("FAIL — {label}: attnviz differs from PyTorch beyond the threshold.").format(label=label),
+        st.error(_("FAIL — {label}: attnviz differs from PyTorch beyond the tolerance.").format(label=label),
                  icon=":material/cancel:")
     st.dataframe(pd.DataFrame({
         _("check"): [_(c.name) for c in v.checks],
         _("max |difference|"): [f"{c.max_abs_diff:.3e}" for c in v.checks],
-        _("threshold"): [f"{c.threshold:.0e}" for c in v.checks],
+        _("tolerance (torch.testing.assert_close)"): [c.tolerance for c in v.checks],
+        _("worst |difference| ÷ tolerance"): [f"{c.worst:.2f}" for c in v.checks],
         _("result"): [_("pass") if c.passed else _("FAIL") for c in v.checks],
     }), hide_index=True)
     compute.chart(verify_figure(v, style), key=f"verify_where_{v.dtype}", filename=f"attnviz-verify-{v.dtype}")
-    st.caption(_("Where the weights differ, per head and per query token (log scale; the dashed line is the "
-                 "threshold, a red bar is over it). A failing run shows here where it fails."))
+    st.caption(_("Where the weights differ, per head and per query token, as |difference| ÷ tolerance (log "
+                 "scale; the dashed line is 1, the tolerance, a red bar is over it). A failing run shows here where "
+                 "it fails."))
     for note in v.notes:
         st.info(note, icon=":material/info:")

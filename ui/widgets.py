@@ -126,8 +126,9 @@ def verify_line(result) -> None:
         return
     worst = max(c.max_abs_diff for c in v.checks)
     text = _("Verified against torch.nn.MultiheadAttention and F.scaled_dot_product_attention: max |difference| "
-             "{worst} (threshold {threshold}) — {verdict}.").format(
-        worst=f"{worst:.1e}", threshold=f"{v.threshold:.0e}", verdict=_("pass") if v.passed else _("FAIL"))
+             "{worst}, within {tolerance} as torch.testing.assert_close allows in {dtype} — {verdict}.").format(
+        worst=f"{worst:.1e}", tolerance=v.checks[0].tolerance, dtype=v.dtype,
+        verdict=_("pass") if v.passed else _("FAIL"))
     (st.success if v.passed else st.error)(text, icon=":material/verified:" if v.passed else ":material/cancel:")
 
 

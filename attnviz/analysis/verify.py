@@ -1,8 +1,11 @@
 """Check a run against PyTorch's own attention, live, on the run's device.
 
 ``nn.MultiheadAttention`` gets the run's weights copied in and the same inputs and
-mask; ``F.scaled_dot_product_attention`` gets the run's per-head Q, K, V. The max
-absolute differences are compared with a threshold (1e-5 in float32).
+mask; ``F.scaled_dot_product_attention`` gets the run's per-head Q, K, V. Each number is
+compared as ``torch.testing.assert_close`` compares, with its defaults for the dtype: it passes
+where |ours − reference| ≤ atol + rtol · |reference| (float32: atol 1e-5, rtol 1.3e-6; float64:
+1e-7 and 1e-7). An absolute threshold alone failed outputs whose values are not small (an
+image's pixels: 1.2e-5 off on values near 100 is float32's own rounding).
 """
 
 from __future__ import annotations
@@ -20,18 +23,26 @@ from attnviz.i18n import N_, _
 from attnviz.run.config import AttentionConfig
 from attnviz.run.run import compute
 
-THRESHOLD = {torch.float32: 1e-5, torch.float64: 1e-12}
+# torch.testing.assert_close's defaults (its _DTYPE_PRECISIONS): (rtol, atol).
+TOLERANCE = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
 
 
 @dataclass
 class Check:
     name: str
     max_abs_diff: float
-    threshold: float
+    worst: float  # the largest |difference| / (atol + rtol · |reference|): at most 1 passes
+    rtol: float = 0.0
+    atol: float = 0.0
 
     @property
     def passed(self) -> bool:
-        return self.max_abs_diff <= self.threshold  # NaN compares False: fails
+        return self.worst <= 1.0  # NaN compares False: fails
+
+    @property
+    def tolerance(self) -> str:
+        """The rule, in one line: "atol 1e-05 + rtol 1.3e-06 · |value|"."""
+        return f"atol {self.atol:.0e} + rtol {self.rtol:.1e} · |value|"
 
 
 @dataclass
@@ -41,9 +52,9 @@ class Verification:
     device: str
     undefined_rows: int  # fully masked query rows (PyTorch gives NaN there; ours zeros)
     notes: list[str]
-    threshold: float = 0.0
-    head_diffs: list[float] = field(default_factory=list)  # max |Δ weights| per head
-    row_diffs: list[float] = field(default_factory=list)  # max |Δ weights| per query position
+    threshold: float = 1.0  # on the scale of head_diffs and row_diffs: at most 1 passes
+    head_diffs: list[float] = field(default_factory=list)  # max |Δ weights| / allowed, per head
+    row_diffs: list[float] = field(default_factory=list)  # max |Δ weights| / allowed, per query position
     row_tokens: list[str] = field(default_factory=list)  # the query tokens (first sequence's)
 
     @property
@@ -96,21 +107,26 @@ def verify_result(result, *, float64: bool = False, notes: list[str] | None = No
         notes.append(_("{n} query rows (over all heads) have every key blocked: PyTorch returns NaN there, attnviz "
                        "returns zeros; those rows are left out of the comparison.").format(n=undefined))
 
-    def diff(ours_t, ref_t, rows):
-        d = (ours_t - ref_t).abs()
-        d = d[rows] if rows is not None else d
-        return float(d.max()) if d.numel() else 0.0
+    rtol, atol = TOLERANCE[dtype]
+
+    def ratio(ours_t, ref_t):
+        """|ours − ref| / (atol + rtol·|ref|), elementwise: where it is at most 1, assert_close passes."""
+        return (ours_t - ref_t).abs() / (atol + rtol * ref_t.abs())
+
+    def check(name, ours_t, ref_t, rows):
+        d, r = (ours_t - ref_t).abs(), ratio(ours_t, ref_t)
+        d, r = (d[rows], r[rows]) if rows is not None else (d, r)
+        return Check(name, float(d.max()) if d.numel() else 0.0, float(r.max()) if r.numel() else 0.0, rtol, atol)
 
     out_rows = defined.all(1)  # (N, L): query positions defined in every head
-    thr = THRESHOLD[dtype]
     checks = [
-        Check(N_("weights vs nn.MultiheadAttention"), diff(a.weights, ref_w, defined), thr),
-        Check(N_("output vs nn.MultiheadAttention"), diff(steps.output, ref_out, out_rows), thr),
-        Check(N_("head outputs vs F.scaled_dot_product_attention"), diff(a.output, ref_heads, defined), thr),
+        check(N_("weights vs nn.MultiheadAttention"), a.weights, ref_w, defined),
+        check(N_("output vs nn.MultiheadAttention"), steps.output, ref_out, out_rows),
+        check(N_("head outputs vs F.scaled_dot_product_attention"), a.output, ref_heads, defined),
     ]
-    # Where the weights differ: rows PyTorch leaves undefined count as 0 difference.
-    where = (a.weights - ref_w).abs().masked_fill(~defined.unsqueeze(-1), 0.0)  # (N, H, L, S)
+    # Where the weights differ, on the tolerance's scale: rows PyTorch leaves undefined count as 0.
+    where = ratio(a.weights, ref_w).masked_fill(~defined.unsqueeze(-1), 0.0)  # (N, H, L, S)
     head_diffs = where.amax(dim=(0, 2, 3)).tolist()  # (H,)
     row_diffs = where.amax(dim=(0, 1, 3)).tolist()  # (L,)
-    return Verification(checks, str(dtype).replace("torch.", ""), str(device), undefined, notes, thr,
+    return Verification(checks, str(dtype).replace("torch.", ""), str(device), undefined, notes, 1.0,
                         head_diffs, row_diffs, result.tokens[0])

@@ -51,7 +51,7 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
 
 
 def difference_figure(head_diffs: list[float], row_diffs: list[float], row_tokens: list[str], threshold: float,
-                      title: str, style: FigureStyle = FigureStyle()) -> go.Figure:
+                      title: str, style: FigureStyle = FigureStyle(), value_name: str = "") -> go.Figure:
     """Two bar charts on a log axis, per head and per query position, with the pass
     threshold as a line: a failing check shows where it fails. Exact zeros are drawn
     at a floor far below the threshold (the hover says 0)."""
@@ -63,17 +63,18 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
     traces = [
         {"type": "bar", "x": heads, "y": bars(head_diffs), "customdata": head_diffs, "name": "per head",
          "marker": {"color": color(head_diffs)}, "xaxis": "x", "yaxis": "y",
-         "hovertemplate": "%{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+         "hovertemplate": "%{x}<br>" + (value_name or "max |difference|") + ": %{customdata:.3e}<extra></extra>"},
         {"type": "bar", "x": rows, "y": bars(row_diffs), "customdata": row_diffs, "name": "per query",
          "marker": {"color": color(row_diffs)}, "xaxis": "x2", "yaxis": "y2",
-         "hovertemplate": "query %{x}<br>max |difference|: %{customdata:.3e}<extra></extra>"},
+         "hovertemplate": "query %{x}<br>" + (value_name or "max |difference|") + ": %{customdata:.3e}<extra></extra>"},
     ]
     # One range for both, from below the smallest bar to above the threshold, so the
     # threshold line is always in view.
     values = [max(x, floor) for x in (*head_diffs, *row_diffs)] or [floor]
     lo = math.log10(min(min(values), threshold * 1e-3)) - 0.5
     hi = math.log10(max(max(values), threshold)) + 0.7
-    axis = {"type": "log", "exponentformat": "power", "title": {"text": _("max |difference|")}, "range": [lo, hi]}
+    axis = {"type": "log", "exponentformat": "power", "title": {"text": value_name or _("max |difference|")},
+            "range": [lo, hi]}
     # On a log axis, shapes and annotations take log10 of the value.
     line = lambda ref: {"type": "line", "xref": f"{ref} domain", "x0": 0, "x1": 1, "yref": ref.replace("x", "y"),  # noqa: E731
                         "y0": math.log10(threshold), "y1": math.log10(threshold),

@@ -60,10 +60,10 @@ def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, 
 
 
 def verify_figure(v, style: F.FigureStyle) -> go.Figure:
-    """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| per head and per query."""
+    """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| ÷ tolerance per head and per query."""
     return F.difference_figure(v.head_diffs, v.row_diffs, v.row_tokens, v.threshold,
-                               _("max |difference| of the weights, {dtype} on {device}").format(
-                                   dtype=v.dtype, device=v.device), style)
+                               _("|difference| of the weights ÷ tolerance, {dtype} on {device}").format(
+                                   dtype=v.dtype, device=v.device), style, value_name=_("|difference| ÷ tolerance"))
 
 
 def scaling_figure(res, style: F.FigureStyle) -> go.Figure:

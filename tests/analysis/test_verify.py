@@ -1,0 +1,83 @@
+"""The Verify checks judge as torch.testing.assert_close does: |difference| ≤ atol + rtol·|reference|,
+with its defaults for the dtype compared."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw
+
+from attnviz.analysis.verify import TOLERANCE, Check, verify, verify_result
+from attnviz.run.config import AttentionConfig
+from attnviz.views.modality import input_run
+from attnviz.views.state import DEFAULTS
+
+
+def _png(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _drawing() -> bytes:
+    img = Image.new("RGB", (96, 96), "white")
+    d = ImageDraw.Draw(img)
+    d.ellipse((10, 10, 50, 50), fill=(220, 20, 20))
+    d.rectangle((55, 50, 90, 88), fill=(20, 40, 220))
+    return _png(img)
+
+
+def _noise(side: int) -> bytes:
+    rng = np.random.default_rng(0)
+    return _png(Image.fromarray(rng.integers(0, 256, (side, side, 3), dtype=np.uint8)))
+
+
+def _photograph(side: int) -> bytes:
+    """Smooth light and shade with grain, as a photograph has."""
+    y, x = np.mgrid[0:side, 0:side] / side
+    rng = np.random.default_rng(1)
+    rgb = np.stack([200 * x + 40, 150 * np.sin(6 * y) + 100, 120 * x * y + 60], -1) + rng.normal(0, 8, (side, side, 3))
+    return _png(Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)))
+
+
+def test_the_tolerance_is_assert_closes_own_for_each_dtype():
+    """The same pairs pass or fail here as in torch.testing.assert_close with its defaults."""
+    for dtype, (rtol, atol) in TOLERANCE.items():
+        ref = torch.tensor([100.0, 0.0, 1.0], dtype=dtype)
+        for delta in (0.9, 1.1):
+            ours = ref + delta * (atol + rtol * ref.abs())
+            worst = float(((ours - ref).abs() / (atol + rtol * ref.abs())).max())
+            try:
+                torch.testing.assert_close(ours, ref)
+                closes = True
+            except AssertionError:
+                closes = False
+            assert Check("x", 0.0, worst, rtol, atol).passed is closes is (delta < 1), (dtype, delta)
+
+
+@pytest.mark.parametrize("name, data", [("a drawing", _drawing()), ("noise at the size bound", _noise(256)),
+                                        ("a photograph at the size bound", _photograph(256)),
+                                        ("a small photograph", _photograph(96))])
+def test_pictures_of_every_kind_pass_with_and_without_projections(name, data):
+    """A 96 × 96 drawing failed the old absolute threshold every time (1.2e-5 off on outputs that are
+    not small): a tolerance relative to the values' scale passes every honest run."""
+    for projections in (False, True):
+        state = DEFAULTS.with_(input_projections=projections)
+        _inp, result, _image = input_run("image-patches", state, data)
+        v = verify_result(result)
+        assert v.passed, (name, projections, [(c.name, c.max_abs_diff, c.worst) for c in v.checks])
+
+
+def test_a_real_difference_still_fails(monkeypatch):
+    """A reference 1e-4 off (relative) on every head output is beyond the tolerance: FAIL, shown."""
+    import attnviz.analysis.verify as V
+
+    sdpa = V.F.scaled_dot_product_attention
+    monkeypatch.setattr(V.F, "scaled_dot_product_attention", lambda *a, **k: sdpa(*a, **k) * (1 + 1e-4) + 1e-4)
+    v = verify(AttentionConfig(text="the cat sat on the mat", num_heads=2, d_model=8))
+    by_name = {c.name: c for c in v.checks}
+    assert not v.passed and not by_name["head outputs vs F.scaled_dot_product_attention"].passed
+    assert by_name["weights vs nn.MultiheadAttention"].passed
