@@ -37,8 +37,10 @@ control_settings = V.control_of(settings) if s.control else None
 keys = [key_of(settings)] + ([key_of(control_settings)] if control_settings else [])
 
 b1, b2, _spacer = st.columns([1, 1, 4])
-if b1.button(_("Train"), icon=":material/play_arrow:", type="primary", key="learn_train"):
-    compute.guard(lambda: [TRAININGS.start(x) for x in (settings, control_settings) if x is not None])
+if b1.button(_("Train"), icon=":material/play_arrow:", type="primary", key="learn_train",
+             help=_("Runs this training live. A training that already ran (the replay) runs again from step 0: "
+                    "the same numbers, since it is seeded.")):
+    compute.guard(lambda: [TRAININGS.start(x, again=True) for x in (settings, control_settings) if x is not None])
 if b2.button(_("Stop"), icon=":material/stop:", key="learn_stop"):
     for k in keys:
         TRAININGS.stop(k)
@@ -64,8 +66,8 @@ def live() -> None:
         return
     last = p.checkpoints[-1]
     if p.done:
-        st.caption(_(":material/replay: **A replay** of a training that ran on this server: drag the checkpoint "
-                     "slider (or Play) to walk through it."))
+        st.caption(_(":material/replay: **A replay** of exactly this training, which ran on this server: drag the "
+                     "checkpoint slider (or Play) to walk through it, or press Train to watch it run again live."))
     else:
         st.caption(_(":material/play_circle: **Live:** training now; the charts are redrawn every second."))
     st.progress(min(1.0, last["step"] / settings.steps),

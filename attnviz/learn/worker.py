@@ -100,16 +100,23 @@ class Trainings:
         self._jobs: dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
 
-    def start(self, settings: LearnSettings) -> str:
-        """The training of ``settings``: started unless it runs or ran already; ``ValueError``
+    def start(self, settings: LearnSettings, *, again: bool = False) -> str:
+        """The training of ``settings``: started unless it runs or ran already (``again``: a training
+        that ran is run again, live: its record goes and its checkpoints come anew; its weights stay
+        until the new ones replace them, the same numbers, since a training is seeded); ``ValueError``
         for bad settings or when every worker is busy with other trainings."""
         settings.validate()
         key = key_of(settings)
         folder = runs_dir()
         with self._lock:
             job = self._jobs.get(key)
-            if job is not None and job.poll() is None or (folder / f"{key}.json").exists():
+            if job is not None and job.poll() is None:
                 return key
+            if (folder / f"{key}.json").exists():
+                if not again:
+                    return key
+                (folder / f"{key}.json").unlink(missing_ok=True)
+                (folder / f"{key}.jsonl").unlink(missing_ok=True)
             running = sum(1 for j in self._jobs.values() if j.poll() is None)
             if running >= limits.MAX_TRAININGS:
                 raise ValueError(f"{running} trainings are running on this server (one per core): wait for one to "

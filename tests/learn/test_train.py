@@ -171,6 +171,14 @@ def test_one_training_per_settings_shared_and_kept(tmp_path, monkeypatch):
         torch.set_num_threads(2)
     later = Trainings()  # a restarted server replays the finished run
     assert later.progress(k1).done and later.start(s) == k1 and not later._jobs
+    # Train on a replay runs it again, live, to the same numbers; its weights stay meanwhile.
+    assert later.start(s, again=True) == k1 and later._jobs
+    assert not later.progress(k1).done and later.weights_file(k1) is not None
+    deadline = time.monotonic() + 120
+    while not later.progress(k1).done and time.monotonic() < deadline:
+        time.sleep(0.5)
+    again = later.progress(k1)
+    assert again.status == "done" and _numbers(again.record) == _numbers(p.record)
     model = T.load_trained(s, later.weights_file(k1))
     top, weights = T.predict(model, [K.BOS, 5, 6, 7, 5, 6])
     assert len(top) == 10 and abs(sum(p for _t, p in top)) <= 1 and weights.shape == (2, 2, 6, 6)
