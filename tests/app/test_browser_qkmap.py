@@ -7,7 +7,7 @@ import pytest
 from tests.support.browserkit import HOW_TO_GET_CHROMIUM, SHOTS, chromium_path, launch, streamlit_server, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
 
 
 def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_query():

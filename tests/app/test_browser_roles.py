@@ -16,7 +16,7 @@ from tests.support.browserkit import (
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
 ROW = 35  # px: Streamlit's dataframe rows and header (its default row height)
 
 

@@ -34,7 +34,7 @@ SIDES = ("l", "r", "b", "t")
 
 @pytest.fixture(scope="module")
 def draw():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
     with sync_api.sync_playwright() as p:
         browser, page = plotly_page(p, width=1100)
 

@@ -115,7 +115,7 @@ PNG = """async f => { const d = document.getElementById('d'); Plotly.purge(d);
 
 @pytest.fixture(scope="module")
 def plotly_page():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (in requirements.txt)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
     with sync_api.sync_playwright() as p:
         browser, page = blank_plotly_page(p, width=1000, script=PAGE_JS)
         yield page
