@@ -12,7 +12,6 @@ from attnviz.views.selection import clamp_selection
 from ui import compute, rendering, session, widgets
 from ui.controls import control
 
-PICKLES = ["pt", "pth", "bin", "pkl", "pickle"]  # accepted by the uploader only to be refused with a reason
 OFFERED = views_on("attention-file")
 
 s = session.current()
@@ -21,9 +20,11 @@ widgets.header(_("Your attention"),
                  "TransformerLens, your own code — saved with attnviz.save_attention(path, attention, tokens) as "
                  ".safetensors or .npz, then seen here with every view of the explorer. Never a pickle: those run "
                  "code when loaded."))
-upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz", *PICKLES],
+upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz"],
                                 key="attention_upload",
-                                help=_("Up to the server's upload limit. Not part of the link."))
+                                help=_("Up to the server's upload limit. Not part of the link. A .pt, .bin or .pkl "
+                                       "file is a pickle, which runs code when loaded: load it where you trust it and "
+                                       "save it with attnviz.save_attention(path, attention, tokens)."))
 if upload is None:
     st.info(_("No file yet: showing a sample made in code (the random model on the default sentence)."),
             icon=":material/upload_file:")

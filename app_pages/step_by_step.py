@@ -40,7 +40,8 @@ for step in walkthrough(result, seq, head, query):
         st.markdown("**" + row_of.format(token=quoted(tok)) + "** " + _("({n} numbers)").format(n=len(step.row)))
         row = pd.DataFrame({_("column"): step.cols[: len(step.row)],
                             _("value"): [("−∞" if v == float("-inf") else f"{v:.5f}") for v in step.row]})
-        st.dataframe(row, hide_index=True, height=min(400, 40 + 35 * len(row)))
+        # Every entry of the row in sight (a causal row's −∞ entries come last), up to a long sentence's.
+        st.dataframe(row, hide_index=True, height=40 + 35 * min(len(row), 32))
         if step.key == "Head output":
             terms = weighted_sum_terms(result, seq, head, query)
             st.markdown(_("Its output is") + " " + " + ".join(f"{w:.3f}·v({md(k)})" for k, w in terms[:4])

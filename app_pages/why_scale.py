@@ -21,12 +21,13 @@ s = session.current()
 res = sweep(seed=s.seed, additive=s.additive)
 style = style_for(s)
 compute.chart(scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
-ent = {"softmax(q·k)": res.entropy_raw, "softmax(q·k / √d_k)": res.entropy_scaled,
-       _("uniform (log S)"): [res.uniform_entropy] * len(res.d_k)}
+# The same line in the same place of both charts' legends, so each keeps its colour across them.
+ent = {"softmax(q·k)": res.entropy_raw, "softmax(q·k / √d_k)": res.entropy_scaled}
 mx = {"softmax(q·k)": res.max_raw, "softmax(q·k / √d_k)": res.max_scaled}
 if s.additive:
     ent[_("additive")] = res.entropy_additive
     mx[_("additive")] = res.max_additive
+ent[_("uniform (log S)")] = [res.uniform_entropy] * len(res.d_k)
 c1, c2 = st.columns(2)
 with c1:
     compute.chart(lines_figure(res.d_k, ent, _("entropy of each weight row (nats)"), style, x_title="d_k",

@@ -21,7 +21,7 @@ from functools import lru_cache
 import regex
 
 from attnviz.i18n import _
-from attnviz.limits import MAX_TOKENS
+from attnviz.limits import MAX_LINES, MAX_TOKENS
 
 MODES = ("auto", "word", "char")
 
@@ -103,8 +103,9 @@ def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> 
     if not tokens:
         raise ValueError(_("The text is empty: type at least one word."))
     if len(tokens) > max_tokens:
-        raise ValueError(_("The text has {n} tokens; the limit is {limit}. Shorten the text (or raise the token "
-                           "cap).").format(n=len(tokens), limit=max_tokens))
+        raise ValueError(_("The text has {n} tokens; the limit is {limit} a line. Shorten the text, or split it into "
+                           "lines (up to {lines}), each of at most {limit} tokens.").format(
+            n=len(tokens), limit=max_tokens, lines=MAX_LINES))
     return tokens
 
 

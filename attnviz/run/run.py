@@ -189,6 +189,9 @@ def _mask(inp: Input, source: Input | None, model: Model, kind: str, window: int
     if kind in WINDOW_KINDS and window >= max(L, S) - 1:
         notes.append(_("The window ({w}) covers the whole text ({n} tokens), so it blocks nothing.").format(
             w=window, n=max(L, S)))
+    if kind == "padding" and not kv.padded and source is None:
+        notes.append(_("The padding mask blocks [PAD] keys only, and this text has none: it acts on several lines "
+                       "of different lengths (a padded batch), or with Pad to (More settings)."))
     if kv.padded and kind == "none":
         notes.append(_("Some keys are [PAD] tokens and the mask is 'none', so queries attend to padding. Choose "
                        "any other mask to block it."))

@@ -36,7 +36,10 @@ def model_figure(result: AttentionResult, state, style: F.FigureStyle) -> go.Fig
 
 
 def model_caption(result: AttentionResult, state) -> str:
-    return _("Each block is one layer × head. Click a block to open it in the 'One head' view.") + " " + _(
+    one = _("{model} has one layer, so its model view is the grid of its heads with their roles; a pretrained "
+            "model (MiniLM, a model folder) shows a row per layer.").format(model=result.model_name) + " " \
+        if len(result.layer_weights) == 1 else ""
+    return one + _("Each block is one layer × head. Click a block to open it in the 'One head' view.") + " " + _(
         "Roles, where a head's mean weight passes the threshold: {legend}; dup and induction on a repeated random "
         "probe (Head roles says which).").format(legend=roles_legend())
 

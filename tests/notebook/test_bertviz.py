@@ -167,7 +167,7 @@ def test_the_docs_bertviz_example_runs_as_written():
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     scope: dict = {}
     exec(compile(code, "docs/notebook.md", "exec"), scope)  # noqa: S102 - our own docs
-    html = scope["html"].data
+    html = scope["view"].data
     assert "<script" in html and not re.search(r"<script[^>]*\bsrc\s*=", html)  # everything inline
 
 
@@ -183,6 +183,7 @@ def test_the_readmes_bertviz_example_runs_as_written():
     assert "from attnviz import head_view, model_view" in code
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - our own docs
-    html = scope["html"].data
+    html = scope["page"]
+    assert isinstance(html, str) and html == scope["view"].data  # a variable named for what it holds
     assert "Plotly.newPlot" in html  # drawn by its own inline Plotly
     assert not re.search(r"<script[^>]*\bsrc\s*=", html)
