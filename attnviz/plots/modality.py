@@ -117,6 +117,7 @@ def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chos
     traces.append({"type": "scatter", "mode": "markers+text", "x": [pos[i][0] for i in range(n)],
                    "y": [pos[i][1] for i in range(n)], "text": [str(i) for i in range(n)],
                    "customdata": np.asarray(weights, dtype=np.float64), "textposition": "middle center",
+                   "textfont": {"color": [_readable_on(style.colors, float(w)) for w in weights]},
                    "marker": {"size": [34 if i == chosen else 22 for i in range(n)],
                               "color": np.asarray(weights, dtype=np.float64), "coloraxis": "coloraxis",
                               "line": {"color": ["#e63946" if i == chosen else "#333333" for i in range(n)],
@@ -129,3 +130,25 @@ def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chos
               "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": 1,
                             "colorbar": {"title": {"text": _("weight")}}}}
     return figure(traces, layout_for(layout, style, _("what node {n} attends to (mean over heads)").format(n=chosen)))
+
+
+def _readable_on(scale: str, value: float) -> str:
+    """Near-black or white, whichever contrasts more (WCAG's contrast ratio) with the colour that
+    ``scale`` gives ``value`` (0–1): a node's number on a dark node (Viridis's low end) was dark on
+    dark purple."""
+    from plotly.colors import sample_colorscale, unlabel_rgb
+
+    fill = relative_luminance(unlabel_rgb(sample_colorscale(colorscale(scale), [min(1.0, max(0.0, value))],
+                                                            colortype="rgb")[0]))
+    dark, light = relative_luminance((17, 17, 17)), 1.0
+    return "#111111" if (fill + 0.05) / (dark + 0.05) >= (light + 0.05) / (fill + 0.05) else "#ffffff"
+
+
+def relative_luminance(rgb) -> float:
+    """WCAG 2's relative luminance of an sRGB colour (0–255 channels)."""
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(float(c)) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
