@@ -46,17 +46,28 @@ st.dataframe(pd.DataFrame({
     _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"], H * min(L, s.block_q) * min(L, s.block_k) * 4,
                                     mem["tiled"])],
 }), hide_index=True)
-sweep = compute.guard(lambda: compute.cached(
-    ("long-cost", H, D, s.device, s.block_q, s.block_k, V.causal(s)),
-    lambda: LS.cost_sweep(H, D, s.device, s.block_q, s.block_k, V.causal(s))))
-time_fig, mem_fig = V.cost_figures(sweep, style)
-compute.charts_side_by_side((time_fig, "long_cost_time", "attnviz-long-time"),
-                            (mem_fig, "long_cost_memory", "attnviz-long-memory"))
-st.caption(_("Measured in this process on {device}, at L = 128 … 8192 with random Q, K, V of these sizes. Memory "
-             "is the peak of live tensors each path created (on a GPU: the allocator's peak); SDPA's fused CPU kernel "
-             "keeps its buffers out of sight, so only its output shows.").format(device=sweep.device))
-for line in sweep.skipped:
-    st.caption(_("Not run: {why}.").format(why=line))
+cost = compute.guard(lambda: V.cost_job(H, D, s.device, s.block_q, s.block_k, V.causal(s)))
+if not cost.done.is_set():  # seconds of measuring, in the background: the rest of the page is drawn meanwhile
+    st.progress(cost.fraction, text=_("Measuring each path at L = 128 … 8192: {p:.0%}").format(p=cost.fraction))
+
+    @st.fragment(run_every=0.5)
+    def _poll() -> None:
+        if cost.done.is_set():
+            st.rerun()
+
+    _poll()
+elif cost.error:
+    st.error(cost.error, icon=":material/error:")
+else:
+    sweep = cost.value
+    time_fig, mem_fig = V.cost_figures(sweep, style)
+    compute.charts_side_by_side((time_fig, "long_cost_time", "attnviz-long-time"),
+                                (mem_fig, "long_cost_memory", "attnviz-long-memory"))
+    st.caption(_("Measured in this process on {device}, at L = 128 … 8192 with random Q, K, V of these sizes. "
+                 "Memory is the peak of live tensors each path created (on a GPU: the allocator's peak); SDPA's fused "
+                 "CPU kernel keeps its buffers out of sight, so only its output shows.").format(device=sweep.device))
+    for line in sweep.skipped:
+        st.caption(_("Not run: {why}.").format(why=line))
 
 st.header(_("2. Flash attention, tile by tile"))
 walk = compute.guard(lambda: compute.cached(("long-walk", *key, s.block_q, s.block_k, V.causal(s)),

@@ -134,4 +134,5 @@ class Jobs:
 
 
 # Each kind's name in the busy message, marked for translation.
-KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview")}
+KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview"),
+              "long-cost": N_("cost-measuring")}

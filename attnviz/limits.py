@@ -227,6 +227,7 @@ JOB_SHARES = {
     "patching": (2, 14),  # sweeps: each takes the compute workers one batch at a time
     "qk-overview": (1, 4),  # every head of a layer projected (t-SNE is the slow part)
     "long-context": (1, 6),
+    "long-cost": (1, 6),  # the Long sequences page's cost sweep (seconds at L = 8192)
     "circuit": (1, 6),
 }
 MAX_JOB_THREADS = sum(running for running, _waiting in JOB_SHARES.values())

@@ -187,9 +187,10 @@ class CostSweep:
 
 
 def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: int, causal: bool,
-               lengths: tuple[int, ...] = limits.LONG_LENGTHS, seed: int = 0) -> CostSweep:
+               lengths: tuple[int, ...] = limits.LONG_LENGTHS, seed: int = 0, progress=None) -> CostSweep:
     """Each path's measured time and peak memory at each length, on seeded random Q, K, V.
-    The naive path is not run where its weights alone would exceed the memory budget."""
+    The naive path is not run where its weights alone would exceed the memory budget.
+    ``progress(fraction)``: called after each length, the fraction of the L² work done."""
     dev = str(resolve_device(device))
     budget = limits.memory_budget_bytes()
     out = CostSweep(list(lengths), {p: [] for p in ("naive", "tiled", "sdpa")},
@@ -214,6 +215,8 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
             with torch.no_grad():
                 out.bytes[name].append(peak_tensor_bytes(fn, dev))
                 out.ms[name].append(timed(fn, dev, repeats=1 if L >= 4096 else 3))
+        if progress is not None:
+            progress(sum(n * n for n in lengths if n <= L) / sum(n * n for n in lengths))
     return out
 
 

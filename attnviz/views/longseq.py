@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 
 from attnviz import plots as F
 from attnviz.analysis import longseq as LS
-from attnviz.i18n import _
+from attnviz.i18n import N_, _
+from attnviz.jobs import Job, Jobs
 from attnviz.views.state import ViewState
 
 CORNER = 96  # the sparse pattern is drawn for its first CORNER × CORNER entries
@@ -29,6 +30,17 @@ def check_blocks(state: ViewState) -> None:
     for name in ("block_q", "block_k"):
         if getattr(state, name) < 1:
             raise ValueError(f"{name} must be at least 1.")
+
+
+COSTS = Jobs(keep=8, name="long-cost")  # the cost sweeps, by heads, width, device, tiles and mask
+
+
+def cost_job(heads: int, head_dim: int, device: str, block_q: int, block_k: int, causal: bool) -> Job:
+    """The (one, shared) measurement of every path's time and memory at L = 128 … 8192: seconds
+    of work, so it runs in the background, never in a page's own run."""
+    return COSTS.start(("long-cost", heads, head_dim, device, block_q, block_k, causal),
+                       lambda job: LS.cost_sweep(heads, head_dim, device, block_q, block_k, causal,
+                                                 progress=job.report), N_("measuring"))
 
 
 def cost_figures(sweep: LS.CostSweep, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
