@@ -13,6 +13,7 @@ attnviz.notebook, attnviz.run.
 
 from attnviz import lazy
 from attnviz.analysis.detector import detect_head
+from attnviz.analysis.longcontext import long_attention
 from attnviz.analysis.qkmap import qk_map
 from attnviz.analysis.roles import attention_flow, head_scores
 from attnviz.core.attention import scaled_dot_product_attention
@@ -35,6 +36,7 @@ __all__ = [
     "detect_head",
     "embed",
     "head_scores",
+    "long_attention",
     "low_rank_attention",
     "qk_map",
     "resolve_device",
