@@ -13,6 +13,7 @@ attnviz.notebook, attnviz.run.
 
 from attnviz import lazy
 from attnviz.analysis.detector import detect_head
+from attnviz.analysis.kvcache import kv_keep
 from attnviz.analysis.longcontext import long_attention
 from attnviz.analysis.qkmap import qk_map
 from attnviz.analysis.roles import attention_flow, head_scores
@@ -36,6 +37,7 @@ __all__ = [
     "detect_head",
     "embed",
     "head_scores",
+    "kv_keep",
     "long_attention",
     "low_rank_attention",
     "qk_map",

@@ -106,7 +106,7 @@ def _blocks(blocks) -> int:
     return _whole("blocks", blocks, 1, limits.MAX_LONG_BLOCKS)
 
 
-def _text_ids(text) -> str | list[int]:
+def text_or_ids(text) -> str | list[int]:
     """The text (bounded in bytes before anything reads it) or the token ids as given."""
     if isinstance(text, str):
         if len(text.encode("utf-8", "replace")) > limits.MAX_LONG_TEXT_BYTES:
@@ -134,7 +134,7 @@ def within(n: int, positions: int | None, name: str) -> None:
                          "Shorten the text.")
 
 
-class _HF:
+class HFReader:
     """A transformers model of the registry (or one loaded already), run through its twin."""
 
     def __init__(self, hf) -> None:
@@ -169,7 +169,7 @@ class _HF:
             body(input_ids=torch.tensor([ids]), use_cache=False)
 
 
-class _Random:
+class RandomReader:
     """The random layer (``attnviz.models.random``), reading the text causally, as a language model would."""
 
     kv_heads = None
@@ -196,15 +196,15 @@ class _Random:
             consumer(q[0], k[0], None, q.shape[-1] ** -0.5, True)
 
 
-def _subject(model):
+def long_reader(model):
     if isinstance(model, RandomLayer):
-        return _Random(model)
+        return RandomReader(model)
     if isinstance(model, HFModel):
-        return _HF(model)
+        return HFReader(model)
     if not isinstance(model, str) or not model.strip():
         raise ValueError("model must be a model's name, a folder, or 'random'.")
     if model == RANDOM:
-        return _Random(RandomLayer(64, 4, 0))
+        return RandomReader(RandomLayer(64, 4, 0))
     kind = model_kind(model)
     if kind in ("tiny", "seq2seq", "vision"):
         what = {"tiny": "the tiny model Watch it learn trains", "seq2seq": "an encoder–decoder",
@@ -215,7 +215,7 @@ def _subject(model):
     if not isinstance(loaded, HFModel):
         raise ValueError(f"{model} runs on attnviz's own BERT encoder, which keeps every weight: long attention "
                          "runs on a transformers folder or the random layer.")
-    return _HF(loaded)
+    return HFReader(loaded)
 
 
 def long_attention(model, text, *, blocks: int = 256, tile: int = blockstats.TILE) -> LongAttention:
@@ -227,8 +227,8 @@ def long_attention(model, text, *, blocks: int = 256, tile: int = blockstats.TIL
     t0 = time.perf_counter()
     blocks = _blocks(blocks)
     tile = _whole("tile", tile, 1, limits.MAX_BLOCK)
-    text = _text_ids(text)
-    subject = _subject(model)
+    text = text_or_ids(text)
+    subject = long_reader(model)
     ids = subject.ids(text)
     N = len(ids)
     per_layer: list[blockstats.LayerStats] = []

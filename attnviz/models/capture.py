@@ -11,7 +11,8 @@ head beside its key/value head, with the module's own scale. The twin is the mod
 shared model's other sessions never see a change.
 
 ``each_layer(consumer)`` hands the consumer, in this thread only, each layer's (q, k, each
-query's log-sum-exp, scale, causal) as the forward pass reaches it. On the CPU the flash
+query's log-sum-exp, scale, causal) as the forward pass reaches it (one new token on a cache:
+its q and every cached key, no log-sum-exp). On the CPU the flash
 kernel that SDPA runs returns the log-sum-exp with the output; elsewhere it is ``None`` and the
 consumer computes it. An attention that is not softmax(q·k · scale) under a causal (or no)
 mask is refused with what it does instead.
@@ -46,7 +47,9 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
     consumer = getattr(_LOCAL, "consumer", None)
-    if consumer is None or query.shape[2] == 1:  # another thread, or one new token on a cache
+    if consumer is None or query.shape[2] == 1:  # another thread, or one new token on a cache (it sees every key)
+        if consumer is not None:
+            consumer(query[0], key[0], None, float(scaling) if scaling is not None else query.shape[-1] ** -0.5, False)
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     for name, what in NOT_QK.items():
