@@ -23,6 +23,7 @@ May import: ``torch``, ``attnviz.core``, ``attnviz.limits`` and ``attnviz.i18n``
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ import torch
 
 SINK_TOKENS = 4  # StreamingLLM's attention sinks: the first tokens
 TILE = 512  # rows and columns of one tile of scores
+LOG2E = 1 / math.log(2)
+BLOCKED = -1e30  # a masked log-weight: 2^x is 0 and, unlike −inf, 0·x is 0
 
 
 @dataclass
@@ -68,19 +71,23 @@ def segments(n: int, b: int, tile: int) -> list[tuple[int, int]]:
     return [(s, min(s + tile, e)) for e0 in range(0, n, b) for e in [min(e0 + b, n)] for s in range(e0, e, tile)]
 
 
-def _fold(x: torch.Tensor, start: int, b: int, op: str) -> torch.Tensor:
-    """x (..., n) over positions start…start+n, reduced per block of ``b`` positions: (..., blocks
-    it touches). The cut is at a block's start unless the whole of x lies in one block."""
-    n = x.shape[-1]
+def _fold(x: torch.Tensor, start: int, b: int, op: str, dim: int = -1) -> torch.Tensor:
+    """x over positions start…start+n along ``dim``, reduced per block of ``b`` positions (the
+    blocks it touches, along the same dim). The cut is at a block's start unless the whole of x
+    lies in one block."""
+    dim = dim % x.dim()
+    n = x.shape[dim]
+
+    def red(t, d, keep):
+        return t.amax(d, keepdim=keep) if op == "max" else t.sum(d, keepdim=keep)
+
     if start % b or n <= b:  # within one block
-        return x.amax(-1, keepdim=True) if op == "max" else x.sum(-1, keepdim=True)
+        return red(x, dim, True)
     full = (n // b) * b
-    parts = [x[..., :full].unflatten(-1, (full // b, b))]  # (..., n // b, b)
-    red = [p.amax(-1) if op == "max" else p.sum(-1) for p in parts]
+    parts = [red(x.narrow(dim, 0, full).unflatten(dim, (full // b, b)), dim + 1, False)]  # (..., n // b, ...)
     if full < n:
-        rest = x[..., full:]
-        red.append(rest.amax(-1, keepdim=True) if op == "max" else rest.sum(-1, keepdim=True))
-    return torch.cat(red, -1) if len(red) > 1 else red[0]
+        parts.append(red(x.narrow(dim, full, n - full), dim, True))
+    return torch.cat(parts, dim) if len(parts) > 1 else parts[0]
 
 
 def _indicator(r0: int, r1: int, b: int, dtype) -> torch.Tensor:
@@ -114,8 +121,13 @@ def row_lse(q: torch.Tensor, k: torch.Tensor, *, causal: bool, tile: int = TILE)
 
 
 def _above(r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
-    """(r, c) True where key j > query i: what a causal mask blocks in this tile."""
-    return torch.arange(c0, c1)[None, :] > torch.arange(r0, r1)[:, None]
+    """(r, c) True where key j > query i: what a causal mask blocks in this tile (made once per shape)."""
+    return _above_at(c0 - r0, r1 - r0, c1 - c0)
+
+
+@functools.lru_cache(maxsize=16)
+def _above_at(offset: int, r: int, c: int) -> torch.Tensor:
+    return torch.arange(offset, offset + c)[None, :] > torch.arange(r)[:, None]
 
 
 def layer_stats(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, *, causal: bool, blocks: int,
@@ -132,50 +144,59 @@ def layer_stats(q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, *, causal: 
     block_max = torch.zeros(H, nb, nb)
     block_sum = torch.zeros(H, nb, nb, dtype=torch.float64)
     received = torch.zeros(H, L, dtype=torch.float64)
-    rows = torch.zeros(H, L, D + 1, dtype=torch.float64)  # Σ_j a_ij and Σ_j a_ij·k_j per query
+    rows = torch.zeros(H, L, 2, dtype=torch.float64)  # Σ_j a_ij and Σ_j a_ij·log2(a_ij) per query
     dist = torch.zeros(H, L, dtype=torch.float64)  # Σ_j a_ij |i − j|
     sink = torch.zeros(H, L, dtype=torch.float64)
     n_sink = min(SINK_TOKENS, L)
+    # x = (s − lse)·log2(e) as one product, so that a = 2^x: q·log2(e) with −lse·log2(e) beside it, k with 1
+    # beside it, both padded with zeros to a multiple of 8 columns (the matrix kernels' favourite widths)
+    width = -(-(D + 1) // 8) * 8
+    qa = torch.zeros(H, L, width, dtype=q.dtype)
+    qa[..., :D], qa[..., D] = q * LOG2E, -lse.to(q.dtype) * LOG2E  # (H, L, width)
+    ka = torch.zeros(KV, L, width, dtype=k.dtype)
+    ka[..., :D], ka[..., D] = k, 1.0  # (KV, L, width)
+    offsets = torch.arange(max(e - s for s, e in cuts), dtype=q.dtype)  # j − c0 within a tile
     for g in range(KV):
         hs = slice(g * G, (g + 1) * G)
         for r0, r1 in cuts:
             r = r1 - r0
-            qt = q[hs, r0:r1].reshape(G * r, D)  # (G·r, D) the group's heads in one product
-            shift = lse[hs, r0:r1].reshape(G * r, 1)  # (G·r, 1)
-            rb0, ind = r0 // b, _indicator(r0, r1, b, q.dtype)  # (nbr, r)
+            qt = qa[hs, r0:r1].reshape(G * r, width)  # (G·r, width) the group's heads in one product
+            rb0 = r0 // b
+            i = torch.arange(r0, r1, dtype=q.dtype)
             for c0, c1 in cuts:
                 if causal and c0 > r1 - 1:
                     break
                 c = c1 - c0
-                kt = k[g, c0:c1]  # (c, D)
-                a = (qt @ kt.T).sub_(shift).exp_().view(G, r, c)  # (G, r, c) the weights of this tile
-                if causal and c1 - 1 > r0:
-                    a.masked_fill_(_above(r0, r1, c0, c1), 0.0)
+                x = (qt @ ka[g, c0:c1].T).view(G, r, c)  # (G, r, c) log2 of this tile's weights
+                if causal and c1 - 1 > r0:  # finite, so that 2^x = 0 and a·x = 0 there (0·(−inf) is NaN)
+                    x.masked_fill_(_above(r0, r1, c0, c1), BLOCKED)
+                # block maxima from the log-weights: the columns of each block first, then its rows, then 2^
+                peaks = _fold(_fold(x, c0, b, "max"), r0, b, "max", dim=1).exp2_()  # (G, nbr, nbc)
                 cb0 = c0 // b
-                peaks = _fold(_fold(a, c0, b, "max").transpose(1, 2), r0, b, "max").transpose(1, 2)  # (G, nbr, nbc)
                 top = block_max[hs, rb0:rb0 + peaks.shape[1], cb0:cb0 + peaks.shape[2]]
                 torch.maximum(top, peaks, out=top)
-                per_block = ind @ a  # (G, nbr, c): column sums per block of rows
+                a = torch.exp2(x)  # (G, r, c) the weights
+                per_block = _fold(a, r0, b, "sum", dim=1)  # (G, nbr, c): column sums per block of rows
                 received[hs, c0:c1] += per_block.sum(1)
                 sums = _fold(per_block, c0, b, "sum")  # (G, nbr, nbc)
                 block_sum[hs, rb0:rb0 + sums.shape[1], cb0:cb0 + sums.shape[2]] += sums
-                # j counted from the tile's first key, so that i − j stays small in float32
-                w = torch.cat((torch.ones(c, 1), torch.arange(c, dtype=q.dtype)[:, None], kt), 1)  # (c, D + 2)
-                t = (a.view(G * r, c) @ w).view(G, r, D + 2)  # Σ a, Σ a·(j − c0), Σ a·k_j over this tile's keys
-                rows[hs, r0:r1, 0] += t[..., 0]
-                rows[hs, r0:r1, 1:] += t[..., 2:]
-                i = torch.arange(r0 - c0, r1 - c0, dtype=q.dtype)  # i − c0
+                # Σ a and Σ a·(j − c0) over this tile's keys, as matrix–vector products (j counted from the
+                # tile's first key, so that i − j stays small in float32)
+                total = a.sum(-1)  # (G, r)
+                toward = torch.mv(a.view(G * r, c), offsets[:c]).view(G, r)  # (G, r)
+                rows[hs, r0:r1, 0] += total
+                rows[hs, r0:r1, 1] += torch.linalg.vecdot(a, x)  # Σ a·log2(a)
+                ic = i - c0
                 if causal or c1 - 1 <= r0:  # every key at or before its query: |i − j| = i − j
-                    dist[hs, r0:r1] += i * t[..., 0] - t[..., 1]
+                    dist[hs, r0:r1] += ic * total - toward
                 elif c0 >= r1 - 1:  # every key at or after it
-                    dist[hs, r0:r1] += t[..., 1] - i * t[..., 0]
+                    dist[hs, r0:r1] += toward - ic * total
                 else:  # both sides of the diagonal: |i − j| as it is
-                    dist[hs, r0:r1] += (a * (i[:, None] - torch.arange(c, dtype=q.dtype)).abs()).sum(-1)
+                    dist[hs, r0:r1] += (a * (ic[:, None] - torch.arange(c, dtype=q.dtype)).abs()).sum(-1)
                 if c0 < n_sink:
                     sink[hs, r0:r1] += a[..., :n_sink - c0].sum(-1)
     pos = torch.arange(L, dtype=torch.float64)
-    total, pulled = rows[..., 0], rows[..., 1:]
-    entropy_rows = lse.double() * total - (q.double() * pulled).sum(-1)  # (H, L)
+    entropy_rows = -rows[..., 1] * math.log(2)  # (H, L) −Σ a ln a
     seen = pos + 1 if causal else torch.full((L,), float(L), dtype=torch.float64)  # keys each query may see
     counted = seen >= 2
     entropy = ((entropy_rows[:, counted] / seen[counted].log()).mean(-1) if bool(counted.any())
