@@ -218,7 +218,7 @@ def long_reader(model):
     return HFReader(loaded)
 
 
-def long_attention(model, text, *, blocks: int = 256, tile: int = blockstats.TILE) -> LongAttention:
+def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int = blockstats.TILE) -> LongAttention:
     """Every layer's and head's long-context numbers (see the module doc) for ``text`` (a string,
     read with the model's own tokenizer, or token ids used as given: nothing is prepended) under
     ``model``: a registry name or folder of a causal LM or encoder, a loaded ``HFModel``, or
