@@ -62,12 +62,16 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
     scale = float(scaling) if scaling is not None else query.shape[-1] ** -0.5
     groups = query.shape[1] // key.shape[1]
     lse = None
-    if query.device.type == "cpu" and query.dtype == torch.float32 and query.shape[2] == key.shape[2]:
+    flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if flash is not None and query.device.type == "cpu" and query.dtype == torch.float32 \
+            and query.shape[2] == key.shape[2]:
         k, v = repeat_kv(key, groups), repeat_kv(value, groups)  # (N, H, S, D)
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, k, v, 0.0, causal, scale=scale)  # (N, H, L, D), (N, H, L)
-        out = out.transpose(1, 2).contiguous()  # (N, L, H, D), as sdpa_attention_forward returns it
-    else:
+        try:
+            out, lse = flash(query, k, v, 0.0, causal, scale=scale)  # (N, H, L, D), (N, H, L)
+            out = out.transpose(1, 2).contiguous()  # (N, L, H, D), as sdpa_attention_forward returns it
+        except (RuntimeError, TypeError):  # a shape the kernel does not take: SDPA, and the consumer's own lse
+            lse = None
+    if lse is None:
         out, _ = sdpa_attention_forward(module, query, key, value, None, dropout=0.0, scaling=scale,
                                         is_causal=is_causal, **kwargs)
     consumer(query[0], key[0], None if lse is None else lse[0], scale, causal)
