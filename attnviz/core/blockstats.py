@@ -18,6 +18,10 @@ The query heads that share a key/value head are one product (grouped-query atten
 causal mask's tiles above the diagonal are never formed. A step holds one tile,
 (heads per group) × rows × columns numbers, never L × S.
 
+``attnviz.core.efficient.tiled_attention`` walks the same tiles for the output (an online softmax whose
+accumulators hold Σ a·v); this module needs the weights themselves, normalised, so it takes the
+normaliser first and then forms each weight once. ``row_lse`` is that online max and sum alone.
+
 May import: ``torch``, ``attnviz.core``, ``attnviz.limits`` and ``attnviz.i18n`` only.
 """
 

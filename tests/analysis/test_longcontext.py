@@ -152,3 +152,21 @@ def test_memory_grows_with_n_not_n_squared(tmp_path):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     one_layer = got["heads"] * got["n"] ** 2 * 4
     assert got["n"] == 8192 and got["grew"] < one_layer / 8, got  # under 256 MB
+
+
+def test_an_encoder_is_read_without_a_mask_and_matches_its_weights(tmp_path):
+    from transformers import AutoModel
+
+    from tests.support.hfmodels import save
+
+    folder, _m, _t = save(tmp_path, "roberta")
+    ids = [0, *_ids(60, seed=3), 2]
+    result = LC.long_attention(str(folder), ids, blocks=7, tile=16)  # tiles on both sides of the diagonal
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ids]), output_attentions=True)
+    weights = torch.stack([a[0] for a in out.attentions]).double().numpy()
+    ref = longmodels.dense_numbers(weights, 7, causal=False)
+    assert not result.causal
+    errors = _errors(result, ref)
+    assert max(errors.values()) <= 1e-5, errors
