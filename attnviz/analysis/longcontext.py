@@ -143,6 +143,7 @@ class HFReader:
             raise ValueError(f"{hf.name} is {'an encoder–decoder' if hf.seq2seq else 'a vision transformer'}: long "
                              "attention reads one text with a causal LM or an encoder.")
         cfg = hf.model.config
+        self.layers = hf.layers
         self.positions = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
         self.kv_heads = hf.kv_heads
 
@@ -174,6 +175,8 @@ class RandomReader:
 
     kv_heads = None
     positions = None
+
+    layers = 1
 
     def __init__(self, layer) -> None:
         self.layer, self.name = layer, layer.name
@@ -218,12 +221,14 @@ def long_reader(model):
     return HFReader(loaded)
 
 
-def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int = blockstats.TILE) -> LongAttention:
+def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int = blockstats.TILE,
+                   progress=None) -> LongAttention:
     """Every layer's and head's long-context numbers (see the module doc) for ``text`` (a string,
     read with the model's own tokenizer, or token ids used as given: nothing is prepended) under
     ``model``: a registry name or folder of a causal LM or encoder, a loaded ``HFModel``, or
     ``"random"`` (the random layer with its default settings) or a ``RandomLayer``. ``tile``:
-    rows and columns of one tile of scores (the numbers do not depend on it)."""
+    rows and columns of one tile of scores (the numbers do not depend on it). ``progress(fraction)``
+    is told after each layer (a background job's progress bar)."""
     t0 = time.perf_counter()
     blocks = _blocks(blocks)
     tile = _whole("tile", tile, 1, limits.MAX_BLOCK)
@@ -242,6 +247,8 @@ def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int =
         lse = blockstats.row_lse(q, k, causal=causal, tile=tile) if lse is None else lse.float()  # (H, L)
         state["causal"], state["kv"] = causal, k.shape[0]
         per_layer.append(blockstats.layer_stats(q, k, lse, causal=causal, blocks=blocks, tile=tile))
+        if progress is not None:
+            progress(len(per_layer) / subject.layers)
         state["bytes"] += 4 * (q.numel() + k.numel() + lse.numel())
         kept.append((q, k, lse) if state["bytes"] <= budget else None)
 

@@ -71,7 +71,9 @@ def test_the_tile_does_not_change_the_numbers(folders):
 
 
 def test_a_text_is_read_with_the_models_own_tokens(folders):
-    result = LC.long_attention(str(folders["gpt2"]), "the cat sat on the mat " * 20, blocks=8)
+    told = []
+    result = LC.long_attention(str(folders["gpt2"]), "the cat sat on the mat " * 20, blocks=8, progress=told.append)
+    assert told == [0.5, 1.0]  # after each of the 2 layers
     assert result.tokens[:3] == ["the", "cat", "sat"] and len(result.tokens) == 120
     assert np.allclose(result.received.sum(-1), 120, rtol=1e-5)  # every query's weights sum to 1
 
