@@ -13,6 +13,8 @@ attnviz.notebook, attnviz.run.
 
 from attnviz import lazy
 from attnviz.analysis.detector import detect_head
+from attnviz.analysis.kvcache import kv_keep
+from attnviz.analysis.longcontext import long_attention
 from attnviz.analysis.qkmap import qk_map
 from attnviz.analysis.roles import attention_flow, head_scores
 from attnviz.core.attention import scaled_dot_product_attention
@@ -35,6 +37,8 @@ __all__ = [
     "detect_head",
     "embed",
     "head_scores",
+    "kv_keep",
+    "long_attention",
     "low_rank_attention",
     "qk_map",
     "resolve_device",
@@ -48,7 +52,7 @@ __version__ = "0.1.0"
 # ``import attnviz`` stays light: attnviz.head_view, attnviz.show, attnviz.save_attention, …
 _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", "attention_patterns", "show",
              "head_table", "save_attention", "load_attention", "normalise", "to_html", "neuron_view", "patch_heads",
-             "patch_residual", "logit_attribution")
+             "patch_residual", "logit_attribution", "long_view")
 
 
 def __getattr__(name: str):

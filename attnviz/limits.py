@@ -62,6 +62,15 @@ MAX_GRAPH_NODES = 64
 MAX_LONG_TOKENS = 8192
 LONG_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_BLOCK = 1024  # a tile's rows or columns
+# Long contexts (attnviz.analysis.longcontext): a model's own attention, tile by tile, never L × L. Its own
+# bound, four times the Long sequences page's: that page holds every query's output and times the naive path,
+# this one holds O(L·d) numbers per layer. The model's own positions bound it further (the smaller counts).
+MAX_MODEL_LONG_TOKENS = 32_768
+MAX_LONG_TEXT_BYTES = 1 * 2**20  # the text, before it is tokenized (32k tokens of English are ~150 KB)
+LONG_BLOCKS = 256  # blocks per side of a long overview, by default
+MAX_LONG_BLOCKS = 1024  # blocks per side of a long overview
+MAX_LONG_RATIO = 0.99  # the fraction of a KV cache a policy may evict (kvpress: [0, 1))
+MAX_LONG_WINDOW = 128  # a close-up's rows and columns
 MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its weights held)
 MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
 # Watch it learn: the tiny model trained on the page, in a worker process.

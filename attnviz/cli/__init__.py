@@ -26,12 +26,15 @@ from pathlib import Path
 
 from attnviz.cli.batch import run_spec
 from attnviz.cli.learn import learn_command
+from attnviz.cli.longctx import long_command
 from attnviz.cli.render import DEFAULT_WIDTH, RenderJob, UsageError, one_line, read_input, run_job, state_from
 from attnviz.learn.train import LearnSettings
 from attnviz.plots.export import ExportError, ImageExporter
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page_of
+from attnviz.views.longcontext import PAGE as LONG_PAGE
+from attnviz.views.longcontext import LongSettings
 from attnviz.views.state import SETTINGS
 
 
@@ -46,11 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="render one figure (or a batch from a spec file)",
                        description="Render a view of an attention run to .png, .svg, .html, .json or .csv.")
     add_flags(r, SETTINGS, _FLAG_NOTES)
-    r.add_argument("--page", choices=PAGE_NAMES, help="whose main figure to render (default: from --from-url, "
+    pages = tuple(dict.fromkeys((*PAGE_NAMES, LONG_PAGE)))
+    r.add_argument("--page", choices=pages, help="whose main figure to render (default: from --from-url, "
                                                        "else the explorer)")
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
     r.add_argument("--attention", help="an attention file (.safetensors or .npz, from attnviz.save_attention)")
+    r.add_argument("--text-file", dest="text_file", help="long-context: a UTF-8 text file (the model reads it whole)")
+    add_flags(r, table(LongSettings))  # --long-blocks, --long-policy, --long-ratio, --long-layer, --long-head
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -85,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 return learn_command(args)
             except ValueError as e:
                 raise UsageError(str(e)) from None
+        if args.page == LONG_PAGE:
+            return long_command(args)
         if args.spec:
             return run_spec(Path(args.spec))
         if not args.out:

@@ -79,6 +79,12 @@ def check_folder(folder: Path) -> dict:
     return cfg
 
 
+# Hugging Face configs name the same numbers differently (GPT-2, BERT/LLaMA, T5, BART): the first present counts.
+HEADS_KEYS = ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
+WIDTH_KEYS = ("hidden_size", "n_embd", "d_model")
+LAYERS_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
+
+
 def config_int(cfg: dict, *names: str) -> int:
     for n in names:
         if isinstance(cfg.get(n), int):
@@ -138,21 +144,21 @@ class HFModel:
             raise ModelError(f"{folder.name} cannot be run with its attention weights: "
                              f"{type(e).__name__}: {str(e)[:300]}") from None
         model.eval()
-        heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
+        heads = config_int(cfg, *HEADS_KEYS)
         kv = cfg.get("num_key_value_heads") or heads
         notes = []
         if kv != heads:
             per = heads // kv
             groups = "; ".join(f"query heads {g * per}–{g * per + per - 1} share key/value head {g}" for g in range(kv))
             notes.append(f"{name} uses grouped-query attention: {heads} query heads, {kv} key/value heads ({groups}).")
-        layers = config_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
+        layers = config_int(cfg, *LAYERS_KEYS)
         stacks = {}
         if kind == "seq2seq":
             dec = int(cfg.get("num_decoder_layers") or cfg.get("decoder_layers") or layers)
             stacks = {"encoder": layers, "decoder": dec, "cross": dec}
             if cfg.get("decoder_attention_heads", heads) != heads:
                 raise ModelError(f"{folder.name}'s encoder and decoder have different head counts: not shown yet.")
-        return cls(name, folder, model, tokenizer, heads, config_int(cfg, "hidden_size", "n_embd", "d_model"),
+        return cls(name, folder, model, tokenizer, heads, config_int(cfg, *WIDTH_KEYS),
                    layers, kind, int(kv), notes, stacks, weight_bytes(folder))
 
     def own_mask(self, inp: Input) -> str:

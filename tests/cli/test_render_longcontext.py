@@ -1,0 +1,101 @@
+"""python -m attnviz render --page long-context: every number the view draws as JSON, the figures
+offline, and bad input (no file, not text, empty, over the bounds, a policy's bad ratio, an encoder)
+as one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnviz import limits
+from attnviz.cli import main
+from tests.support import hfmodels, longmodels
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT = "the cat sat on the mat because it was tired " * 12  # 120 words
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli-long")
+    return {"llama": longmodels.save(root / "llama", "llama", 4096),
+            "roberta": hfmodels.save(root, "roberta")[0]}
+
+
+def _text(tmp_path, content: str | bytes = TEXT, name="doc.txt") -> Path:
+    p = tmp_path / name
+    p.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return p
+
+
+def test_json_holds_every_number_the_view_draws(folders, tmp_path):
+    out = tmp_path / "long.json"
+    code = main(["render", "--page", "long-context", "--model", str(folders["llama"]), "--text-file",
+                 str(_text(tmp_path)), "--long-blocks", "12", "--long-policy", "snapkv", "--long-ratio", "0.5",
+                 "--out", str(out)])
+    assert code == 0
+    rec = json.loads(out.read_text())
+    N = len(rec["tokens"])
+    assert N == 120 and np.asarray(rec["overview"]).shape == (2, 4, 12, 12)
+    assert np.asarray(rec["received"]).shape == (2, 4, N) and np.allclose(np.asarray(rec["received"]).sum(-1), N,
+                                                                          rtol=1e-5)
+    assert set(np.asarray(rec["labels"]).ravel()) <= {"sink", "local", "far"}
+    pol = rec["policy"]
+    assert pol["name"] == "snapkv" and pol["n_kept"] == 60 and len(pol["kept"]) == 2 and len(pol["kept"][0]) == 2
+    assert pol["kl"] >= 0 and np.asarray(pol["lost"]).shape == (2, 4)
+    assert set(rec["definitions"]) == {"overview", "overview_mean", "received", "sink", "distance", "entropy"}
+
+
+def test_html_has_the_figures_offline(tmp_path):
+    out = tmp_path / "long.html"
+    assert main(["render", "--page", "long-context", "--text-file", str(_text(tmp_path)), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert '<script src="http' not in html  # plotly.js inline: offline
+    assert html.count('class="plotly-graph-div"') == 3  # small multiples, the head, the policy's strip
+
+
+def test_the_module_runs_as_a_command(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "long-context", "--text-file",
+                        str(_text(tmp_path)), "--out", str(tmp_path / "x.json")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((tmp_path / "x.json").read_text())["model"] == "random"
+
+
+@pytest.mark.parametrize("make,extra,words", [
+    (lambda t: t / "missing.txt", [], "no such file"),
+    (lambda t: _text(t, b"\x89PNG\r\n\x1a\n\x00\x00", "img.txt"), [], "not a text file"),
+    (lambda t: _text(t, b"\xff\xfe\xfa", "bad.txt"), [], "not UTF-8 text"),
+    (lambda t: _text(t, "   \n"), [], "empty"),
+    (lambda t: _text(t, "a" * (limits.MAX_LONG_TEXT_BYTES + 1)), [], "MAX_LONG_TEXT_BYTES"),
+    (lambda t: _text(t), ["--long-ratio", "1.0"], "long_ratio"),
+    (lambda t: _text(t), ["--long-policy", "h2o"], "long_policy"),
+    (lambda t: _text(t), ["--long-blocks", "0"], "long_blocks"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, make, extra, words):
+    code = main(["render", "--page", "long-context", "--text-file", str(make(tmp_path)), *extra,
+                 "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_over_the_models_positions_and_an_encoders_policy(folders, tmp_path, capsys):
+    words = " ".join(["the cat"] * 2100)  # 4,200 tokens against 4,096 positions
+    code = main(["render", "--page", "long-context", "--model", str(folders["llama"]), "--text-file",
+                 str(_text(tmp_path, words)), "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "4,096 positions" in err and "MAX_MODEL_LONG_TOKENS" in err, err
+    out = tmp_path / "enc.json"
+    assert main(["render", "--page", "long-context", "--model", str(folders["roberta"]), "--text-file",
+                 str(_text(tmp_path, "the cat sat on the mat")), "--long-blocks", "4", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert not rec["causal"] and "policy" not in rec and any("no cache to evict" in n for n in rec["notes"])
+    assert main(["render", "--page", "long-context", "--out", str(tmp_path / "o.json")]) == 2
+    assert "--text-file" in capsys.readouterr().err
