@@ -30,11 +30,13 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 	$(PY) -m pip install -q -r requirements-test.txt
 	touch $(TEST_STAMP)
 
+# A model named by its Hugging Face id is read from the local cache (never downloaded): on for
+# make run, off by default for a shared server (make serve), so a link names only its folders.
 run: $(STAMP)
-	$(PY) -m ui.server --server.port $(PORT)
+	ATTNVIZ_HF_CACHE=$${ATTNVIZ_HF_CACHE:-1} $(PY) -m ui.server --server.port $(PORT)
 
 serve: $(STAMP) system-packages
-	$(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT) --bind $(BIND)
+	ATTNVIZ_HF_CACHE=$${ATTNVIZ_HF_CACHE:-0} $(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT) --bind $(BIND)
 
 # System packages the tests use (Chromium, HAProxy, a CJK font): installed when missing and
 # root (or passwordless sudo) can; otherwise the tests that need them skip, saying how.
