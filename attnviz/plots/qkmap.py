@@ -43,8 +43,11 @@ def hover_texts(record: dict) -> list[str]:
 
 
 def agreement_line(record: dict) -> str:
-    return _("agreement {a:.0%} (random placement {b:.0%}; k = {k} nearest keys of the sentence)").format(
+    line = _("agreement {a:.0%} (random placement {b:.0%}; k = {k} nearest keys of the sentence)").format(
         a=record["agreement"], b=record["baseline"], k=record["k"])
+    if record.get("warning"):  # the record's own verdict (attnviz.analysis.qkmap.trust_warning)
+        line = "⚠ " + line + " · " + _("near or below chance: nearness here does not follow attention")
+    return line
 
 
 def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
@@ -112,6 +115,8 @@ def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, 
             texts[p["kind"]].append(_("head {h} · {kind} “{token}”").format(
                 h=h, kind=_("query") if p["kind"] == "query" else _("key"), token=escape_label(p["token"])))
         label = _("head {h}: {a:.0%} (random {b:.0%})").format(h=h, a=rec["agreement"], b=rec["baseline"])
+        if rec.get("warning"):  # not above its baseline by the record's margin: the page says so in words
+            label = "⚠ " + label
         notes.append({"text": label.replace(": ", ":<br>", 1),  # two lines: six cells fit side by side
                       "x": c, "y": -r + 0.44, "xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom",
                       "font": {"size": style.font_size}})
