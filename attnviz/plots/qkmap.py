@@ -18,6 +18,7 @@ from attnviz.i18n import _
 from attnviz.plots.style import FigureStyle, colorscale, escape_label, figure, layout_for
 
 SYMBOLS = {"query": "circle", "key": "diamond"}
+NORM_NAMES = {"mips": "MIPS→NN", "attentionviz": "AttentionViz"}  # the normalisation, named in the title
 KIND_COLOURS = {"word": "#4c78a8", "punctuation": "#f58518", "special": "#54a24b"}  # Tableau 10, colour-blind fair
 
 
@@ -80,10 +81,11 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
                        "text": [hover[i] for i in idx], "hovertemplate": "%{text}<extra></extra>",
                        "marker": marker})
     head = record.get("head")
+    norm = NORM_NAMES.get((record.get("normalisation") or {}).get("name"), "")
+    method = record["method"].upper().replace("TSNE", "t-SNE") + (f" · {norm}" if norm else "")
     title = title or (_("layer {layer}, head {head}: queries (●) and keys (◆), {method}").format(
-        layer=record.get("layer", 0), head=head, method=record["method"].upper().replace("TSNE", "t-SNE"))
-        if head is not None else _("queries (●) and keys (◆), {method}").format(
-        method=record["method"].upper().replace("TSNE", "t-SNE")))
+        layer=record.get("layer", 0), head=head, method=method)
+        if head is not None else _("queries (●) and keys (◆), {method}").format(method=method))
     layout = {"height": 640, "xaxis": {"showticklabels": False, "zeroline": False, "title": {"text": ""}},
               "yaxis": {"showticklabels": False, "zeroline": False, "scaleanchor": "x"},
               "legend": {"orientation": "h", "y": -0.04}, "hovermode": "closest", "clickmode": "event+select",

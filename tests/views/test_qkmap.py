@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from attnviz.analysis import qkmap as Q
-from attnviz.plots.qkmap import agreement_line, overview_figure
+from attnviz.plots.qkmap import agreement_line, map_figure, overview_figure
 from attnviz.views import qkmap as V
 from attnviz.views.state import ViewState
 
@@ -47,6 +47,9 @@ def test_the_normalisation_reaches_the_map_and_its_json():
     a = V.head_record(state.with_(qk_norm="attentionviz"), LINES)
     b = V.head_record(state.with_(qk_norm="mips"), LINES)
     assert not np.allclose([p["x"] for p in a["points"]], [p["x"] for p in b["points"]])
+    # the figure's title names it, so an exported picture says which map it is
+    assert map_figure(a, "kind").layout.title.text.endswith("PCA · AttentionViz")
+    assert map_figure(b, "kind").layout.title.text.endswith("PCA · MIPS→NN")
 
 
 def test_each_normalisation_has_its_own_overview_job():
