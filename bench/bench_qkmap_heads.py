@@ -3,7 +3,7 @@ over the shipped corpus, mapped with both normalisations (AttentionViz's scale-t
 and the max-inner-product reduction) and both projections (PCA, t-SNE), each map's
 neighbourhood agreement beside its random baseline (k = 3).
 
-    .venv/bin/python bench/bench_qkmap_heads.py [--layers 0-5] [--markdown]
+    .venv/bin/python bench/bench_qkmap_heads.py [--layers 0-5] [--heads 0-11] [--methods pca,tsne] [--markdown]
 
 Prints one row per head, then per normalisation × projection: how many heads are above their
 baseline, how many by at least ``TRUST_MARGIN`` (0.05), and the median agreement. The default
@@ -32,18 +32,22 @@ COLUMNS = [(norm, method) for norm in sorted(NORMALISATIONS) for method in METHO
 NAMES = {"attentionviz": "AttentionViz", "mips": "MIPS→NN", "pca": "PCA", "tsne": "t-SNE"}
 
 
-def layers(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+def numbers(text: str) -> list[int]:
+    """"0-5", "3,5" or "2": the numbers named."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
 
 
-def measure(layer_list: list[int], seed: int, columns: list[tuple[str, str]]) -> list[dict]:
+def measure(layer_list: list[int], seed: int, columns: list[tuple[str, str]], heads: list[int] | None) -> list[dict]:
     """One row per head: its baseline and each column's agreement."""
     lines = default_corpus()
     rows = []
     for layer in layer_list:
         crun = QC.corpus_run(ViewState.of(model=registry.MINILM, layer=layer).config, lines)
-        for head in range(crun.heads):
+        for head in heads if heads is not None else range(crun.heads):
             row = {"layer": layer, "head": head, "seconds": {}}
             for norm, method in columns:
                 rec = QC.head_map(crun, head, method=method, seed=seed, normalisation=norm)
@@ -91,7 +95,8 @@ def markdown(rows: list[dict], summ: list[dict], columns: list[tuple[str, str]])
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--layers", type=layers, default=layers("0-5"), help="a layer or a range, e.g. 0-5")
+    p.add_argument("--layers", type=numbers, default=numbers("0-5"), help="layers, e.g. 0-5 or 3,5")
+    p.add_argument("--heads", type=numbers, default=None, help="heads of each layer (default: all), e.g. 6-11")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(METHODS), help="projections to measure, e.g. pca (t-SNE is slow)")
     p.add_argument("--markdown", action="store_true", help="also print the tables as Markdown")
@@ -99,9 +104,9 @@ def main() -> int:
     columns = [(n, m) for n, m in COLUMNS if m in args.methods.split(",")]
     t0 = time.perf_counter()
     registry.load(registry.MINILM)
-    print(f"MiniLM-L6, layers {args.layers[0]}–{args.layers[-1]}, {len(default_corpus())} shipped sentences, "
+    print(f"MiniLM-L6, layers {args.layers}, {len(default_corpus())} shipped sentences, "
           f"seed {args.seed}, k = 3 (model load {time.perf_counter() - t0:.1f} s)")
-    rows = measure(args.layers, args.seed, columns)
+    rows = measure(args.layers, args.seed, columns, args.heads)
     summ = summary(rows, columns)
     print(f"\n{len(rows)} heads; agreement of each map against its random baseline:")
     for s in summ:
