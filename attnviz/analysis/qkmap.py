@@ -24,8 +24,8 @@ the same centroid". attnviz does exactly that, in that order:
    were equal before it.
 
 After both, a small distance ``‖q - k‖² = ‖q‖² + ‖k‖² - 2 q·k`` goes with a large dot
-product, but only for similar key norms: a key of large norm (a [CLS] or [SEP] sink) wins
-the dot product from far away.
+product, but only among keys of similar norms: a key of larger norm can win the dot product
+from farther away.
 
 The other normalisation, **the max-inner-product to nearest-neighbour reduction** (Bachrach
 et al., "Speeding up the Xbox recommender system using a Euclidean transformation for
@@ -90,10 +90,10 @@ def token_kind(token: str) -> str:
 
 @dataclass(frozen=True)
 class Normalised:
-    queries: np.ndarray  # (n, D) float64: c·q
-    keys: np.ndarray  # (m, D) float64: k / c, then translated by ``shift``
-    shift: np.ndarray  # (D,) added to every scaled key: mean(c·q) - mean(k / c)
-    scale: float  # c: queries times c, keys divided by c
+    queries: np.ndarray  # (n, D) float64: c·q (the reduction: (n, D + 1), q then 0)
+    keys: np.ndarray  # (m, D) float64: k / c, then translated by ``shift`` (the reduction: k then √(M² − ‖k‖²))
+    shift: np.ndarray  # (D,) added to every scaled key: mean(c·q) - mean(k / c) (the reduction: zeros)
+    scale: float  # c: queries times c, keys divided by c (the reduction: 1)
 
 
 def scale_and_translate(queries: np.ndarray, keys: np.ndarray) -> Normalised:
