@@ -3,7 +3,7 @@
 
 import streamlit as st
 
-from attnviz.analysis.qkmap import K_NEIGHBOURS
+from attnviz.analysis.qkmap import K_NEIGHBOURS, trust_warning
 from attnviz.i18n import _, fixed
 from attnviz.inputs.corpus import default_corpus, read_corpus
 from attnviz.limits import MAX_CORPUS_BYTES, MAX_CORPUS_LINE_CHARS, MAX_CORPUS_LINES, MAX_CORPUS_TOKENS
@@ -17,10 +17,12 @@ from ui.loading import ready
 s = session.current()
 widgets.header(_("Q/K map"), _(
     "Every real token's query and key of one head, over many sentences, projected together into one map: a query "
-    "lands near the keys it attends to, so clusters show what the head does (Yeh et al., AttentionViz, 2023). As "
-    "there, queries and keys are first scaled to one mean norm (queries × c, keys ÷ c), then the keys are moved so "
-    "that their centre is the queries' centre: no attention weight changes, and nearness follows the dot product. "
-    "Click a point to open its sentence in the explorer at this head, with that token as the query."))
+    "lands near the keys it attends to, so clusters show what the head does (Yeh et al., AttentionViz, 2023). Before "
+    "projecting, the vectors are normalised in a way that keeps each query's order of its keys: either each key "
+    "gets one more coordinate, √(M² − ‖k‖²), so that a nearer key is one of a larger dot product (the "
+    "max-inner-product reduction), or, as in AttentionViz, queries and keys are scaled to one mean norm and the "
+    "keys moved to the queries' centre. Click a point to open its sentence in the explorer at this head, with that "
+    "token as the query."))
 t = fixed()
 SOURCES = {"default": _("the shipped sentences"), "own": _("your own lines")}
 source = st.segmented_control(_("Sentences"), list(SOURCES), format_func=SOURCES.get, default="default",
@@ -46,6 +48,7 @@ crun = compute.guard(lambda: compute.cached(V.Q.run_key(s.config, corpus),
                                             lambda: V.Q.cached_corpus_run(s.config, corpus)))
 bar = row()
 control("qk_part", bar, kind="segmented", format_func=lambda v: t(V.PART_LABELS[v]))
+control("qk_norm", bar, format_func=lambda v: t(V.NORM_LABELS[v]))
 s = session.current()
 if s.qk_part == "map":
     if not 0 <= int(st.session_state.get("head", 0)) < crun.heads:
@@ -60,10 +63,10 @@ style = style_for(s)
 run_key = V.Q.run_key(s.config, corpus)
 
 if s.qk_part == "map":
-    key = ("qk-map", run_key, s.head, s.qk_method, s.seed)
+    key = ("qk-map", run_key, s.head, s.qk_method, s.qk_norm, s.seed)
     with st.spinner(_("Projecting {points} points…").format(points=f"{2 * len(crun.tokens):,}")):
-        record = compute.guard(lambda: compute.cached(key, lambda: V.Q.head_map(crun, s.head, method=s.qk_method,
-                                                                               seed=s.seed)))
+        record = compute.guard(lambda: compute.cached(key, lambda: V.Q.head_map(
+            crun, s.head, method=s.qk_method, seed=s.seed, normalisation=s.qk_norm)))
     opened = picks.opened_point()
     if opened is not None:
         picks.open_in_explorer(compute.guard(lambda: V.explorer_values(record, opened, s)))
@@ -75,6 +78,8 @@ if s.qk_part == "map":
     if record["explained"]:
         st.caption(_("PCA keeps {v:.0%} of the variance of the normalised queries and keys in these two axes.").format(
             v=sum(record["explained"])))
+    if (warning := trust_warning(record)) is not None:
+        st.warning(warning, icon=":material/warning:")
     fig = compute.cached_figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
                          lambda: map_figure(record, s.qk_color, style))
     event = st.plotly_chart(fig, key="qk_chart", theme=None, width="stretch", on_select="rerun",
@@ -106,4 +111,6 @@ else:
                          lambda: overview_figure(job.value, style, layer=s.layer))
     st.caption(_("Each head's PCA map in its own cell, with its agreement (k = {k}) and the random baseline. "
                  "Pick a head under “one head” to see it large.").format(k=K_NEIGHBOURS))
+    if (warning := V.untrusted_line(job.value)) is not None:
+        st.warning(warning, icon=":material/warning:")
     compute.chart(fig, key="qk_overview", filename=f"attnviz-qk-overview-layer{s.layer}")

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from attnviz.analysis import qkmap as Q  # noqa: E402
+from attnviz.analysis import qkcorpus as Q  # noqa: E402
 from attnviz.inputs.corpus import default_corpus  # noqa: E402
 from attnviz.models import registry  # noqa: E402
 from attnviz.views.state import ViewState  # noqa: E402

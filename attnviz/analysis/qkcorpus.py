@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz import limits
-from attnviz.analysis.qkmap import K_NEIGHBOURS, map_record
+from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, K_NEIGHBOURS, map_record
 from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import _
 from attnviz.inputs.corpus import corpus_digest
@@ -122,7 +122,8 @@ def cached_corpus_run(config, lines: list[str], progress=None) -> CorpusRun:
     return RUNS.get_or_compute(run_key(config, lines), lambda: corpus_run(config, lines, progress))
 
 
-def head_map(crun: CorpusRun, head: int, *, method: str = "pca", seed: int = 0, k: int = K_NEIGHBOURS) -> dict:
+def head_map(crun: CorpusRun, head: int, *, method: str = "pca", seed: int = 0, k: int = K_NEIGHBOURS,
+             normalisation: str = DEFAULT_NORMALISATION) -> dict:
     """One head's map over the corpus run: ``map_record`` with the model, layer, head and sentences."""
     if not 0 <= head < crun.heads:
         raise ValueError(_("Head {head} does not exist: this layer has {n} heads (0–{last}).").format(
@@ -130,7 +131,7 @@ def head_map(crun: CorpusRun, head: int, *, method: str = "pca", seed: int = 0, 
     meta = {"source": "model", "model": crun.model, "layer": crun.layer, "head": head,
             "sentences": crun.sentences}
     return map_record(crun.q[:, head], crun.k[:, head], crun.tokens, crun.sentence, crun.position,
-                      crun.best[:, head], method=method, seed=seed, k=k, meta=meta)
+                      crun.best[:, head], method=method, seed=seed, k=k, normalisation=normalisation, meta=meta)
 
 
 def thinned(record: dict, most: int = limits.QK_OVERVIEW_POINTS) -> dict:
@@ -145,11 +146,12 @@ def thinned(record: dict, most: int = limits.QK_OVERVIEW_POINTS) -> dict:
 
 
 def layer_overview(crun: CorpusRun, *, seed: int = 0, k: int = K_NEIGHBOURS,
+                   normalisation: str = DEFAULT_NORMALISATION,
                    progress: Callable[[float], None] | None = None) -> list[dict]:
     """Every head's PCA map of the layer (thinned for drawing), head by head."""
     out = []
     for h in range(crun.heads):
-        out.append(thinned(head_map(crun, h, method="pca", seed=seed, k=k)))
+        out.append(thinned(head_map(crun, h, method="pca", seed=seed, k=k, normalisation=normalisation)))
         if progress is not None:
             progress((h + 1) / crun.heads)
     return out
@@ -158,17 +160,19 @@ def layer_overview(crun: CorpusRun, *, seed: int = 0, k: int = K_NEIGHBOURS,
 OVERVIEWS = Jobs(keep=limits.QK_OVERVIEWS, name="qk-overview")  # every head of a layer, by model, corpus, layer
 
 
-def overview_key(config, lines: list[str], seed: int) -> tuple:
-    return ("qk-overview", *run_key(config, lines), seed)
+def overview_key(config, lines: list[str], seed: int, normalisation: str = DEFAULT_NORMALISATION) -> tuple:
+    return ("qk-overview", *run_key(config, lines), seed, normalisation)
 
 
-def overview_in_background(config, lines: list[str], seed: int = 0) -> Job:
+def overview_in_background(config, lines: list[str], seed: int = 0,
+                           normalisation: str = DEFAULT_NORMALISATION) -> Job:
     """The (one, shared) overview of ``config``'s model and layer over ``lines``: finished, or
     being computed by a background thread started now if no one started it. A class opening the
     same link computes it once; the last ``limits.QK_OVERVIEWS`` are kept. Its ``value`` is
     ``layer_overview``'s records."""
     def work(job: Job) -> list[dict]:
         crun = cached_corpus_run(config, lines, lambda f: job.report(0.5 * f))
-        return layer_overview(crun, seed=seed, progress=lambda f: job.report(0.5 + 0.5 * f))
+        return layer_overview(crun, seed=seed, normalisation=normalisation,
+                              progress=lambda f: job.report(0.5 + 0.5 * f))
 
-    return OVERVIEWS.start(overview_key(config, lines, seed), work)
+    return OVERVIEWS.start(overview_key(config, lines, seed, normalisation), work)

@@ -24,7 +24,17 @@ the same centroid". attnviz does exactly that, in that order:
    were equal before it.
 
 After both, a small distance ``‖q - k‖² = ‖q‖² + ‖k‖² - 2 q·k`` goes with a large dot
-product. Both are applied over the whole corpus, then the queries and keys are projected
+product, but only among keys of similar norms: a key of larger norm can win the dot product
+from farther away.
+
+The other normalisation, **the max-inner-product to nearest-neighbour reduction** (Bachrach
+et al., "Speeding up the Xbox recommender system using a Euclidean transformation for
+inner-product spaces", RecSys 2014), removes that: each key gets one more coordinate,
+``√(M² - ‖k‖²)`` with M the largest key norm, and each query a 0. Every augmented key then has
+the norm M, and ``‖q - k‖² = ‖q‖² + M² - 2 q·k``: for each query, the order of the distances
+is exactly the reverse order of the dot products (tested), before any projection.
+
+Either is applied over the whole corpus, then the queries and keys are projected
 **jointly**: PCA (exact SVD in float64, each component's sign fixed so that its largest
 loading is positive: the same input gives the same map bit for bit) or t-SNE
 (scikit-learn's, Barnes-Hut, PCA-initialised, seeded).
@@ -52,6 +62,11 @@ from attnviz import limits
 from attnviz.i18n import _
 
 METHODS = ("pca", "tsne")
+NORMALISATIONS = ("mips", "attentionviz")
+# The default is the one whose maps follow attention (agreement above the random baseline) on more of
+# MiniLM's 72 heads over the shipped corpus: bench/bench_qkmap_heads.py, the table in docs/qk-map.md.
+DEFAULT_NORMALISATION = "mips"
+TRUST_MARGIN = 0.05  # a map whose agreement is not above its random baseline by this much says so
 K_NEIGHBOURS = 3
 BASELINE_DRAWS = 20
 TOKEN_KINDS = ("word", "punctuation", "special")
@@ -75,10 +90,10 @@ def token_kind(token: str) -> str:
 
 @dataclass(frozen=True)
 class Normalised:
-    queries: np.ndarray  # (n, D) float64: c·q
-    keys: np.ndarray  # (m, D) float64: k / c, then translated by ``shift``
-    shift: np.ndarray  # (D,) added to every scaled key: mean(c·q) - mean(k / c)
-    scale: float  # c: queries times c, keys divided by c
+    queries: np.ndarray  # (n, D) float64: c·q (the reduction: (n, D + 1), q then 0)
+    keys: np.ndarray  # (m, D) float64: k / c, then translated by ``shift`` (the reduction: k then √(M² − ‖k‖²))
+    shift: np.ndarray  # (D,) added to every scaled key: mean(c·q) - mean(k / c) (the reduction: zeros)
+    scale: float  # c: queries times c, keys divided by c (the reduction: 1)
 
 
 def scale_and_translate(queries: np.ndarray, keys: np.ndarray) -> Normalised:
@@ -92,6 +107,35 @@ def scale_and_translate(queries: np.ndarray, keys: np.ndarray) -> Normalised:
     q, k = q * c, k / c  # (n, D), (m, D): the same mean norm
     shift = q.mean(0) - k.mean(0)  # (D,)
     return Normalised(q, k + shift, shift, c)  # the keys' centroid is now the queries'
+
+
+def mips_augment(queries: np.ndarray, keys: np.ndarray) -> Normalised:
+    """The max-inner-product to nearest-neighbour reduction (see the module doc): keys get
+    √(M² - ‖k‖²), queries 0, so that ‖q - k‖² = ‖q‖² + M² - 2 q·k and, for each query, a
+    nearer key is one of a larger dot product."""
+    q = np.asarray(queries, dtype=np.float64)  # (n, D)
+    k = np.asarray(keys, dtype=np.float64)  # (m, D)
+    norms2 = (k**2).sum(1)  # (m,)
+    top = float(norms2.max()) if len(norms2) else 0.0  # M²
+    extra = np.sqrt(np.clip(top - norms2, 0.0, None))  # (m,) the longest key's is 0 (clipped: rounding)
+    aq = np.concatenate([q, np.zeros((len(q), 1))], axis=1)  # (n, D + 1)
+    ak = np.concatenate([k, extra[:, None]], axis=1)  # (m, D + 1): every key of norm M
+    return Normalised(aq, ak, np.zeros(ak.shape[1]), 1.0)
+
+
+def qk_normalisation(queries: np.ndarray, keys: np.ndarray, how: str) -> tuple[Normalised, dict]:
+    """``how``'s normalisation of the queries and keys, and the record's words for it."""
+    if how == "attentionviz":
+        norm = scale_and_translate(queries, keys)
+        return norm, {"name": how, "key_shift_norm": float(np.linalg.norm(norm.shift)), "scale": norm.scale,
+                      "method": "queries × c, keys ÷ c (c = sqrt(mean key norm / mean query norm), norms from the "
+                                "origin), then keys translated so their centroid is the queries'"}
+    if how == "mips":
+        norm = mips_augment(queries, keys)
+        return norm, {"name": how, "max_key_norm": float(np.linalg.norm(norm.keys[:1])) if len(norm.keys) else 0.0,
+                      "method": "each key gets sqrt(M² − ‖k‖²) as one more coordinate (M the largest key norm) and "
+                                "each query 0, so ‖q − k‖² = ‖q‖² + M² − 2 q·k"}
+    raise ValueError(f"Unknown normalisation {how!r}; choose one of {', '.join(NORMALISATIONS)}.")
 
 
 def pca_2d(x: np.ndarray) -> tuple[np.ndarray, list[float]]:
@@ -191,15 +235,17 @@ def best_keys_by_score(queries: np.ndarray, keys: np.ndarray, sentence: np.ndarr
 
 def map_record(queries: np.ndarray, keys: np.ndarray, tokens: list[str], sentence: np.ndarray,
                position: np.ndarray, best: np.ndarray, *, method: str = "pca", seed: int = 0,
-               k: int = K_NEIGHBOURS, meta: dict | None = None) -> dict:
+               k: int = K_NEIGHBOURS, normalisation: str = DEFAULT_NORMALISATION, meta: dict | None = None) -> dict:
     """The map as a plain record (what the JSON export, the page and ``attnviz.qk_map``
-    give): ``points`` holds the queries in input order, then the keys in input order."""
+    give): ``points`` holds the queries in input order, then the keys in input order;
+    ``warning`` is ``trust_warning``'s line, or None for a map above its baseline by
+    ``TRUST_MARGIN``."""
     if method not in METHODS:
         raise ValueError(f"Unknown projection {method!r}; choose one of {', '.join(METHODS)}.")
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a whole number ≥ 1, got {k!r}.")
     t0 = time.perf_counter()
-    norm = scale_and_translate(queries, keys)
+    norm, about = qk_normalisation(queries, keys, normalisation)
     n = len(norm.queries)
     xy, explained = project(np.concatenate([norm.queries, norm.keys]), method, seed)  # (2n, 2)
     q_xy, k_xy = xy[:n], xy[n:]
@@ -211,28 +257,47 @@ def map_record(queries: np.ndarray, keys: np.ndarray, tokens: list[str], sentenc
             points.append({"kind": kind, "token": tokens[i], "token_kind": kinds[i], "sentence": int(sentence[i]),
                            "position": int(position[i]), "x": round(float(block[i, 0]), 5),
                            "y": round(float(block[i, 1]), 5)})
-    return {
+    record = {
         **(meta or {}),
         "method": method, "seed": int(seed), "k": k,
         "agreement": agreement(q_xy, k_xy, sentence, best, k),
         "baseline": random_baseline(sentence, best, k, seed),
         "baseline_expected": expected_baseline(sentence, k),
         "explained": explained,
-        "normalisation": {"key_shift_norm": float(np.linalg.norm(norm.shift)), "scale": norm.scale,
-                          "method": "queries × c, keys ÷ c (c = sqrt(mean key norm / mean query norm), norms "
-                                    "from the origin), then keys translated so their centroid is the queries'"},
+        "normalisation": about,
         "queries": n, "keys": n, "seconds": round(took, 4),
         "points": points,
     }  # fmt: skip
+    record["warning"] = trust_warning(record)
+    return record
+
+
+def trusted(record: dict) -> bool:
+    """Whether the map's agreement is above its random baseline by at least ``TRUST_MARGIN``."""
+    return record["agreement"] - record["baseline"] >= TRUST_MARGIN - 1e-12
+
+
+def trust_warning(record: dict) -> str | None:
+    """One line, in the current language, for a map whose nearness does not follow attention
+    (its agreement not above its random baseline by ``TRUST_MARGIN``); None otherwise."""
+    if trusted(record):
+        return None
+    return _("Do not read this map as attention: its agreement ({a:.1%}) is not above random placement ({b:.1%}) "
+             "by {m:.0f} points, so a query's nearest keys here are often not the ones it attends to.").format(
+        a=record["agreement"], b=record["baseline"], m=100 * TRUST_MARGIN)
 
 
 def qk_map(queries, keys, tokens, *, sentences=None, positions=None, method: str = "pca", seed: int = 0,
-           k: int = K_NEIGHBOURS) -> dict:
+           k: int = K_NEIGHBOURS, normalisation: str = DEFAULT_NORMALISATION) -> dict:
     """The joint map of query and key vectors you bring: ``queries`` and ``keys`` (n, d),
     row i of both belonging to token i (``tokens``: n labels). ``sentences``: each row's
     sentence id (default: one sentence); ``positions``: each row's place in its sentence
     (default: counted in order). Each query's most-attended key is the argmax of q·k over
-    the keys of its sentence (no mask). Returns the record ``map_record`` describes."""
+    the keys of its sentence (no mask). ``normalisation``: "attentionviz" (scale, then
+    translate) or "mips" (the max-inner-product reduction); ``method``: "pca" or "tsne".
+    Returns the record ``map_record`` describes."""
+    if normalisation not in NORMALISATIONS:
+        raise ValueError(f"Unknown normalisation {normalisation!r}; choose one of {', '.join(NORMALISATIONS)}.")
     q = np.asarray(queries.detach().cpu() if isinstance(queries, torch.Tensor) else queries, dtype=np.float64)
     kk = np.asarray(keys.detach().cpu() if isinstance(keys, torch.Tensor) else keys, dtype=np.float64)
     if q.ndim != 2 or kk.ndim != 2 or q.shape != kk.shape:
@@ -255,4 +320,4 @@ def qk_map(queries, keys, tokens, *, sentences=None, positions=None, method: str
         raise ValueError(f"positions must hold one number per row ({n}), got shape {position.shape}.")
     best = best_keys_by_score(q, kk, sentence)
     return map_record(q, kk, tokens, sentence, position, best, method=method, seed=seed, k=k,
-                      meta={"source": "vectors"})
+                      normalisation=normalisation, meta={"source": "vectors"})

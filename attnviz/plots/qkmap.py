@@ -18,6 +18,7 @@ from attnviz.i18n import _
 from attnviz.plots.style import FigureStyle, colorscale, escape_label, figure, layout_for
 
 SYMBOLS = {"query": "circle", "key": "diamond"}
+NORM_NAMES = {"mips": "MIPS→NN", "attentionviz": "AttentionViz"}  # the normalisation, named in the title
 KIND_COLOURS = {"word": "#4c78a8", "punctuation": "#f58518", "special": "#54a24b"}  # Tableau 10, colour-blind fair
 
 
@@ -43,8 +44,11 @@ def hover_texts(record: dict) -> list[str]:
 
 
 def agreement_line(record: dict) -> str:
-    return _("agreement {a:.0%} (random placement {b:.0%}; k = {k} nearest keys of the sentence)").format(
+    line = _("agreement {a:.0%} (random placement {b:.0%}; k = {k} nearest keys of the sentence)").format(
         a=record["agreement"], b=record["baseline"], k=record["k"])
+    if record.get("warning"):  # the record's own verdict (attnviz.analysis.qkmap.trust_warning)
+        line = "⚠ " + line + " · " + _("near or below chance: nearness here does not follow attention")
+    return line
 
 
 def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
@@ -77,10 +81,11 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
                        "text": [hover[i] for i in idx], "hovertemplate": "%{text}<extra></extra>",
                        "marker": marker})
     head = record.get("head")
+    norm = NORM_NAMES.get((record.get("normalisation") or {}).get("name"), "")
+    method = record["method"].upper().replace("TSNE", "t-SNE") + (f" · {norm}" if norm else "")
     title = title or (_("layer {layer}, head {head}: queries (●) and keys (◆), {method}").format(
-        layer=record.get("layer", 0), head=head, method=record["method"].upper().replace("TSNE", "t-SNE"))
-        if head is not None else _("queries (●) and keys (◆), {method}").format(
-        method=record["method"].upper().replace("TSNE", "t-SNE")))
+        layer=record.get("layer", 0), head=head, method=method)
+        if head is not None else _("queries (●) and keys (◆), {method}").format(method=method))
     layout = {"height": 640, "xaxis": {"showticklabels": False, "zeroline": False, "title": {"text": ""}},
               "yaxis": {"showticklabels": False, "zeroline": False, "scaleanchor": "x"},
               "legend": {"orientation": "h", "y": -0.04}, "hovermode": "closest", "clickmode": "event+select",
@@ -112,6 +117,8 @@ def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, 
             texts[p["kind"]].append(_("head {h} · {kind} “{token}”").format(
                 h=h, kind=_("query") if p["kind"] == "query" else _("key"), token=escape_label(p["token"])))
         label = _("head {h}: {a:.0%} (random {b:.0%})").format(h=h, a=rec["agreement"], b=rec["baseline"])
+        if rec.get("warning"):  # not above its baseline by the record's margin: the page says so in words
+            label = "⚠ " + label
         notes.append({"text": label.replace(": ", ":<br>", 1),  # two lines: six cells fit side by side
                       "x": c, "y": -r + 0.44, "xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom",
                       "font": {"size": style.font_size}})

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 from attnviz.analysis import qkcorpus as Q
-from attnviz.i18n import N_, use
+from attnviz.analysis.qkmap import TRUST_MARGIN, trusted
+from attnviz.i18n import N_, _, use
 from attnviz.inputs.corpus import default_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
@@ -21,14 +22,16 @@ from attnviz.views.state import ViewState
 COLOR_LABELS = {"position": N_("position in the sentence"), "kind": N_("token kind"), "sentence": N_("sentence")}
 METHOD_LABELS = {"pca": N_("PCA (exact)"), "tsne": N_("t-SNE (seeded)")}
 PART_LABELS = {"map": N_("one head"), "overview": N_("every head of the layer")}
+NORM_LABELS = {"mips": N_("max inner product → nearest neighbour"),
+               "attentionviz": N_("AttentionViz (scale, translate)")}
 
 
 def head_record(state: ViewState, lines: list[str] | None = None, progress=None) -> dict:
     """The map of ``state``'s model, layer and head over ``lines`` (default: the shipped
-    corpus) by ``state.qk_method``, seeded by ``state.seed``."""
+    corpus) by ``state.qk_norm`` and ``state.qk_method``, seeded by ``state.seed``."""
     lines = default_corpus() if lines is None else lines
     crun = Q.cached_corpus_run(state.config, lines, progress)
-    return Q.head_map(crun, state.head, method=state.qk_method, seed=state.seed)
+    return Q.head_map(crun, state.head, method=state.qk_method, seed=state.seed, normalisation=state.qk_norm)
 
 
 def head_map_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
@@ -42,7 +45,17 @@ def overview_records(state: ViewState, lines: list[str] | None = None, progress=
         return lambda f: progress(lo + (hi - lo) * f) if progress is not None else None
 
     crun = Q.cached_corpus_run(state.config, lines, part(0.0, 0.5))
-    return Q.layer_overview(crun, seed=state.seed, progress=part(0.5, 1.0))
+    return Q.layer_overview(crun, seed=state.seed, normalisation=state.qk_norm, progress=part(0.5, 1.0))
+
+
+def untrusted_line(records: list[dict]) -> str | None:
+    """One line above the overview naming the heads whose map does not follow attention
+    (agreement not above the random baseline by ``TRUST_MARGIN``); None when every head's does."""
+    bad = [str(rec["head"]) for rec in records if not trusted(rec)]
+    if not bad:
+        return None
+    return _("Head(s) {heads} of {n}: agreement not above random placement by {m:.0f} points; do not read those maps "
+             "as attention.").format(heads=", ".join(bad), n=len(records), m=100 * TRUST_MARGIN)
 
 
 def explorer_values(record: dict, index: int, state: ViewState) -> dict:
@@ -65,11 +78,12 @@ def explorer_link(record: dict, index: int, state: ViewState, base: str = "/") -
 
 def overview_job(state: ViewState, lines: list[str] | None = None):
     """The (one, shared) overview job of ``state``'s model, layer and corpus (``attnviz.jobs``)."""
-    return Q.overview_in_background(state.config, default_corpus() if lines is None else lines, state.seed)
+    return Q.overview_in_background(state.config, default_corpus() if lines is None else lines, state.seed,
+                                    state.qk_norm)
 
 
 def overview_key_of(state: ViewState, lines: list[str]) -> tuple:
-    return Q.overview_key(state.config, lines, state.seed)
+    return Q.overview_key(state.config, lines, state.seed, state.qk_norm)
 
 
 def qk_page_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):

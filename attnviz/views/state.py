@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 from attnviz import limits
 from attnviz.analysis.gradients import SCALARS
 from attnviz.analysis.longseq import PARTS, PATTERNS
+from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, NORMALISATIONS
 from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import LANGUAGES, N_, _
 from attnviz.inputs.audio import AUDIO_SAMPLES
@@ -229,6 +230,10 @@ class ViewState:
     qk_method: str = setting("pca", choices=QK_METHODS, pages=QK, label=N_("Projection"),
                              help=N_("PCA: exact and deterministic. t-SNE: keeps neighbours together (seeded, so the "
                                      "map is stable), slower."))
+    qk_norm: str = setting(DEFAULT_NORMALISATION, choices=NORMALISATIONS, pages=QK, label=N_("Normalisation"),
+                           help=N_("Before projecting. mips: each key gets one more coordinate so that, for every "
+                                   "query, a nearer key has a larger dot product. attentionviz: AttentionViz's "
+                                   "scaling and translation (a key of large norm can win from far away)."))
     qk_color: str = setting("position", choices=QK_COLORS, pages=QK, label=N_("Colour by"),
                             help=N_("The token's position in its sentence, its kind (word, punctuation, special) or "
                                     "its sentence."))

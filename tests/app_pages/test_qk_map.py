@@ -1,13 +1,15 @@
 """The Q/K map page (AppTest): one head, the overview computed once in the background, your own lines."""
 
+import re
 
 import pytest
 
 from attnviz import limits
 from attnviz.analysis import qkcorpus as QC
+from attnviz.analysis.qkmap import trusted
 from attnviz.views import qkmap as V
 from attnviz.views.state import ViewState
-from tests.support.apphelp import app, figures
+from tests.support.apphelp import app, figures, warnings_shown
 
 
 @pytest.mark.minilm
@@ -74,3 +76,41 @@ def test_page_maps_your_own_lines():
     fig = figures(at)[0]
     assert sum(len(t["text"]) for t in fig["data"]) == 2 * V.head_record(ViewState.of(heads=2, d_model=16),
                                                                           lines)["queries"]
+
+
+def _in_order(node) -> list:
+    """The page's elements in the order they are drawn (blocks walked depth first)."""
+    children = getattr(node, "children", None)
+    if not children:
+        return [node]
+    return [e for key in sorted(children) for e in _in_order(children[key])]
+
+
+@pytest.mark.minilm
+@pytest.mark.parametrize("part", ["map", "overview"])
+def test_a_map_that_does_not_follow_attention_says_so_above_it(part):
+    """Layer 4 head 5 of MiniLM: AttentionViz's map is below its baseline, the reduction's above it.
+    The page says so in one line above the map (the head's, or the layer's, naming the head)."""
+    said = {}
+    for norm in ("attentionviz", "mips"):
+        at = app(f"model=minilm-l6&layer=4&head=5&qk_norm={norm}&qk_part={part}", page="app_pages/qk_map.py")
+        for job in QC.OVERVIEWS.jobs():
+            job.done.wait(120)
+        at.run()
+        assert not at.exception and not at.error
+        rec = V.head_record(ViewState.of(model="minilm-l6", layer=4, head=5, qk_norm=norm))
+        lines = [w for w in warnings_shown(at) if "random placement" in w]
+        said[norm] = lines
+        if part == "map":
+            assert len(lines) == (0 if trusted(rec) else 1)
+            if lines:
+                assert f"{rec['agreement']:.1%}" in lines[0] and f"{rec['baseline']:.1%}" in lines[0]
+        elif not trusted(rec):
+            assert len(lines) == 1 and "5" in re.findall(r"\d+", lines[0].split(" of ")[0])
+        if lines:  # one line, above the chart
+            order = [type(e).__name__ for e in _in_order(at.main)]
+            kinds = [getattr(e, "type", "") for e in _in_order(at.main)]
+            first_warning = next(i for i, e in enumerate(_in_order(at.main)) if e in at.warning)
+            chart = next(i for i, k in enumerate(kinds) if k == "plotly_chart")
+            assert "\n" not in lines[0] and first_warning < chart, order
+    assert said["attentionviz"] and not said["mips"]  # the case shows both sides

@@ -44,6 +44,27 @@ def test_cli_html_and_a_bad_head_offline(tmp_path):
     assert "Traceback" not in err and not (tmp_path / "x.json").exists()
     code, err = _cli("--qk-method", "umap", "--out", "x.json", cwd=tmp_path)
     assert code == 2 and "qk_method" in err.replace("-", "_")
+    code, err = _cli("--qk-norm", "cosine", "--out", "x.json", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "qk_norm" in err.replace("-", "_")
+    assert "Traceback" not in err and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.minilm
+def test_cli_record_says_when_the_map_does_not_follow_attention(tmp_path):
+    """Layer 4 head 5 of MiniLM sends its queries to keys of large norm: AttentionViz's map puts
+    those far away (agreement near 0 against a baseline of about 0.27), the reduction's near."""
+    said = {}
+    for norm in ("attentionviz", "mips"):
+        code, err = _cli("--model", "minilm-l6", "--layer", "4", "--head", "5", "--qk-norm", norm,
+                         "--out", f"{norm}.json", cwd=tmp_path)
+        assert code == 0, err
+        rec = json.loads((tmp_path / f"{norm}.json").read_text(encoding="utf-8"))
+        assert rec["normalisation"]["name"] == norm and rec["head"] == 5 and rec["layer"] == 4
+        below = rec["agreement"] - rec["baseline"] < Q.TRUST_MARGIN
+        assert (rec["warning"] is not None) == below
+        said[norm] = rec["warning"]
+    assert said["attentionviz"] and f"{Q.TRUST_MARGIN * 100:.0f} points" in said["attentionviz"]
+    assert said["mips"] is None
 
 
 def test_tokens_and_sentences_are_escaped_in_the_figure():
