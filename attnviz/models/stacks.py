@@ -50,6 +50,10 @@ class Trace:
     resid_final: torch.Tensor  # the stream into the final norm (N, L, E)
     logits: torch.Tensor  # at the last position (N, V)
     weights: list[torch.Tensor] = field(default_factory=list)  # per layer (N, H, L, L), when asked for
+    # Per layer, the arguments the model gave it after the stream (its mask, its rotary positions): a run
+    # from a layer on (``from_layer``) calls each layer with them. They hang on the positions only, so a
+    # trace of one prompt serves every prompt of its length.
+    calls: list[tuple] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -117,20 +121,18 @@ class HFStack:
         if None in self.o or self.norm is None or self.lm_head is None:
             raise ModelError(f"{name}: attnviz cannot find each layer's attention output projection, the final "
                              f"norm and the unembedding it needs to patch heads (it knows GPT-2, LLaMA and GPT-NeoX).")
-        self._calls: list[tuple] = []  # each layer's (args after the stream, kwargs), from the last run
 
     @property
     def layers(self) -> int:
         return len(self.blocks)
 
-    def _hooks(self, keep: dict, *, weights: bool = False):
+    def _hooks(self, keep: dict):
         handles = []
-        self._calls = [None] * self.layers
 
         def pre_block(i):
             def hook(_m, args, kwargs):
                 keep.setdefault("resid_pre", [None] * self.layers)[i] = args[0].detach().float()
-                self._calls[i] = (args[1:], dict(kwargs))
+                keep.setdefault("calls", [None] * self.layers)[i] = (args[1:], dict(kwargs))
             return hook
 
         def pre_o(i):
@@ -164,18 +166,17 @@ class HFStack:
         finally:
             for h in handles:
                 h.remove()
-        self._length = int(ids.shape[1])
         trace = Trace(keep["resid_pre"], keep["z"], keep["attn_out"], keep.get("mlp_out", [None] * self.layers),
-                      keep["resid_final"], out.logits[:, -1].float())
+                      keep["resid_final"], out.logits[:, -1].float(), calls=keep["calls"])
         if weights:
             trace.weights = [a.float() for a in out.attentions]  # (N, H, L, L) each
         return trace
 
-    def from_layer(self, layer: int, hidden: torch.Tensor, patch_z=None) -> torch.Tensor:
+    def from_layer(self, layer: int, hidden: torch.Tensor, trace: Trace, patch_z=None) -> torch.Tensor:
         """Layers ``layer`` … on from the streams ``hidden`` (B, L, E) into it, then the logits at
         the last position (B, V). ``patch_z(z)`` edits ``layer``'s heads' outputs (B, L, H·D) before
-        its W_O. The arguments each layer gets are the ones of the last ``run`` (one sequence: they
-        broadcast over the batch)."""
+        its W_O. Each layer gets the arguments it got in ``trace``'s run (one sequence of the same
+        length: they broadcast over the batch)."""
         handle = None
         if patch_z is not None:
             handle = self.o[layer].register_forward_pre_hook(
@@ -184,7 +185,7 @@ class HFStack:
             with torch.no_grad():
                 x = hidden
                 for i in range(layer, self.layers):
-                    rest, kwargs = self._calls[i]
+                    rest, kwargs = trace.calls[i]
                     out = self.blocks[i](x, *rest, **kwargs)
                     x = out[0] if isinstance(out, tuple) else out
                 return self.lm_head(self.norm(x[:, -1:]))[:, 0].float()  # (B, V)
@@ -196,17 +197,17 @@ class HFStack:
         o = self.o[layer]
         return _w_o(o), (None if getattr(o, "bias", None) is None else o.bias.detach().float())
 
-    def value_biases(self, layer: int) -> torch.Tensor:
+    def value_biases(self, layer: int, trace: Trace) -> torch.Tensor:
         """(H·D,) what every head's output holds whatever it attends to: the values of a stream
         whose norm gives its bias alone (a stream of zeros: LayerNorm's centred input is 0, and
         RMSNorm's), the norm's bias through W_V plus W_V's bias. Attention weights sum to 1, so
         each head's z carries it at every position; TransformerLens folds it into b_O
-        (``fold_value_biases``). Uses the arguments of the last ``run``."""
+        (``fold_value_biases``). Run with the arguments of ``trace``'s run."""
         keep = {}
         handle = self.o[layer].register_forward_pre_hook(_mine(lambda _m, args: keep.__setitem__("z", args[0])))
         try:
-            rest, kwargs = self._calls[layer]
-            L = self._length
+            rest, kwargs = trace.calls[layer]
+            L = trace.resid_pre[layer].shape[1]
             with torch.no_grad():
                 self.blocks[layer](torch.zeros(1, L, self.model.config.hidden_size, dtype=self.model.dtype), *rest,
                                    **kwargs)
@@ -264,7 +265,7 @@ class TinyStack:
             logits = (x[:, -1] @ self.model.unembed.T).float()  # (N, V)
         return Trace(resid, z, attn, [None] * self.layers, x, logits, ws if weights else [])
 
-    def from_layer(self, layer: int, hidden: torch.Tensor, patch_z=None) -> torch.Tensor:
+    def from_layer(self, layer: int, hidden: torch.Tensor, trace: Trace, patch_z=None) -> torch.Tensor:
         with torch.no_grad():
             x = hidden
             for i in range(layer, self.layers):
@@ -275,7 +276,7 @@ class TinyStack:
         o = self.o[layer]
         return _w_o(o), (None if o.bias is None else o.bias.detach().float())
 
-    def value_biases(self, layer: int) -> torch.Tensor:
+    def value_biases(self, layer: int, trace: Trace) -> torch.Tensor:
         """(H·D,) zeros: no biases, no norm."""
         return torch.zeros(self.model.d_model)
 
