@@ -33,6 +33,7 @@ from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuits import (  # noqa: F401
     circuit,
+    circuit_view,
     composition_scores,
     example_pair,
     path_patch,

@@ -13,6 +13,7 @@ definitions), offline, for the models ``patch_heads`` takes.
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import torch
 
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
@@ -21,6 +22,8 @@ from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.notebook.patching import subject_of
+from attnviz.plots.circuit import circuit_figure
+from attnviz.plots.style import FigureStyle
 
 
 def composition_scores(model, mode: str) -> torch.Tensor:
@@ -73,3 +76,19 @@ def circuit(model, clean=None, corrupted=None, *, answer=None, wrong=None) -> Fo
     if corrupted is None or answer is None:
         raise ValueError("Give both prompts and the answer (or none of them, for the model's example pair).")
     return find_circuit(subject, clean, corrupted, answer=answer, wrong=wrong)
+
+
+def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, threshold: float = 0.1,
+                 composition: str | None = "k", style: FigureStyle | None = None) -> go.Figure:
+    """The circuit as a graph (never shown: display it): heads as nodes by layer, sized and coloured
+    by what each alone brings back; every path that brings back at least ``threshold`` of the
+    answer (normalised) as an edge coloured by q, k or v; the ``composition`` scores ("q", "k",
+    "v" or None) at 0.2 and above as dashed grey edges, from the weights alone. The prompts as
+    ``circuit`` takes them."""
+    if not 0 <= float(threshold) <= 1:
+        raise ValueError(f"threshold must be between 0 and 1 (a share of the answer brought back); got {threshold}.")
+    found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
+    scores = None if composition is None else composition_scores(model, composition).numpy()
+    title = found.message if found.receiver is None else (
+        f"{found.model}: the circuit found by the numbers (paths bringing back ≥ {threshold:.0%})")
+    return circuit_figure(found.heads, found.paths, float(threshold), title, style or FigureStyle(), scores)
