@@ -63,10 +63,12 @@ class FoundCircuit:
                 "attended": self.attended, "key_part": self.key_part, "message": self.message}
 
 
-def find_circuit(subject: Subject, clean, corrupted, *, answer, wrong=None, progress=None, step=None) -> FoundCircuit:
-    """The circuit of ``subject`` between two prompts, found by the numbers (see the module doc)."""
-    ran = runs(subject, clean, corrupted, answer=answer, wrong=wrong)
-    p = patch(subject, clean, corrupted, answer=answer, wrong=wrong, ran=ran)
+def find_circuit(subject: Subject, clean, corrupted, *, answer, wrong=None, progress=None, step=None,
+                 trace=None) -> FoundCircuit:
+    """The circuit of ``subject`` between two prompts, found by the numbers (see the module doc);
+    ``step`` runs each batch of patched runs, ``trace(ids)`` gives a prompt's run (``patching.runs``)."""
+    ran = runs(subject, clean, corrupted, answer=answer, wrong=wrong, trace=trace)
+    p = patch(subject, clean, corrupted, answer=answer, wrong=wrong, ran=ran, step=step)
     heads = p.normalised(p.heads)  # (layers, H)
     found = FoundCircuit(subject.name, str(clean), str(corrupted), p.answer, p.wrong, heads)
     if subject.stack.layers < 2:

@@ -22,7 +22,7 @@ from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.notebook.patching import subject_of
-from attnviz.plots.circuit import circuit_figure
+from attnviz.plots.circuit import check_threshold, circuit_figure
 from attnviz.plots.style import FigureStyle
 
 
@@ -85,8 +85,7 @@ def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, 
     answer (normalised) as an edge coloured by q, k or v; the ``composition`` scores ("q", "k",
     "v" or None) at 0.2 and above as dashed grey edges, from the weights alone. The prompts as
     ``circuit`` takes them."""
-    if not 0 <= float(threshold) <= 1:
-        raise ValueError(f"threshold must be between 0 and 1 (a share of the answer brought back); got {threshold}.")
+    threshold = check_threshold(threshold)
     found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
     scores = None if composition is None else composition_scores(model, composition).numpy()
     title = found.message if found.receiver is None else (

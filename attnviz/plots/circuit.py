@@ -15,6 +15,13 @@ COLOURS = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c"}  # one colour per com
 WIDEST = 8.0  # the line width of an edge that brings back all of the answer
 
 
+def check_threshold(threshold: float) -> float:
+    """A threshold on a share of the answer: 0 … 1, or a ``ValueError`` that says so."""
+    if not 0 <= float(threshold) <= 1:
+        raise ValueError(f"threshold must be between 0 and 1 (a share of the answer brought back); got {threshold}.")
+    return float(threshold)
+
+
 def edges(paths: dict[str, np.ndarray], threshold: float) -> list[tuple[str, int, int, int, int, float]]:
     """Every path whose normalised share is at least ``threshold`` in size: (component, sender
     layer, sender head, receiver layer, receiver head, share), largest first."""
@@ -32,6 +39,7 @@ def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: f
     normalised path patching (NaN: no path); ``composition`` (layers, H, layers, H) scores, drawn
     where at least ``composition_threshold``."""
     layers, H = heads.shape
+    threshold = check_threshold(threshold)
     traces = []
     if composition is not None:
         xs, ys = [], []
