@@ -130,3 +130,29 @@ def test_an_encoder_has_no_paths_to_patch(tmp_path):
     folder = hfmodels.save(tmp_path, "bert")[0]
     with pytest.raises(ValueError, match="is an encoder: it has no next token"):
         attnviz.path_patch(str(folder), CLEAN, CORRUPTED, answer=ANSWER, component="k")
+
+
+def test_batches_run_where_step_says_bounded_in_tokens_with_the_same_numbers(monkeypatch):
+    """``step(work)`` runs each batch (the app's compute workers), at most ``PATCH_BATCH_TOKENS``
+    tokens of runs; the progress rises to 1; the numbers do not change."""
+    from attnviz import limits
+    from attnviz.analysis.pathpatch import path_patching
+    from attnviz.analysis.subjects import TinySubject
+
+    model = AttentionOnly(vocab=32, length=19, layers=3, heads=2, d_model=32, seed=3).eval()
+    subject = TinySubject(model, "t")
+    clean, corrupted = "BOS 5 9 12 7 5 9", "BOS 5 9 14 7 5 9"
+    whole = path_patching(subject, clean, corrupted, answer="12", wrong="14", component="k")
+    monkeypatch.setattr(limits, "PATCH_BATCH_TOKENS", 3 * 7)  # three patched runs of 7 tokens a batch
+    sizes, fractions = [], []
+
+    def step(work):
+        value = work()
+        sizes.append(len(value))
+        return value
+
+    split = path_patching(subject, clean, corrupted, answer="12", wrong="14", component="k", step=step,
+                          progress=fractions.append)
+    assert sizes == [3, 1, 3, 3, 2]  # into layer 1: 4 paths (1 layer × 2 heads × 2 heads); into layer 2: 8
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    np.testing.assert_allclose(split.values, whole.values, atol=1e-6)
