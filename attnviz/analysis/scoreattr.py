@@ -63,11 +63,30 @@ class ScoreAttribution:
         nk = len(self.key_parts)
         return [(self.query_parts[i // nk], self.key_parts[i % nk], float(self.terms.flatten()[i])) for i in order]
 
+    def part_words(self, part: str, position: int) -> str:
+        """A part in words at ``position``: "L0 H1's output at “B”", "token embedding of “A”"."""
+        token = self.tokens[position]
+        if part.startswith("L") and "H" in part and " " not in part:
+            layer, head = part[1:].split("H")
+            return f"L{layer} H{head}'s output at “{token}”"
+        if part == "token embedding":
+            return f"token embedding of “{token}”"
+        if part == "position embedding":
+            return f"position embedding of position {position}"
+        if part.endswith("MLP") or part.endswith("attention biases"):
+            return f"{part} at “{token}”"
+        return part
+
+    def words(self, k: int = 3) -> list[str]:
+        """The ``k`` largest terms in words: "L0 H1's output at “B” · token embedding of “A”: +2.31"."""
+        return [f"{self.part_words(q, self.query)} · {self.part_words(kp, self.key)}: {v:+.2f}"
+                for q, kp, v in self.top(k)]
+
     def to_dict(self) -> dict:
         return {"model": self.model, "tokens": self.tokens, "layer": self.layer, "head": self.head,
                 "query": self.query, "key": self.key, "query_parts": self.query_parts, "key_parts": self.key_parts,
                 "terms": self.terms.tolist(), "score": self.score, "sum_of_terms": self.total, "weight": self.weight,
-                "definition": DEFINITION}
+                "top_terms": self.words(5), "definition": DEFINITION}
 
 
 def stream_parts(stack, trace: Trace, ids: list[int], layer: int) -> tuple[list[str], torch.Tensor]:

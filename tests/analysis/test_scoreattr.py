@@ -61,6 +61,19 @@ def test_the_tiny_models_score_is_q_dot_k_over_root_d_of_its_own_steps():
     assert a.weight == pytest.approx(float(steps.weights[0, 1, 6, 2]), abs=1e-6)
     top = a.top(3)
     assert abs(top[0][2]) >= abs(top[1][2]) >= abs(top[2][2]) > 0
+    nk = len(a.key_parts)
+    flat = a.terms.flatten()
+    assert float(flat.abs().max()) == pytest.approx(abs(top[0][2]))
+    i = int(flat.abs().argmax())
+    assert (top[0][0], top[0][1]) == (a.query_parts[i // nk], a.key_parts[i % nk])
+    def said(part, position):
+        return {"token embedding": f"token embedding of “{a.tokens[position]}”",
+                "position embedding": f"position embedding of position {position}",
+                "L0H0": f"L0 H0's output at “{a.tokens[position]}”",
+                "L0H1": f"L0 H1's output at “{a.tokens[position]}”"}[part]
+
+    assert a.words(2) == [f"{said(q, 6)} · {said(k, 2)}: {v:+.2f}" for q, k, v in top[:2]]
+    assert a.to_dict()["top_terms"] == a.words(5)
 
 
 @pytest.mark.parametrize("cell, words", [
