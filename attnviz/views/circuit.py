@@ -75,7 +75,7 @@ def draw(run: CircuitRun, threshold: float, composition: str | None = "k",
                           None if composition is None else run.composition[composition])
 
 
-def record(run: CircuitRun, threshold: float) -> dict:
+def circuit_record(run: CircuitRun, threshold: float) -> dict:
     """Every number the picture draws, and the definitions."""
     return {"circuit": run.found.to_dict(), "threshold": check_threshold(threshold),
             "edges": [{"component": c, "sender": [s, h], "receiver": [r, g], "share": v}
@@ -86,5 +86,5 @@ def record(run: CircuitRun, threshold: float) -> dict:
 def circuit_json(model, clean, corrupted, answer, wrong=None, threshold: float = 0.1) -> bytes:
     run = circuit_run(model, clean, corrupted, answer, wrong)
     data = {"config": {"model": str(model), "clean": clean, "corrupted": corrupted, "answer": answer,
-                       "wrong": wrong or None}, **record(run, threshold)}
+                       "wrong": wrong or None}, **circuit_record(run, threshold)}
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")

@@ -67,6 +67,6 @@ def test_a_threshold_outside_0_1_is_refused(pair):
     run = V.circuit_job("watch-it-learn", pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"])
     assert run.done.wait(120)
     with pytest.raises(ValueError, match="threshold must be between 0 and 1"):
-        V.record(run.value, 1.5)
+        V.circuit_record(run.value, 1.5)
     fig = V.draw(run.value, _threshold(pair))
     assert [t.name for t in fig.data] == ["composition (weights)", "path into k", "heads"]
