@@ -52,7 +52,8 @@ __version__ = "0.1.0"
 # ``import attnviz`` stays light: attnviz.head_view, attnviz.show, attnviz.save_attention, …
 _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", "attention_patterns", "show",
              "head_table", "save_attention", "load_attention", "normalise", "to_html", "neuron_view", "patch_heads",
-             "patch_residual", "logit_attribution", "long_view")
+             "patch_residual", "logit_attribution", "long_view", "composition_scores", "path_patch",
+             "score_attribution", "circuit", "example_pair", "circuit_view")
 
 
 def __getattr__(name: str):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from attnviz.analysis.heads import diagonal_score
+
 
 def prefix_matching(w: torch.Tensor, first: int, period: int) -> float:
     """w (L, L) one head's weights; the repeat starts at ``first`` and has ``period`` tokens."""
@@ -23,11 +25,9 @@ def prefix_matching(w: torch.Tensor, first: int, period: int) -> float:
 
 
 def previous_token(w: torch.Tensor) -> float:
-    """w (L, L): the mean weight each token (but the first) gives the token before it."""
-    L = w.shape[-1]
-    if L < 2:
-        return 0.0
-    return float(torch.diagonal(w, offset=-1).mean())
+    """w (L, L): the mean weight each token (but the first) gives the token before it: the head
+    table's previous-token score (``heads.diagonal_score`` one below the diagonal), as a number."""
+    return float(diagonal_score(w, -1))
 
 
 def copying(w: torch.Tensor, logit_change: torch.Tensor, ids: torch.Tensor) -> float:

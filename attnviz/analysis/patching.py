@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from attnviz import limits
-from attnviz.analysis.subjects import Subject, answer_ids, two_prompts
+from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer, two_prompts
 from attnviz.models.base import ModelError
 from attnviz.models.stacks import SUM_TOLERANCE, Trace
 
@@ -138,7 +138,7 @@ def sweep_heads(stack, clean: Trace, corrupted: Trace, answer: int, wrong: int |
             return z
 
         start = corrupted.resid_pre[layer]  # (1, L, E)
-        return metric(stack.from_layer(layer, start.expand(len(heads), L, E), patch), answer, wrong).numpy()
+        return metric(stack.from_layer(layer, start.expand(len(heads), L, E), corrupted, patch), answer, wrong).numpy()
 
     return _sweep(stack.layers, H, _rows(stack, L, E), batch, progress, step)
 
@@ -153,7 +153,7 @@ def sweep_residual(stack, clean: Trace, corrupted: Trace, answer: int, wrong: in
         x = corrupted.resid_pre[layer].repeat(len(positions), 1, 1)  # (B, L, E)
         for r, p in enumerate(positions):
             x[r, p] = clean.resid_pre[layer][0, p]
-        return metric(stack.from_layer(layer, x), answer, wrong).numpy()
+        return metric(stack.from_layer(layer, x, corrupted), answer, wrong).numpy()
 
     return _sweep(stack.layers, L, _rows(stack, L, E), batch, progress, step)
 
@@ -164,14 +164,14 @@ class Attribution:
 
     model: str
     answer: str
-    wrong: str
+    wrong: str | None  # None: onto the answer's logit alone
     tokens: list[str]
     heads: np.ndarray  # (layers, H): each head's z_h W_O^h
     attention_biases: np.ndarray  # (layers,): each attention's output bias b_O
     mlps: np.ndarray  # (layers,): each MLP's output (0 where there is none)
     embeddings: float  # the stream into layer 0: token (and position) embeddings
     biases: float  # the final norm's bias and the unembedding's, on the answer's direction
-    logit_difference: float  # logit[answer] − logit[wrong], from the model's own logits
+    logit_difference: float  # logit[answer] − logit[wrong] (logit[answer] without one), the model's own
     norm: str  # how the final norm was taken in: "layer", "rms" or "none"
 
     @property
@@ -184,18 +184,20 @@ class Attribution:
                 "mlps": self.mlps.tolist(), "embeddings": self.embeddings, "biases": self.biases,
                 "logit_difference": self.logit_difference, "sum_of_parts": self.total, "final_norm": self.norm,
                 "definition": "each part of the last position's residual stream, centred (LayerNorm) and divided "
-                              "by the final norm's scale, projected onto w ⊙ (W_U[answer] − W_U[wrong])"}
+                              "by the final norm's scale, projected onto w ⊙ " + ("W_U[answer]" if self.wrong is None
+                                                                               else "(W_U[answer] − W_U[wrong])")}
 
 
-def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
-    """The parts of ``trace``'s last position and their projections (``Attribution``'s fields)."""
+def attribute(stack, trace: Trace, answer: int, wrong: int | None) -> dict:
+    """The parts of ``trace``'s last position and their projections (``Attribution``'s fields);
+    without a wrong token, onto the answer's unembedding alone."""
     u = stack.unembedding()
     x = trace.resid_final[0, -1]  # (E,)
     parts = {"embeddings": trace.resid_pre[0][0, -1]}
     heads, biases = [], []
     for layer in range(stack.layers):
         w_o, b_o = stack.w_o(layer)  # (E, H·D), (E,)
-        b_v = stack.value_biases(layer)  # (H·D,): in every head's z whatever it attends to
+        b_v = stack.value_biases(layer, trace)  # (H·D,): in every head's z whatever it attends to
         z = trace.z[layer][0, -1] - b_v  # (H·D,)
         D = z.shape[0] // stack.heads
         heads.append(torch.stack([w_o[:, h * D:(h + 1) * D] @ z[h * D:(h + 1) * D]
@@ -209,7 +211,8 @@ def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
     if off > SUM_TOLERANCE:
         raise ModelError(f"{stack.name}'s residual stream is not the sum of its embeddings and its layers' "
                          f"outputs (they differ by {off:.2g} of its norm): direct logit attribution needs it to be.")
-    direction = u.w_u[answer] - u.w_u[wrong]  # (E,)
+    unembed = u.w_u[answer] if wrong is None else u.w_u[answer] - u.w_u[wrong]  # (E,)
+    direction = unembed
     if u.weight is not None:
         direction = direction * u.weight  # TransformerLens folds the norm's weight into W_U
     scale = u.scale(x)  # (1,) the final norm's divisor, from the whole stream
@@ -221,29 +224,52 @@ def attribute(stack, trace: Trace, answer: int, wrong: int) -> dict:
 
     bias = 0.0
     if u.bias is not None:
-        bias += float(u.bias @ (u.w_u[answer] - u.w_u[wrong]))
+        bias += float(u.bias @ unembed)
     if u.b_u is not None:
-        bias += float(u.b_u[answer] - u.b_u[wrong])
+        bias += float(u.b_u[answer] - (0 if wrong is None else u.b_u[wrong]))
+    logit = trace.logits[0, answer] - (0 if wrong is None else trace.logits[0, wrong])
     return {"heads": project(heads).double().numpy(), "attention_biases": project(biases).double().numpy(),
             "mlps": project(mlps).double().numpy(), "embeddings": float(project(parts["embeddings"])),
-            "biases": bias, "logit_difference": float(trace.logits[0, answer] - trace.logits[0, wrong]),
+            "biases": bias, "logit_difference": float(logit),
             "norm": u.kind}
 
 
-def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None = None, heads: bool = True,
-          residual: bool = False, progress: Callable[[float], None] | None = None,
-          step: Callable | None = None) -> Patching:
-    """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
-    (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
-    runs each batch of patched runs (at most ``PATCH_BATCH_TOKENS`` tokens)."""
+@dataclass
+class Runs:
+    """Both prompts run once, kept whole with every layer's attention: what the sweeps, the
+    attribution and a page's heads all read, so that no prompt runs through the model twice."""
+
+    clean_ids: list[int]
+    corrupted_ids: list[int]
+    answer: int
+    wrong: int | None
+    clean: Trace
+    corrupted: Trace
+
+
+def runs(subject: Subject, clean, corrupted, *, answer, wrong=None, trace=None) -> Runs:
+    """Both prompts' ids and runs (``trace(ids)``: where a run comes from, by default the model now;
+    the page shares them through its cache); the answer and the wrong token as ids."""
     a_ids, b_ids = two_prompts(subject, clean, corrupted)
     a, w = answer_ids(subject, answer, wrong)
+    trace = trace or (lambda ids: subject.stack.run(torch.tensor([ids]), weights=True))
+    return Runs(a_ids, b_ids, a, w, trace(a_ids), trace(b_ids))
+
+
+def patch(subject: Subject, clean, corrupted, *, answer, wrong=None, heads: bool = True,
+          residual: bool = False, progress: Callable[[float], None] | None = None,
+          step: Callable | None = None, ran: Runs | None = None) -> Patching:
+    """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
+    (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
+    runs each batch of patched runs (at most ``PATCH_BATCH_TOKENS`` tokens). ``ran``: both prompts'
+    runs where they were made already (``runs``)."""
     t0 = time.perf_counter()
-    stack = subject.stack
-    tc = stack.run(torch.tensor([a_ids]))
-    tk = stack.run(torch.tensor([b_ids]))  # run last: the layers' arguments kept are the corrupted run's
-    out = Patching(subject.name, answer, None if w is None else wrong, float(metric(tc.logits, a, w)[0]),
-                   float(metric(tk.logits, a, w)[0]), subject.spelled(a_ids), subject.spelled(b_ids))
+    ran = ran or runs(subject, clean, corrupted, answer=answer, wrong=wrong)
+    stack, a, w, tc, tk = subject.stack, ran.answer, ran.wrong, ran.clean, ran.corrupted
+    out = Patching(subject.name, spelled_answer(subject, answer, a),
+                   None if w is None else spelled_answer(subject, wrong, w), float(metric(tc.logits, a, w)[0]),
+                   float(metric(tk.logits, a, w)[0]), subject.spelled(ran.clean_ids),
+                   subject.spelled(ran.corrupted_ids))
     parts = [f for f, on in (("heads", heads), ("residual", residual)) if on]
     for i, part in enumerate(parts):
         report = None if progress is None else (lambda f, i=i: progress((i + f) / len(parts)))
@@ -253,11 +279,13 @@ def patch(subject: Subject, clean, corrupted, *, answer: str, wrong: str | None 
     return out
 
 
-def logit_attribution_of(subject: Subject, prompt, *, answer: str, wrong: str) -> Attribution:
-    """Direct logit attribution of ``subject`` on ``prompt`` at its last position."""
-    if wrong is None or str(wrong).strip() == "":
-        raise ValueError("Logit attribution projects onto W_U[answer] − W_U[wrong]: give the wrong token too.")
+def logit_attribution_of(subject: Subject, prompt, *, answer, wrong=None, trace: Trace | None = None) -> Attribution:
+    """Direct logit attribution of ``subject`` on ``prompt`` at its last position (``trace``: its run,
+    where it was made already): onto W_U[answer] − W_U[wrong], or onto W_U[answer] alone without a
+    wrong token (the parts then sum to the answer's logit)."""
     ids = subject.ids(prompt)
     a, w = answer_ids(subject, answer, wrong)
-    trace = subject.stack.run(torch.tensor([ids]))
-    return Attribution(subject.name, answer, wrong, subject.spelled(ids), **attribute(subject.stack, trace, a, w))
+    trace = trace or subject.stack.run(torch.tensor([ids]))
+    return Attribution(subject.name, spelled_answer(subject, answer, a),
+                       None if w is None else spelled_answer(subject, wrong, w), subject.spelled(ids),
+                       **attribute(subject.stack, trace, a, w))

@@ -5,15 +5,16 @@ with the reason it has no next token to patch toward."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnviz import limits
 from attnviz.models.hf import HFModel
 from attnviz.models.registry import load, model_kind
 from attnviz.models.stacks import HFStack, TinyStack
-from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
+from attnviz.models.tiny import AttentionOnly, read_token, token_name
 
 KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
          "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
-TINY_NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
 
 
 class Subject:
@@ -21,6 +22,7 @@ class Subject:
 
     name: str
     stack: object
+    vocabulary: int  # how many token ids there are
 
     def ids(self, prompt) -> list[int]: ...
 
@@ -45,6 +47,7 @@ class HFSubject(Subject):
         self.name, self.hf = model.name, model
         self.stack = HFStack(model.name, model.model, model.heads)
         cfg = model.model.config
+        self.vocabulary = int(cfg.vocab_size)
         self.positions = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
                              or limits.MAX_TOKENS)
 
@@ -53,7 +56,7 @@ class HFSubject(Subject):
             ids = self.hf.tokenizer(prompt, add_special_tokens=True)["input_ids"]
         else:
             ids = [int(i) for i in prompt]
-            V = int(self.hf.model.config.vocab_size)
+            V = self.vocabulary
             if any(not 0 <= i < V for i in ids):
                 raise ValueError(f"Token ids must be in 0–{V - 1} for {self.name}.")
         if not ids:
@@ -85,7 +88,7 @@ class TinySubject(Subject):
     """Watch it learn's attention-only model: tokens are numbers, and BOS, MARK, QUERY."""
 
     def __init__(self, model: AttentionOnly, name: str) -> None:
-        self.name, self.model = name, model
+        self.name, self.model, self.vocabulary = name, model, int(model.vocab)
         self.stack = TinyStack(name, model)
 
     def ids(self, prompt) -> list[int]:
@@ -97,17 +100,15 @@ class TinySubject(Subject):
         return ids
 
     def token(self, word: str, role: str) -> int:
-        names = {v: k for k, v in TINY_NAMES.items()}
         w = str(word).strip()
-        if w.upper() in names:
-            return names[w.upper()]
-        if w.isdigit() and 0 <= int(w) < self.model.vocab:
-            return int(w)
+        t = read_token(w)
+        if t is not None and 0 <= t < self.model.vocab:
+            return t
         raise ValueError(f"The {role} “{w[:20]}” is not one of {self.name}'s tokens: 3–{self.model.vocab - 1}, or BOS, "
                          "MARK, QUERY.")
 
     def spelled(self, ids: list[int]) -> list[str]:
-        return [TINY_NAMES.get(int(i), str(int(i))) for i in ids]
+        return [token_name(i) for i in ids]
 
 
 def registry_subject(model: str) -> Subject:
@@ -135,10 +136,26 @@ def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int
     return a, b
 
 
-def answer_ids(subject: Subject, answer: str, wrong: str | None) -> tuple[int, int | None]:
-    """The answer's and the wrong token's ids (``None`` without a wrong token), refused where they are one."""
-    a = subject.token(answer, "answer")
-    w = None if wrong is None or str(wrong).strip() == "" else subject.token(wrong, "wrong token")
+def token_id(subject: Subject, token, role: str) -> int:
+    """A token given as the tokenizer spells it, or as its id (an int)."""
+    if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
+        V = subject.vocabulary
+        if not 0 <= int(token) < V:
+            raise ValueError(f"The {role} {int(token)} is not a token id of {subject.name}: ids are 0–{V - 1}.")
+        return int(token)
+    return subject.token(token, role)
+
+
+def spelled_answer(subject: Subject, given, token: int) -> str:
+    """How a record names an answer: as it was given, or, given as an id, as the tokenizer spells it."""
+    return given if isinstance(given, str) else subject.spelled([token])[0]
+
+
+def answer_ids(subject: Subject, answer, wrong) -> tuple[int, int | None]:
+    """The answer's and the wrong token's ids (``None`` without a wrong token), each given as the
+    tokenizer spells it or as an id; refused where they are one."""
+    a = token_id(subject, answer, "answer")
+    w = None if wrong is None or str(wrong).strip() == "" else token_id(subject, wrong, "wrong token")
     if w is not None and w == a:
         raise ValueError("The answer and the wrong token are the same token: their logit difference is always 0.")
     return a, w

@@ -9,13 +9,7 @@ import torch
 
 from attnviz.learn.train import VOCAB, LearnSettings, build, losses
 from attnviz.learn.worker import trained_weights
-from attnviz.models.tiny import BOS, MARK, QUERY, AttentionOnly
-
-NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
-
-
-def token_name(t: int) -> str:
-    return NAMES.get(int(t), str(int(t)))
+from attnviz.models.tiny import AttentionOnly, read_token, token_name
 
 
 def load_trained(settings: LearnSettings, weights: Path) -> AttentionOnly:
@@ -38,17 +32,12 @@ def trained_model(settings: LearnSettings | None = None) -> AttentionOnly:
 def parse_sequence(text: str, length: int) -> list[int]:
     """A typed sequence: token numbers (or BOS, MARK, QUERY) separated by spaces or commas;
     ``ValueError`` naming what is wrong."""
-    names = {v: k for k, v in NAMES.items()}
     out = []
     for item in text.replace(",", " ").split():
-        if item.upper() in names:
-            out.append(names[item.upper()])
-            continue
-        try:
-            t = int(item)
-        except ValueError:
+        t = read_token(item)
+        if t is None:
             raise ValueError(f"{item[:20]!r} is not a token: type numbers 3–{VOCAB - 1}, "
-                             f"or BOS, MARK, QUERY.") from None
+                             f"or BOS, MARK, QUERY.")
         if not 0 <= t < VOCAB:
             raise ValueError(f"Token {t} is outside the vocabulary 0–{VOCAB - 1}.")
         out.append(t)

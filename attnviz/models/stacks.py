@@ -36,6 +36,13 @@ OUT_PROJECTIONS = ("attn.c_proj", "self_attn.o_proj", "attention.dense", "attn.o
                    "self_attention.dense")
 MLPS = ("mlp", "feed_forward")
 FINAL_NORMS = ("ln_f", "norm", "final_layer_norm", "final_layernorm")
+# Where a layer's attention projects its normed stream to q, k and v, and where each head lies in
+# that projection's output: GPT-2's one Conv1D [q | k | v] (each E wide), GPT-NeoX's one Linear with
+# each head's [q | k | v] side by side, LLaMA's three Linears (k and v with one head per KV head).
+NORMS_IN = ("ln_1", "input_layernorm")
+FUSED_QKV = "attn.c_attn"
+HEADWISE_QKV = "attention.query_key_value"
+APART_QKV = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj"}
 SUM_TOLERANCE = 1e-4  # the residual stream against the sum of its parts, relative to its norm
 
 
@@ -50,18 +57,20 @@ class Trace:
     resid_final: torch.Tensor  # the stream into the final norm (N, L, E)
     logits: torch.Tensor  # at the last position (N, V)
     weights: list[torch.Tensor] = field(default_factory=list)  # per layer (N, H, L, L), when asked for
+    # Per layer, the arguments the model gave it after the stream (its mask, its rotary positions): a run
+    # from a layer on (``from_layer``) calls each layer with them. They hang on the positions only, so a
+    # trace of one prompt serves every prompt of its length.
+    calls: list[tuple] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
-class Unembedding:
-    """How the last position's stream becomes logits: ``norm`` then W_U (and its bias)."""
+class Norm:
+    """A norm before a reader of the stream (an attention, the unembedding): what it does to a stream."""
 
     kind: str  # "layer" (LayerNorm: centre, then divide), "rms" (divide only) or "none"
     eps: float
     weight: torch.Tensor | None  # the norm's weight (E,)
     bias: torch.Tensor | None  # the norm's bias (E,)
-    w_u: torch.Tensor  # (V, E)
-    b_u: torch.Tensor | None  # (V,)
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
         """The norm's divisor for stream ``x`` (..., E): σ (LayerNorm) or the root mean square (RMS); 1 for none."""
@@ -72,6 +81,25 @@ class Unembedding:
         return torch.ones(*x.shape[:-1], 1, dtype=x.dtype)
 
 
+NO_NORM = Norm("none", 0.0, None, None)
+
+
+def norm_of(module) -> Norm:
+    """A transformers norm module as a ``Norm``: ``nn.LayerNorm`` is LayerNorm, anything else RMSNorm."""
+    kind = "layer" if isinstance(module, torch.nn.LayerNorm) else "rms"
+    eps = float(getattr(module, "eps", None) or getattr(module, "variance_epsilon", None) or 1e-5)
+    b = getattr(module, "bias", None)
+    return Norm(kind, eps, module.weight.detach().float(), None if b is None else b.detach().float())
+
+
+@dataclass(frozen=True)
+class Unembedding(Norm):
+    """How the last position's stream becomes logits: the final norm (its fields), then W_U (and its bias)."""
+
+    w_u: torch.Tensor | None = None  # (V, E)
+    b_u: torch.Tensor | None = None  # (V,)
+
+
 def _at(module, dotted: str):
     try:
         return module.get_submodule(dotted)
@@ -79,7 +107,8 @@ def _at(module, dotted: str):
         return None
 
 
-def _first(module, names):
+def first_found(module, names):
+    """The first of the dotted submodule ``names`` that ``module`` has; None without one."""
     return next((m for m in (_at(module, n) for n in names) if m is not None), None)
 
 
@@ -109,28 +138,26 @@ class HFStack:
         if not lists:
             raise ModelError(f"{name}: attnviz cannot find its {n} decoder layers, so it cannot patch them.")
         self.blocks = lists[0]
-        self.o = [_first(b, OUT_PROJECTIONS) for b in self.blocks]
-        self.mlp = [_first(b, MLPS) for b in self.blocks]
+        self.o = [first_found(b, OUT_PROJECTIONS) for b in self.blocks]
+        self.mlp = [first_found(b, MLPS) for b in self.blocks]
         base = getattr(model, "base_model", model)
-        self.norm = _first(base, FINAL_NORMS)
+        self.norm = first_found(base, FINAL_NORMS)
         self.lm_head = model.get_output_embeddings()
         if None in self.o or self.norm is None or self.lm_head is None:
             raise ModelError(f"{name}: attnviz cannot find each layer's attention output projection, the final "
                              f"norm and the unembedding it needs to patch heads (it knows GPT-2, LLaMA and GPT-NeoX).")
-        self._calls: list[tuple] = []  # each layer's (args after the stream, kwargs), from the last run
 
     @property
     def layers(self) -> int:
         return len(self.blocks)
 
-    def _hooks(self, keep: dict, *, weights: bool = False):
+    def _hooks(self, keep: dict):
         handles = []
-        self._calls = [None] * self.layers
 
         def pre_block(i):
             def hook(_m, args, kwargs):
                 keep.setdefault("resid_pre", [None] * self.layers)[i] = args[0].detach().float()
-                self._calls[i] = (args[1:], dict(kwargs))
+                keep.setdefault("calls", [None] * self.layers)[i] = (args[1:], dict(kwargs))
             return hook
 
         def pre_o(i):
@@ -164,49 +191,86 @@ class HFStack:
         finally:
             for h in handles:
                 h.remove()
-        self._length = int(ids.shape[1])
         trace = Trace(keep["resid_pre"], keep["z"], keep["attn_out"], keep.get("mlp_out", [None] * self.layers),
-                      keep["resid_final"], out.logits[:, -1].float())
+                      keep["resid_final"], out.logits[:, -1].float(), calls=keep["calls"])
         if weights:
             trace.weights = [a.float() for a in out.attentions]  # (N, H, L, L) each
         return trace
 
-    def from_layer(self, layer: int, hidden: torch.Tensor, patch_z=None) -> torch.Tensor:
+    def from_layer(self, layer: int, hidden: torch.Tensor, trace: Trace, patch_z=None, reads=None) -> torch.Tensor:
         """Layers ``layer`` … on from the streams ``hidden`` (B, L, E) into it, then the logits at
         the last position (B, V). ``patch_z(z)`` edits ``layer``'s heads' outputs (B, L, H·D) before
-        its W_O. The arguments each layer gets are the ones of the last ``run`` (one sequence: they
-        broadcast over the batch)."""
-        handle = None
+        its W_O. ``reads=(component, stream)``: ``layer``'s attention makes its q, k or v (every
+        head's) from ``stream`` (B, L, E) instead, through its own norm; the rest of the layer reads
+        ``hidden``. Each layer gets the arguments it got in ``trace``'s run (one sequence of the same
+        length: they broadcast over the batch)."""
+        handles = []
         if patch_z is not None:
-            handle = self.o[layer].register_forward_pre_hook(
-                _mine(lambda _m, args: (patch_z(args[0].clone()), *args[1:])))
+            handles.append(self.o[layer].register_forward_pre_hook(
+                _mine(lambda _m, args: (patch_z(args[0].clone()), *args[1:]))))
+        if reads is not None:
+            component, stream = reads
+            norm, module, columns = self.projection(layer, component)
+            with torch.no_grad():
+                made = module(norm(stream))  # (B, L, out): the projection of the other stream
+            at = columns.reshape(-1)
+
+            def read(_m, _args, out):
+                out = out.clone()
+                out[..., at] = made[..., at]
+                return out
+            handles.append(module.register_forward_hook(_mine(read)))
         try:
             with torch.no_grad():
                 x = hidden
                 for i in range(layer, self.layers):
-                    rest, kwargs = self._calls[i]
+                    rest, kwargs = trace.calls[i]
                     out = self.blocks[i](x, *rest, **kwargs)
                     x = out[0] if isinstance(out, tuple) else out
                 return self.lm_head(self.norm(x[:, -1:]))[:, 0].float()  # (B, V)
         finally:
-            if handle is not None:
-                handle.remove()
+            for h in handles:
+                h.remove()
 
     def w_o(self, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         o = self.o[layer]
         return _w_o(o), (None if getattr(o, "bias", None) is None else o.bias.detach().float())
 
-    def value_biases(self, layer: int) -> torch.Tensor:
+    @property
+    def head_dim(self) -> int:
+        return _w_o(self.o[0]).shape[1] // self.heads
+
+    def projection(self, layer: int, component: str):
+        """(the norm before ``layer``'s attention, the module that projects its output to
+        ``component`` ("q", "k" or "v"), the columns of that module's output each head's lie in:
+        (heads, D), a head per KV head for k and v where KV heads are shared)."""
+        block, D, H = self.blocks[layer], self.head_dim, self.heads
+        norm = first_found(block, NORMS_IN)
+        c = "qkv".index(component)
+        if (module := _at(block, FUSED_QKV)) is not None:
+            columns = c * H * D + torch.arange(H * D).view(H, D)
+        elif (module := _at(block, HEADWISE_QKV)) is not None:
+            columns = torch.arange(H).view(H, 1) * 3 * D + c * D + torch.arange(D)
+        else:
+            module = _at(block, APART_QKV[component])
+            n = 0 if module is None else _w_o(module).shape[0] // D  # a Linear's weight is (out, in)
+            columns = torch.arange(n * D).view(n, D)
+        if norm is None or module is None:
+            raise ModelError(f"{self.name}: attnviz cannot find layer {layer}'s norm and its {component} projection "
+                             "(it knows GPT-2, LLaMA and GPT-NeoX).")
+        return norm, module, columns
+
+    def value_biases(self, layer: int, trace: Trace) -> torch.Tensor:
         """(H·D,) what every head's output holds whatever it attends to: the values of a stream
         whose norm gives its bias alone (a stream of zeros: LayerNorm's centred input is 0, and
         RMSNorm's), the norm's bias through W_V plus W_V's bias. Attention weights sum to 1, so
         each head's z carries it at every position; TransformerLens folds it into b_O
-        (``fold_value_biases``). Uses the arguments of the last ``run``."""
+        (``fold_value_biases``). Run with the arguments of ``trace``'s run."""
         keep = {}
         handle = self.o[layer].register_forward_pre_hook(_mine(lambda _m, args: keep.__setitem__("z", args[0])))
         try:
-            rest, kwargs = self._calls[layer]
-            L = self._length
+            rest, kwargs = trace.calls[layer]
+            L = trace.resid_pre[layer].shape[1]
             with torch.no_grad():
                 self.blocks[layer](torch.zeros(1, L, self.model.config.hidden_size, dtype=self.model.dtype), *rest,
                                    **kwargs)
@@ -215,13 +279,10 @@ class HFStack:
         return keep["z"][0, -1].detach().float()  # (H·D,)
 
     def unembedding(self) -> Unembedding:
-        n = self.norm
-        kind = "layer" if isinstance(n, torch.nn.LayerNorm) else "rms"
-        eps = float(getattr(n, "eps", None) or getattr(n, "variance_epsilon", None) or 1e-5)
-        b = getattr(n, "bias", None)
+        n = norm_of(self.norm)
         b_u = getattr(self.lm_head, "bias", None)
-        return Unembedding(kind, eps, n.weight.detach().float(), None if b is None else b.detach().float(),
-                           self.lm_head.weight.detach().float(), None if b_u is None else b_u.detach().float())
+        return Unembedding(n.kind, n.eps, n.weight, n.bias, self.lm_head.weight.detach().float(),
+                           None if b_u is None else b_u.detach().float())
 
 
 class TinyStack:
@@ -239,17 +300,24 @@ class TinyStack:
     def layers(self) -> int:
         return len(self.blocks)
 
-    def _layer(self, i: int, x: torch.Tensor, edit_z=None):
+    def _layer(self, i: int, x: torch.Tensor, edit_z=None, reads=None):
         """Layer ``i`` on the streams ``x`` (B, L, E): (its attention's output (B, L, E), its weights
-        (B, H, L, L)); ``edit_z(z)`` sees and may replace its heads' outputs as z (B, L, H·D)."""
+        (B, H, L, L)); ``edit_z(z)`` sees and may replace its heads' outputs as z (B, L, H·D);
+        ``reads=(component, stream)``: its q, k or v made from ``stream`` instead."""
         L = x.shape[1]
+        inputs = {"q": x, "k": x, "v": x}
+        if reads is not None:
+            inputs[reads[0]] = reads[1]
 
         def edit(heads):  # (B, H, L, D) <-> z (B, L, H·D), the layout of a transformers model's W_O input
             B, H, _L, D = heads.shape
             z = edit_z(heads.transpose(1, 2).reshape(B, L, H * D))  # (B, L, H·D)
             return z.reshape(B, L, H, D).transpose(1, 2)  # (B, H, L, D)
 
-        return self.blocks[i](x, attn_mask=self.model.mask[:L, :L], edit_heads=None if edit_z is None else edit)
+        if reads is None:
+            return self.blocks[i](x, attn_mask=self.model.mask[:L, :L], edit_heads=None if edit_z is None else edit)
+        return self.blocks[i](inputs["q"], inputs["k"], inputs["v"], attn_mask=self.model.mask[:L, :L],
+                              edit_heads=None if edit_z is None else edit)
 
     def run(self, ids: torch.Tensor, *, weights: bool = False) -> Trace:
         with torch.no_grad():
@@ -264,18 +332,19 @@ class TinyStack:
             logits = (x[:, -1] @ self.model.unembed.T).float()  # (N, V)
         return Trace(resid, z, attn, [None] * self.layers, x, logits, ws if weights else [])
 
-    def from_layer(self, layer: int, hidden: torch.Tensor, patch_z=None) -> torch.Tensor:
+    def from_layer(self, layer: int, hidden: torch.Tensor, trace: Trace, patch_z=None, reads=None) -> torch.Tensor:
         with torch.no_grad():
             x = hidden
             for i in range(layer, self.layers):
-                x = x + self._layer(i, x, (lambda z: patch_z(z.clone())) if i == layer and patch_z else None)[0]
+                edit = (lambda z: patch_z(z.clone())) if i == layer and patch_z else None
+                x = x + self._layer(i, x, edit, reads if i == layer else None)[0]
             return (x[:, -1] @ self.model.unembed.T).float()  # (B, V)
 
     def w_o(self, layer: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         o = self.o[layer]
         return _w_o(o), (None if o.bias is None else o.bias.detach().float())
 
-    def value_biases(self, layer: int) -> torch.Tensor:
+    def value_biases(self, layer: int, trace: Trace) -> torch.Tensor:
         """(H·D,) zeros: no biases, no norm."""
         return torch.zeros(self.model.d_model)
 

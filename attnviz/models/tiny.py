@@ -21,6 +21,24 @@ from attnviz.core.multihead import MultiHeadAttention
 
 BOS, MARK, QUERY = 0, 1, 2
 FIRST_TOKEN = 3  # ordinary tokens are FIRST_TOKEN … vocab − 1
+TOKEN_NAMES = {BOS: "BOS", MARK: "MARK", QUERY: "QUERY"}
+
+
+def token_name(t: int) -> str:
+    """How the tiny model's token ``t`` is spelled: a marker's name, or its number."""
+    return TOKEN_NAMES.get(int(t), str(int(t)))
+
+
+def read_token(word: str) -> int | None:
+    """The token a typed word spells: a marker's name (any case) or a number; ``None`` where it is
+    neither (the caller says what is wrong, and checks the number against its vocabulary)."""
+    names = {v: k for k, v in TOKEN_NAMES.items()}
+    if word.upper() in names:
+        return names[word.upper()]
+    try:
+        return int(word)
+    except ValueError:
+        return None
 
 
 class AttentionOnly(nn.Module):

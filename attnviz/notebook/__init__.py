@@ -17,6 +17,9 @@ offline in Jupyter.
 - ``longcontext``: ``long_view`` (a long text's attention, every head, and a KV-cache policy);
 - ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
   answer, for any causal LM folder and the model Watch it learn trains;
+- ``circuits``: ``composition_scores``, ``path_patch``, ``score_attribution`` and ``circuit``: how
+  heads work together and why a head attends where it does; ``example_pair``: prompts that mean
+  something for a model;
 - ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
   (``include_plotlyjs`` sends it again), returned and saved HTML is self-contained.
 
@@ -29,6 +32,14 @@ when it is there, found at run time). Never a view, ``ui`` or Streamlit.
 
 from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
+from attnviz.notebook.circuits import (  # noqa: F401
+    circuit,
+    circuit_view,
+    composition_scores,
+    example_pair,
+    path_patch,
+    score_attribution,
+)
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
 from attnviz.notebook.longcontext import long_view  # noqa: F401

@@ -11,7 +11,7 @@
 ``"watch-it-learn"`` (the model Watch it learn's default training trains, trained here first where it
 never was: about 15 s) or an attnviz ``AttentionOnly`` model (``attnviz.models.tiny``). ``clean``
 and ``corrupted``: texts or token ids, with the same number of tokens. ``answer`` and ``wrong``: one
-token each, spelled as the model's tokenizer spells it.
+token each, spelled as the model's tokenizer spells it, or its id (an int).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def subject_of(model) -> Subject:
                      f"model; got {type(model).__name__}.")
 
 
-def patch_heads(model, clean, corrupted, *, answer: str, wrong: str | None = None) -> Patching:
+def patch_heads(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None) -> Patching:
     """``.heads`` (layers, heads): the metric on the corrupted run with one head's output (its z,
     before W_O, at every position) from the clean run; ``.clean``, ``.corrupted``: the metric on
     each run unpatched; the metric is logit[answer] − logit[wrong] at the last position, or the
@@ -46,15 +46,17 @@ def patch_heads(model, clean, corrupted, *, answer: str, wrong: str | None = Non
     return patch(subject_of(model), clean, corrupted, answer=answer, wrong=wrong)
 
 
-def patch_residual(model, clean, corrupted, *, answer: str, wrong: str | None = None) -> Patching:
+def patch_residual(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None) -> Patching:
     """``.residual`` (layers, positions): the metric with the residual stream into a layer, at one
     position, from the clean run (TransformerLens's ``get_act_patch_resid_pre``)."""
     return patch(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, heads=False, residual=True)
 
 
-def logit_attribution(model, text, *, answer: str, wrong: str) -> Attribution:
+def logit_attribution(model, text, *, answer: str | int, wrong: str | int | None = None) -> Attribution:
     """``.heads`` (layers, heads): each head's output at the last position, divided by the final
     norm's scale, projected onto W_U[answer] − W_U[wrong] (TransformerLens's ``apply_ln=True``);
     the other parts (``.embeddings``, ``.mlps``, ``.attention_biases``, ``.biases``) with it sum to
-    ``.logit_difference``."""
+    ``.logit_difference``. Without ``wrong``, onto W_U[answer] alone: the parts sum to the answer's
+    logit (the model's own; TransformerLens, which centres W_U, gives each part less its
+    projection onto the mean of W_U)."""
     return logit_attribution_of(subject_of(model), text, answer=answer, wrong=wrong)

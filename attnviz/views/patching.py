@@ -16,12 +16,14 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz import plots as F
-from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch
+from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
 from attnviz.i18n import _
 from attnviz.jobs import Job, Jobs
 from attnviz.models.registry import TRAINED, model_key
+from attnviz.models.stacks import Trace
 from attnviz.notebook.patching import subject_of
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
+from attnviz.run.run import RESULTS
 from attnviz.views.markdown import md
 
 
@@ -45,18 +47,26 @@ class PatchRun:
     pretrained = True  # a click on a head opens that layer's head
 
 
+def trace_of(subject, model, ids: list[int]) -> Trace:
+    """One prompt's run, kept whole with every layer's attention, once per process (the results
+    cache): the answers offered, the sweep, the attribution and the heads drawn all read it, so that
+    a sweep runs each prompt through the model once."""
+    return RESULTS.get_or_compute(("patch-trace", *model_identity(model), tuple(ids)),
+                                  lambda: subject.stack.run(torch.tensor([ids]), weights=True))
+
+
 def run_of(state, progress=None, step=None) -> PatchRun:
     """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
     ``step(work)`` runs each batch of patched runs: the app's compute workers)."""
     subject = subject_of(state.model)
     wrong = state.wrong.strip() or None
+    ran = runs(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong,
+               trace=lambda ids: trace_of(subject, state.model, ids))
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
-              progress=progress, step=step)
-    attribution = logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong) if wrong else None
-    weights = []
-    for prompt in (state.clean, state.corrupted):
-        trace = subject.stack.run(torch.tensor([subject.ids(prompt)]), weights=True)
-        weights.append(torch.stack([w[0] for w in trace.weights]).numpy())  # (layers, H, L, L)
+              progress=progress, step=step, ran=ran)
+    attribution = (logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong, trace=ran.clean)
+                   if wrong else None)
+    weights = [torch.stack([w[0] for w in t.weights]).numpy() for t in (ran.clean, ran.corrupted)]  # (layers, H, L, L)
     return PatchRun(p, attribution, *weights)
 
 
@@ -94,7 +104,7 @@ def top_next(model: str, prompt: str, k: int = 10) -> list[tuple[str, float]]:
     the answers the page offers to pick from."""
     subject = subject_of(model)
     ids = subject.ids(prompt)
-    p = torch.softmax(subject.stack.run(torch.tensor([ids])).logits[0].double(), -1)  # (V,)
+    p = torch.softmax(trace_of(subject, model, ids).logits[0].double(), -1)  # (V,)
     top = torch.topk(p, min(k, p.numel()))
     return list(zip(subject.spelled(top.indices.tolist()), top.values.tolist(), strict=True))
 

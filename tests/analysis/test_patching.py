@@ -141,8 +141,32 @@ def test_an_answer_that_is_not_one_token_is_refused(folders, answer, words):
 def test_an_answer_and_a_wrong_token_that_are_one_are_refused(folders):
     with pytest.raises(ValueError, match="the same token"):
         attnviz.patch_heads(str(folders["gpt2"]), CLEAN, CORRUPTED, answer="it", wrong="it")
-    with pytest.raises(ValueError, match="give the wrong token too"):
-        attnviz.logit_attribution(str(folders["gpt2"]), CLEAN, answer="it", wrong=None)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "neox"])
+def test_without_a_wrong_token_the_attributions_parts_sum_to_the_answers_logit(folders, kind):
+    a = attnviz.logit_attribution(str(folders[kind]), CLEAN, answer=ANSWER)
+    subject = registry_subject(str(folders[kind]))
+    with torch.no_grad():
+        logit = float(subject.hf.model(_ids(subject, CLEAN)).logits[0, -1, subject.token(ANSWER, "answer")])
+    assert a.wrong is None and a.logit_difference == pytest.approx(logit, abs=1e-5)
+    assert a.total == pytest.approx(logit, abs=1e-4)
+    assert "W_U[answer]" in a.to_dict()["definition"] and "wrong" not in a.to_dict()["definition"]
+
+
+def test_an_answer_may_be_a_token_id(folders, tiny):
+    folder = str(folders["gpt2"])
+    subject = registry_subject(folder)
+    a, w = subject.token(ANSWER, "answer"), subject.token(WRONG, "wrong")
+    by_id = attnviz.patch_heads(folder, CLEAN, CORRUPTED, answer=a, wrong=w)
+    by_word = attnviz.patch_heads(folder, CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG)
+    np.testing.assert_array_equal(by_id.heads, by_word.heads)
+    assert (by_id.answer, by_id.wrong) == (ANSWER, WRONG)  # spelled as the tokenizer spells them
+    assert attnviz.logit_attribution(folder, CLEAN, answer=a, wrong=w).total == pytest.approx(
+        attnviz.logit_attribution(folder, CLEAN, answer=ANSWER, wrong=WRONG).total, abs=1e-6)
+    assert attnviz.patch_heads(tiny, "BOS 5 9 12 7 5 9", "BOS 5 9 14 7 5 9", answer=12, wrong=14).answer == "12"
+    with pytest.raises(ValueError, match="answer 10000 is not a token id of .*ids are 0–"):
+        attnviz.patch_heads(folder, CLEAN, CORRUPTED, answer=10_000)
 
 
 def test_an_encoder_has_no_next_token_to_patch_toward(tmp_path):

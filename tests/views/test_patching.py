@@ -115,3 +115,81 @@ def test_a_sweep_holds_the_compute_workers_one_layer_at_a_time(trained):
     job = V.sweep_job(state, compute_with=lambda work: calls.append(1) or work())
     assert job.done.wait(60) and not job.error, job.error
     assert len(calls) == 2 * job.value.layers  # heads and residual, a layer each
+
+
+# --- work done once: each prompt runs through the model once per sweep ------------------------
+
+CLEAN, CORRUPTED = "the cat sat on the mat", "the mat sat on the cat"
+
+
+@pytest.fixture(scope="module")
+def gpt2_state(tmp_path_factory):
+    from tests.support import hfmodels
+
+    folder = hfmodels.save(tmp_path_factory.mktemp("shared"), "gpt2")[0]
+    return DEFAULTS.with_(model=str(folder), clean=CLEAN, corrupted=CORRUPTED, answer="it", wrong="was")
+
+
+def _counted(monkeypatch, model_class) -> list:
+    """Every whole forward pass of the model (a run from a layer on does not call it)."""
+    calls, real = [], model_class.forward
+    monkeypatch.setattr(model_class, "forward", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    return calls
+
+
+def _the_old_way(state) -> tuple:
+    """The sweep as it was run before its traces were shared: every part on runs of its own."""
+    from attnviz.analysis.patching import logit_attribution_of, patch
+    from attnviz.notebook.patching import subject_of
+
+    subject = subject_of(state.model)
+    wrong = state.wrong.strip() or None
+    p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True)
+    a = logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong) if wrong else None
+    weights = [torch.stack([w[0] for w in subject.stack.run(torch.tensor([subject.ids(t)]), weights=True).weights])
+               for t in (state.clean, state.corrupted)]
+    return p, a, weights
+
+
+@pytest.mark.parametrize("which", ["gpt2", "tiny"])
+def test_a_sweep_on_shared_runs_is_the_same_to_the_last_bit(which, gpt2_state, trained):
+    state = gpt2_state if which == "gpt2" else DEFAULTS.with_(model="watch-it-learn")
+    V.RESULTS.clear()
+    shared = V.run_of(state)
+    p, a, weights = _the_old_way(state)
+    for part in ("heads", "residual"):
+        assert np.array_equal(getattr(shared.patching, part), getattr(p, part))
+    assert (shared.patching.clean, shared.patching.corrupted) == (p.clean, p.corrupted)
+    for part in ("heads", "attention_biases", "mlps"):
+        assert np.array_equal(getattr(shared.attribution, part), getattr(a, part))
+    assert (shared.attribution.embeddings, shared.attribution.biases) == (a.embeddings, a.biases)
+    assert torch.equal(torch.from_numpy(shared.clean_weights), weights[0])
+    assert torch.equal(torch.from_numpy(shared.corrupted_weights), weights[1])
+    assert np.ptp(p.heads) > 1e-4 and np.ptp(p.residual) > 1e-4  # numbers that could differ
+
+
+def test_the_page_runs_each_prompt_through_the_model_once(gpt2_state, monkeypatch):
+    """Its offered answers (the top next tokens after each prompt), the sweep of heads and
+    positions, the attribution and the heads drawn: one whole run of the clean prompt and one of
+    the corrupted (they were 4 and 3)."""
+    from attnviz.notebook.patching import subject_of
+
+    calls = _counted(monkeypatch, type(subject_of(gpt2_state.model).hf.model))
+    V.RESULTS.clear()
+    V.top_next(gpt2_state.model, gpt2_state.clean)
+    V.top_next(gpt2_state.model, gpt2_state.corrupted)
+    run = V.run_of(gpt2_state)
+    assert len(calls) == 2 and run.attribution is not None
+    V.run_of(gpt2_state)  # and a second sweep of the same prompts runs neither again
+    assert len(calls) == 2
+
+
+def test_the_tiny_models_sweep_runs_each_prompt_once(trained, monkeypatch):
+    from attnviz.models.tiny import AttentionOnly
+
+    calls = []
+    real = AttentionOnly.inputs  # the start of every whole run of the model
+    monkeypatch.setattr(AttentionOnly, "inputs", lambda self, ids: calls.append(1) or real(self, ids))
+    V.RESULTS.clear()
+    V.run_of(DEFAULTS.with_(model="watch-it-learn"))
+    assert len(calls) == 2

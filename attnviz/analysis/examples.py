@@ -1,0 +1,69 @@
+"""Example prompt pairs that mean something for the model chosen: what the Patching and Circuit
+pages start from, and ``attnviz.example_pair``.
+
+- Watch it learn's tiny model: a repeat ``… A B … A`` (A = 8, B = 12). For patching, B and an
+  earlier token swapped, so that both prompts hold the same tokens and only induction answers
+  differently (the answer B against the swapped token); for the circuit, the earlier A replaced by
+  the smallest ordinary token the prompt does not hold, so that nothing points back to B (the
+  answer B against the corrupted prompt's own most likely next token).
+- A tokenizer that spells common first names as one token each, its space included (GPT-2's
+  byte-level BPE: "ĠMary"): the indirect-object pair of Wang et al. (2022), "When Mary and John
+  went to the store, John gave a drink to" (answer " Mary" against " John") against the same with
+  the second "John" changed to a third name; the names the first three of ``NAMES`` it spells so.
+- Anything else: None (no pair of its tokens is known to mean something).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attnviz.analysis.subjects import HFSubject, Subject, TinySubject
+from attnviz.models.tiny import FIRST_TOKEN, token_name
+
+REPEAT = "BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8"
+SWAPPED = "BOS 10 12 11 18 27 9 20 25 8 28 4 13 15 27 9 20 25 8"  # the 12 after the earlier 8 and the 28 swapped
+EARLIER_A = 9  # the position of the earlier copy of the repeat's last token
+NAMES = ("Mary", "John", "Tom", "James", "Anna", "Paul", "Sarah", "David", "Alice", "Bob", "Mark", "Lisa")
+IOI = "When {a} and {b} went to the store, {c} gave a drink to"
+PAGES = ("patching", "circuit")
+
+
+def _tiny(subject: TinySubject, page: str) -> dict:
+    if page == "patching":
+        return {"clean": REPEAT, "corrupted": SWAPPED, "answer": "12", "wrong": "28"}
+    words = REPEAT.split()
+    held = {subject.token(w, "token") for w in words}
+    spare = next(t for t in range(FIRST_TOKEN, subject.vocabulary) if t not in held)
+    words[EARLIER_A] = token_name(spare)
+    corrupted = " ".join(words)
+    logits = subject.stack.run(torch.tensor([subject.ids(corrupted)])).logits[0]  # (V,)
+    logits[subject.token("12", "answer")] = float("-inf")
+    return {"clean": REPEAT, "corrupted": corrupted, "answer": "12", "wrong": token_name(int(logits.argmax()))}
+
+
+def _names(subject: HFSubject) -> list[str] | None:
+    """The first three of ``NAMES`` the tokenizer spells as one token with its space, as it spells them."""
+    tok = subject.hf.tokenizer
+    found = []
+    for name in NAMES:
+        ids = tok(" " + name, add_special_tokens=False)["input_ids"]
+        if len(ids) == 1 and tok.convert_ids_to_tokens(ids)[0] not in (name, tok.unk_token):
+            found.append((name, tok.convert_ids_to_tokens(ids)[0]))
+        if len(found) == 3:
+            return found
+    return None
+
+
+def example_prompts(subject: Subject, page: str = "patching") -> dict | None:
+    """{"clean", "corrupted", "answer", "wrong"} for ``subject`` on ``page`` ("patching" or
+    "circuit"), or None where no pair is known to mean something for it (see the module doc)."""
+    if page not in PAGES:
+        raise ValueError(f"page must be one of {', '.join(PAGES)}; got {page!r}.")
+    if isinstance(subject, TinySubject):
+        return _tiny(subject, page)
+    names = _names(subject) if isinstance(subject, HFSubject) else None
+    if names is None:
+        return None
+    (a, a_token), (b, b_token), (c, _c) = names
+    return {"clean": IOI.format(a=a, b=b, c=b), "corrupted": IOI.format(a=a, b=b, c=c), "answer": a_token,
+            "wrong": b_token}

@@ -1,0 +1,93 @@
+"""How heads work together, from a notebook: composition scores, direct path patching and score
+attribution (``attnviz.analysis.composition``, ``pathpatch``, ``scoreattr``: TransformerLens's
+definitions), offline, for the models ``patch_heads`` takes.
+
+    import attnviz
+    attnviz.composition_scores("watch-it-learn", "k")                   # (layers, H, layers, H)
+    attnviz.path_patch(model, clean, corrupted, answer="14", component="k")   # (layers, H, layers, H)
+    a = attnviz.score_attribution(model, text, layer=1, head=0, query=12, key=4)
+    a.terms, a.query_parts, a.key_parts, a.score
+    attnviz.circuit("watch-it-learn").message                          # the circuit, found by the numbers
+    attnviz.example_pair("gpt2")          # {"clean", "corrupted", "answer", "wrong"} that mean something
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import torch
+
+from attnviz.analysis.circuit import FoundCircuit, find_circuit
+from attnviz.analysis.composition import composition_scores_of
+from attnviz.analysis.examples import example_prompts
+from attnviz.analysis.pathpatch import path_patching
+from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
+from attnviz.notebook.patching import subject_of
+from attnviz.plots.circuit import check_threshold, circuit_figure
+from attnviz.plots.style import FigureStyle
+
+
+def composition_scores(model, mode: str) -> torch.Tensor:
+    """(layers, H, layers, H): ‖W_OV^sender · W^receiver‖_F / (‖W_OV^sender‖_F ‖W^receiver‖_F),
+    W^receiver being the receiver's W_Q W_Kᵀ (``mode`` "q"), W_K W_Qᵀ ("k") or W_V W_O ("v"), on the
+    weights TransformerLens's ``from_pretrained`` gives (norms folded, writing weights centred);
+    0 where the receiver's layer is not later (TransformerLens's ``all_composition_scores``)."""
+    return composition_scores_of(subject_of(model).stack, mode)
+
+
+def path_patch(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None,
+               component: str) -> torch.Tensor:
+    """(sender layers, sender heads, receiver layers, receiver heads) float64: the metric on the
+    corrupted run with the sender's clean-minus-corrupted output added to the receiver's own
+    ``component`` input ("q", "k" or "v") only (TransformerLens 4.3's
+    ``get_act_patch_direct_path_all_sources``; the metric and prompts as ``patch_heads``'s). NaN
+    where the receiver's layer is not later than the sender's: no path, not a measurement (where
+    TransformerLens puts 0.0). A grouped-query model's shared KV head: the path reaches the key or
+    value of the receiving query head alone."""
+    p = path_patching(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, component=component)
+    return torch.from_numpy(p.values)
+
+
+def score_attribution(model, text, *, layer: int, head: int, query: int, key: int) -> ScoreAttribution:
+    """The pre-softmax score of head (``layer``, ``head``) at (``query``, ``key``) split into
+    (query part × key part) terms: ``.terms`` (query parts, key parts), ``.query_parts``,
+    ``.key_parts`` (the parts' names), ``.score`` (the model's, which the terms sum to)."""
+    return attribute_score(subject_of(model), text, layer=layer, head=head, query=query, key=key)
+
+
+def example_pair(model, page: str = "patching") -> dict | None:
+    """Two prompts and an answer that mean something for ``model`` on ``page`` ("patching" or
+    "circuit"): the repeat for Watch it learn's model, an indirect-object pair with names the
+    tokenizer spells as one token for a GPT-2-like tokenizer; None where none is known."""
+    return example_prompts(subject_of(model), page)
+
+
+def circuit(model, clean=None, corrupted=None, *, answer=None, wrong=None) -> FoundCircuit:
+    """The circuit between two prompts found by the numbers (``attnviz.analysis.circuit``): the head
+    that carries the answer (``.receiver``), the earlier head whose path feeds it most (``.sender``,
+    ``.through`` "q", "k" or "v"), the key part that makes it attend where it does (``.key_part``),
+    every path (``.paths``) and a sentence (``.message``). Without prompts: the model's example
+    pair for the Circuit page."""
+    subject = subject_of(model)
+    if clean is None:
+        pair = example_prompts(subject, "circuit")
+        if pair is None:
+            raise ValueError(f"No example pair is known for {subject.name}: give two prompts and an answer.")
+        clean, corrupted, answer, wrong = pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"]
+    if corrupted is None or answer is None:
+        raise ValueError("Give both prompts and the answer (or none of them, for the model's example pair).")
+    return find_circuit(subject, clean, corrupted, answer=answer, wrong=wrong)
+
+
+def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, threshold: float = 0.1,
+                 composition: str | None = "k", style: FigureStyle | None = None) -> go.Figure:
+    """The circuit as a graph (never shown: display it): heads as nodes by layer, sized and coloured
+    by what each alone brings back; every path that brings back at least ``threshold`` of the
+    answer (normalised) as an edge coloured by q, k or v; the ``composition`` scores ("q", "k",
+    "v" or None) at 0.2 and above as dashed grey edges, from the weights alone. The prompts as
+    ``circuit`` takes them."""
+    threshold = check_threshold(threshold)
+    found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
+    scores = None if composition is None else composition_scores(model, composition).numpy()
+    title = found.message if found.receiver is None else (
+        f"{found.model}: the circuit found by the numbers (paths bringing back ≥ {threshold:.0%})")
+    return circuit_figure(found.heads, found.paths, float(threshold), title, style or FigureStyle(), scores)

@@ -1,0 +1,74 @@
+"""The circuit as a graph: heads as nodes placed by layer (x) and head (y), sized by what patching
+each alone brings back; edges from path patching, coloured by the component the path reaches
+(q, k or v), as thick as the share it brings back, drawn where it passes a threshold; composition
+scores, from the weights alone, as a second layer of dashed grey edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots.style import FigureStyle, figure, layout_for
+
+COLOURS = {"q": "#1f77b4", "k": "#ff7f0e", "v": "#2ca02c"}  # one colour per component, the legend names them
+WIDEST = 8.0  # the line width of an edge that brings back all of the answer
+
+
+def check_threshold(threshold: float) -> float:
+    """A threshold on a share of the answer: 0 … 1, or a ``ValueError`` that says so."""
+    if not 0 <= float(threshold) <= 1:
+        raise ValueError(f"threshold must be between 0 and 1 (a share of the answer brought back); got {threshold}.")
+    return float(threshold)
+
+
+def edges(paths: dict[str, np.ndarray], threshold: float) -> list[tuple[str, int, int, int, int, float]]:
+    """Every path whose normalised share is at least ``threshold`` in size: (component, sender
+    layer, sender head, receiver layer, receiver head, share), largest first."""
+    out = []
+    for c, values in paths.items():
+        for s, h, r, g in zip(*np.nonzero(np.abs(np.nan_to_num(values)) >= threshold), strict=True):
+            out.append((c, int(s), int(h), int(r), int(g), float(values[s, h, r, g])))
+    return sorted(out, key=lambda e: -abs(e[5]))
+
+
+def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: float, title: str,
+                   style: FigureStyle = FigureStyle(), composition: np.ndarray | None = None,
+                   composition_threshold: float = 0.2) -> go.Figure:
+    """``heads`` (layers, H) normalised head patching; ``paths`` component -> (layers, H, layers, H)
+    normalised path patching (NaN: no path); ``composition`` (layers, H, layers, H) scores, drawn
+    where at least ``composition_threshold``."""
+    layers, H = heads.shape
+    threshold = check_threshold(threshold)
+    traces = []
+    if composition is not None:
+        xs, ys = [], []
+        for s, h, r, g in zip(*np.nonzero(composition >= composition_threshold), strict=True):
+            xs += [int(s), int(r), None]
+            ys += [int(h), int(g), None]
+        traces.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": _("composition (weights)"),
+                       "line": {"color": "#999999", "dash": "dash", "width": 1}, "hoverinfo": "skip"})
+    shown = set()
+    for c, s, h, r, g, share in edges(paths, threshold):
+        traces.append({"type": "scatter", "mode": "lines", "x": [s, r], "y": [h, g],
+                       "name": _("path into {component}").format(component=c), "legendgroup": c,
+                       "showlegend": c not in shown, "customdata": [[c, s, h, r, g]] * 2,
+                       "line": {"color": COLOURS[c], "width": max(1.0, WIDEST * min(1.0, abs(share)))},
+                       "hovertemplate": f"L{s} H{h} → L{r} H{g} ({c}): {share:.2f}<extra></extra>"})
+        shown.add(c)
+    size = 10 + 30 * np.clip(np.abs(heads), 0, 1)  # (layers, H)
+    traces.append({"type": "scatter", "mode": "markers+text", "name": _("heads"),
+                   "x": [layer for layer in range(layers) for _h in range(H)],
+                   "y": [h for _layer in range(layers) for h in range(H)],
+                   "text": [f"L{layer}H{h}" for layer in range(layers) for h in range(H)], "textposition": "top center",
+                   "marker": {"size": size.reshape(-1).tolist(), "color": heads.reshape(-1).tolist(),
+                              "colorscale": "RdBu", "cmid": 0, "line": {"width": 1, "color": "#333333"}},
+                   "customdata": [[layer, h] for layer in range(layers) for h in range(H)],
+                   "hovertemplate": "%{text}: " + _("patched alone, brings back") +
+                                    " %{marker.color:.2f}<extra></extra>"})
+    layout = {"xaxis": {"title": {"text": _("layer")}, "tickmode": "array", "tickvals": list(range(layers)),
+                        "range": [-0.5, layers - 0.5]},
+              "yaxis": {"title": {"text": _("head")}, "tickmode": "array", "tickvals": list(range(H)),
+                        "range": [H - 0.5, -0.7]},
+              "height": max(320, 45 * H + 200), "legend": {"orientation": "h", "y": -0.2}}
+    return figure(traces, layout_for(layout, style, title))
