@@ -105,3 +105,20 @@ def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *
                       font={"size": style.font_size}, xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
     fig.update_yaxes(autorange="reversed")
     return fig
+
+
+def window_figure(weights: np.ndarray, tokens: list[str], q0: int, k0: int, style: FigureStyle, *,
+                  title: str) -> go.Figure:
+    """A close-up's exact weights (rows, columns) of queries q0… over keys k0…, each axis labelled
+    by position and token."""
+    rows, cols = weights.shape
+    ys = [f"{q0 + i} {tokens[q0 + i]}" for i in range(rows)]
+    xs = [f"{k0 + j} {tokens[k0 + j]}" for j in range(cols)]
+    fig = go.Figure(go.Heatmap(z=weights.astype(np.float32), x=xs, y=ys, colorscale=style.colors, zmin=0,
+                               colorbar={"title": "weight"},
+                               hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
+                      font={"size": style.font_size}, xaxis_title="key", yaxis_title="query", height=600)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category", showticklabels=cols <= 32)
+    return fig
