@@ -103,6 +103,8 @@ fig = compute.guard(lambda: compute.cached_figure(
     lambda: compute.on_worker(lambda: V.close_up(result, layer, head, q0, k0, style))))
 compute.chart(fig, key="long_window", filename=f"long-context-L{layer}H{head}-q{q0}-k{k0}")
 
+if kept is None and policy.done.is_set() and not policy.error:  # it finished during this run: the table lacks it
+    st.rerun()
 st.subheader(_("What the KV-cache policy keeps, and what it costs"))
 if not policy.done.is_set():
     st.progress(policy.fraction, text=_("The {policy} policy: {what}…").format(policy=s.long.policy,
