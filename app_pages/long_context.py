@@ -51,7 +51,7 @@ if job.error:
     st.error(md(job.error), icon=":material/error:")
     st.stop()
 result = job.value
-key = V.sweep_key(s.model, text, s.long.blocks)
+key = V.long_key(s.model, text, s.long.blocks)
 style = style_for(s)
 st.caption(_("**{model}**: {n:,} tokens; layers × heads: {layers} × {heads} ({kv} key/value heads); read in "
              "{sec:.1f} s; blocks of {b:,} tokens.").format(model=md(result.model), n=result.N, layers=result.layers,
@@ -92,7 +92,7 @@ s = session.current()
 layer, head = s.long.layer, s.long.head
 
 fig = compute.guard(lambda: compute.cached_figure((*key, "head", layer, head, compute.style_key(style)),
-                                                  lambda: V.chosen(result, layer, head, style)))
+                                                  lambda: V.head_overview(result, layer, head, style)))
 event = st.plotly_chart(fig, key="long_head_chart", theme=None, width="stretch", on_select="rerun",
                         selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
 points = getattr(getattr(event, "selection", None), "points", None) or []

@@ -8,11 +8,18 @@ import json
 from pathlib import Path
 
 from attnviz.cli.render import UsageError
-from attnviz.inputs.longtexts import LONG_TEXTS, long_text
 from attnviz.notebook.page import to_html
 from attnviz.plots.export import ImageExporter, check_writable, format_of, write_atomic
 from attnviz.plots.style import FigureStyle
-from attnviz.views.longcontext import LongSettings, long_figures, long_record, read_text_file, run_long
+from attnviz.views.longcontext import (
+    LONG_TEXTS,
+    LongSettings,
+    long_figures,
+    long_record,
+    long_text,
+    read_text_file,
+    run_long,
+)
 
 FORMATS = ("json", "png", "svg", "html")
 LONG_NAMES = ("text", "blocks", "policy", "ratio", "layer", "head")  # LongSettings' fields, --long-<name>

@@ -88,25 +88,19 @@ def read_text_file(data: bytes, name: str = "the file") -> str:
     return text
 
 
-def sweep(model, text, settings: LongSettings, progress=None, compute_with=None) -> tuple[LongAttention, object | None]:
+def long_and_kept(model, text, settings: LongSettings) -> tuple[LongAttention, object | None]:
     """The long attention and (a causal model's) policy at the settings' ratio; the policy is None for
-    an encoder, or where the text is too short for it (its reason in the result's notes). The layer and
-    head are not read: choosing another head reuses the sweep. ``progress(fraction)``: as it goes;
-    ``compute_with(fn)``: where each of its two parts runs (the app's compute workers)."""
+    an encoder, or where the text is too short for it (its reason in the result's notes)."""
     settings.validate()
-    run = compute_with or (lambda fn: fn())
-    tell = progress or (lambda f: None)
-    result = run(lambda: long_attention(model, text, blocks=settings.blocks, progress=lambda f: tell(0.8 * f)))
+    result = long_attention(model, text, blocks=settings.blocks)
     if not result.causal:
         result.notes.append("An encoder keeps no cache to evict: no policy.")
         return result, None
     try:
-        kept = run(lambda: kv_keep(model, text, policy=settings.policy, ratio=settings.ratio))
+        return result, kv_keep(model, text, policy=settings.policy, ratio=settings.ratio)
     except ValueError as e:
         result.notes.append(str(e))
-        kept = None
-    tell(1.0)
-    return result, kept
+        return result, None
 
 
 def check_head(result: LongAttention, settings: LongSettings) -> None:
@@ -116,8 +110,8 @@ def check_head(result: LongAttention, settings: LongSettings) -> None:
 
 
 def run_long(model, text, settings: LongSettings) -> tuple[LongAttention, object | None]:
-    """``sweep``, with the settings' layer and head checked against the model."""
-    result, kept = sweep(model, text, settings)
+    """``long_and_kept``, with the settings' layer and head checked against the model."""
+    result, kept = long_and_kept(model, text, settings)
     check_head(result, settings)
     return result, kept
 
@@ -184,7 +178,7 @@ def page_text(settings: LongSettings, pasted: str = "", uploaded: tuple[bytes, s
     return pasted
 
 
-def sweep_key(model: str, text: str, *values) -> tuple:
+def long_key(model: str, text: str, *values) -> tuple:
     """The plain values a sweep depends on: the model's identity, the text's digest, and ``values``
     (the blocks; the policy and the ratio), not the head: another head reuses the sweep."""
     try:
@@ -208,7 +202,7 @@ def attention_job(model: str, text: str, settings: LongSettings, compute_with=No
     ``compute_with`` (the app's compute workers); ``Busy`` when the kind's share is taken."""
     settings.validate()
     run = compute_with or (lambda fn: fn())
-    return _job(sweep_key(model, text, settings.blocks),
+    return _job(long_key(model, text, settings.blocks),
                 lambda job: run(lambda: long_attention(model, text, blocks=settings.blocks, progress=job.report)),
                 N_("reading the text, layer by layer"))
 
@@ -224,7 +218,7 @@ def policy_job(model: str, text: str, settings: LongSettings, compute_with=None)
         job.report(1.0)
         return kept
 
-    return _job(sweep_key(model, text, settings.policy, float(settings.ratio)), work,
+    return _job(long_key(model, text, settings.policy, float(settings.ratio)), work,
                 N_("keeping and evicting, then the last token on both caches"))
 
 
@@ -249,7 +243,7 @@ def multiples(result: LongAttention, style: FigureStyle):
                                         "(log10 block max)")
 
 
-def chosen(result: LongAttention, layer: int, head: int, style: FigureStyle):
+def head_overview(result: LongAttention, layer: int, head: int, style: FigureStyle):
     return head_figure(result.overview[layer, head], result.block, result.N, style,
                        title=f"layer {layer}, head {head}: {result.overview.shape[-1]} blocks of {result.block} "
                              "tokens a side (click a block for its exact weights)")
