@@ -10,7 +10,7 @@ import pytest
 
 from attnviz.models import registry as R
 from attnviz.views import longcontext as V
-from tests.support import hfmodels
+from tests.support import hfmodels, longmodels
 from tests.support.apphelp import after_loads, app, figures, no_errors
 
 PAGE = "app_pages/long_context.py"
@@ -106,3 +106,24 @@ def test_the_sweep_runs_in_the_background_with_a_progress_bar(monkeypatch):
     after_loads(at, 300)
     no_errors(at)
     assert len(figures(at)) == 4
+
+
+def test_a_causal_lm_folder_gets_its_cost_and_another_head_reuses_the_sweep(tmp_path, monkeypatch):
+    longmodels.save(tmp_path, "llama", 8192)
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    at = app("model=llama&long_text=pride&long_policy=snapkv&long_blocks=32", page=PAGE, timeout=300)
+    no_errors(at)
+    assert titles(at)[0].startswith("llama: every layer × head over")
+    kl, top, lost = (m.value for m in at.get("metric"))
+    assert float(kl) >= 0 and top in ("changes", "stays") and lost.endswith("%")
+    table = at.dataframe[0].value
+    assert len(table) == 2 * 4 and table["lost"].between(0, 1).all()
+    assert dict(at.query_params) == {"model": "llama", "long_text": "pride", "long_policy": "snapkv",
+                                     "long_blocks": "32"}
+    jobs = len(V.JOBS.jobs())
+    at.selectbox(key="long_layer").set_value(1).run()
+    at.selectbox(key="long_head").set_value(3).run()
+    no_errors(at)
+    assert titles(at)[1].startswith("layer 1, head 3:") and titles(at)[2].startswith("layer 1, head 3: exact")
+    assert len(V.JOBS.jobs()) == jobs and not at.get("progress")  # no new job: the head is not in its key
+    assert dict(at.query_params)["long_head"] == "3" and dict(at.query_params)["long_layer"] == "1"
