@@ -156,7 +156,8 @@ def long_figures(result: LongAttention, kept, settings: LongSettings, style: Fig
 # --- the Long context page (app_pages/long_context.py): its text, its background sweep, its pieces ---
 
 TEXT_TITLES = {**long_texts(), "paste": N_("paste a text"), "upload": N_("upload a .txt file")}
-JOBS = Jobs(keep=8, name="long-context")  # the page's sweeps, by model, text, blocks, policy and ratio
+# The page's sweeps: attentions by model, text and blocks; policies by model, text, policy and ratio.
+JOBS = Jobs(keep=limits.LONG_JOBS_KEPT, name="long-context")
 CLOSE_UP = 64  # a close-up's rows and columns on the page (at most limits.MAX_LONG_WINDOW)
 
 
