@@ -159,6 +159,7 @@ TEXT_TITLES = {**long_texts(), "paste": N_("paste a text"), "upload": N_("upload
 # The page's sweeps: attentions by model, text and blocks; policies by model, text, policy and ratio.
 JOBS = Jobs(keep=limits.LONG_JOBS_KEPT, name="long-context")
 CLOSE_UP = 64  # a close-up's rows and columns on the page (at most limits.MAX_LONG_WINDOW)
+CLICK_GRID = 48  # places a side where a click on a head's overview opens a close-up (markers: 48² at most)
 
 
 def page_text(settings: LongSettings, pasted: str = "", uploaded: tuple[bytes, str] | None = None) -> str:
@@ -247,7 +248,7 @@ def multiples(result: LongAttention, style: FigureStyle):
 def head_overview(result: LongAttention, layer: int, head: int, style: FigureStyle):
     return head_figure(result.overview[layer, head], result.block, result.N, style,
                        title=f"layer {layer}, head {head}: {result.overview.shape[-1]} blocks of {result.block} "
-                             "tokens a side (click a block for its exact weights)")
+                             "tokens a side (click a block for its exact weights)", click_grid=CLICK_GRID)
 
 
 def corner(result: LongAttention, q: int | None = None, k: int | None = None, size: int = CLOSE_UP) -> tuple[int, int]:
