@@ -135,4 +135,4 @@ class Jobs:
 
 # Each kind's name in the busy message, marked for translation.
 KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview"),
-              "long-cost": N_("cost-measuring")}
+              "long-cost": N_("cost-measuring"), "long-context": N_("long-context")}

@@ -71,6 +71,10 @@ LONG_BLOCKS = 256  # blocks per side of a long overview, by default
 MAX_LONG_BLOCKS = 1024  # blocks per side of a long overview
 MAX_LONG_RATIO = 0.99  # the fraction of a KV cache a policy may evict (kvpress: [0, 1))
 MAX_LONG_WINDOW = 128  # a close-up's rows and columns
+# Finished Long context jobs a server keeps (attnviz.views.longcontext.JOBS, attentions and policies
+# together): one attention at 32k tokens on a 24-layer × 14-head model holds its q and k within the
+# memory budget and ~0.2 GB of overviews at 256 blocks, so a handful, not dozens.
+LONG_JOBS_KEPT = 4
 MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its weights held)
 MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
 # Watch it learn: the tiny model trained on the page, in a worker process.

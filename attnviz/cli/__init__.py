@@ -34,7 +34,6 @@ from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page_of
 from attnviz.views.longcontext import PAGE as LONG_PAGE
-from attnviz.views.longcontext import LongSettings
 from attnviz.views.state import SETTINGS
 
 
@@ -56,7 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
     r.add_argument("--attention", help="an attention file (.safetensors or .npz, from attnviz.save_attention)")
     r.add_argument("--text-file", dest="text_file", help="long-context: a UTF-8 text file (the model reads it whole)")
-    add_flags(r, table(LongSettings))  # --long-blocks, --long-policy, --long-ratio, --long-layer, --long-head
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)

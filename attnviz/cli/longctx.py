@@ -11,13 +11,22 @@ from attnviz.cli.render import UsageError
 from attnviz.notebook.page import to_html
 from attnviz.plots.export import ImageExporter, check_writable, format_of, write_atomic
 from attnviz.plots.style import FigureStyle
-from attnviz.views.longcontext import LongSettings, long_figures, long_record, read_text_file, run_long
+from attnviz.views.longcontext import (
+    LONG_TEXTS,
+    LongSettings,
+    long_figures,
+    long_record,
+    long_text,
+    read_text_file,
+    run_long,
+)
 
 FORMATS = ("json", "png", "svg", "html")
+LONG_NAMES = ("text", "blocks", "policy", "ratio", "layer", "head")  # LongSettings' fields, --long-<name>
 
 
 def settings_of(args) -> LongSettings:
-    given = {name: getattr(args, "long_" + name, None) for name in ("blocks", "policy", "ratio", "layer", "head")}
+    given = {name: getattr(args, "long_" + name, None) for name in LONG_NAMES}
     settings = LongSettings().with_(**{k: v for k, v in given.items() if v is not None})
     try:
         settings.validate()
@@ -29,18 +38,20 @@ def settings_of(args) -> LongSettings:
 def long_command(args) -> int:
     if not args.out:
         raise UsageError("Give --out FILE (.json, .png, .svg or .html).")
-    if not args.text_file:
-        raise UsageError("The long-context page reads a text file: give --text-file FILE.")
+    sample = args.long_text if args.long_text in LONG_TEXTS else None
+    if not args.text_file and sample is None:
+        raise UsageError("The long-context page reads a text file: give --text-file FILE (or --long-text "
+                         f"{' | '.join(LONG_TEXTS)}, a shipped text).")
     fmt = format_of(args.out)
     if fmt not in FORMATS:
         raise UsageError(f"The long-context page writes .{', .'.join(FORMATS)}, not .{fmt}.")
-    path = Path(args.text_file)
-    if not path.is_file():
+    path = Path(args.text_file) if args.text_file else None
+    if path is not None and not path.is_file():
         raise UsageError(f"--text-file {args.text_file}: no such file.")
     settings = settings_of(args)
     check_writable(args.out)
     try:
-        text = read_text_file(path.read_bytes(), f"--text-file {path.name}")
+        text = read_text_file(path.read_bytes(), f"--text-file {path.name}") if path else long_text(sample)
         result, kept = run_long(args.model or "random", text, settings)
     except ValueError as e:
         raise UsageError(str(e)) from None

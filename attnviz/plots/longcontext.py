@@ -70,13 +70,23 @@ def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.
     return fig
 
 
-def head_figure(overview: np.ndarray, block: int, n: int, style: FigureStyle, *, title: str) -> go.Figure:
-    """One head's overview (B, B) at full resolution, axes in tokens (each block's first)."""
+def head_figure(overview: np.ndarray, block: int, n: int, style: FigureStyle, *, title: str,
+                click_grid: int = 0) -> go.Figure:
+    """One head's overview (B, B) at full resolution, axes in tokens (each block's first).
+    ``click_grid``: at most that many near-invisible markers a side, at block starts, so that a click
+    reports a place: Plotly cannot select a heatmap's cells."""
     B = overview.shape[-1]
     starts = np.arange(B) * block
     fig = go.Figure(go.Heatmap(z=_log(overview), x=starts, y=starts, colorscale=style.colors, zmin=FLOOR, zmax=0,
                                colorbar={"title": "log10 max weight"},
                                hovertemplate="queries %{y}…, keys %{x}…<br>log10 block max %{z:.2f}<extra></extra>"))
+    if click_grid:
+        at = starts[np.unique(np.linspace(0, B - 1, min(B, click_grid)).round().astype(np.int64))]  # (g,)
+        qs, ks = np.meshgrid(at, at, indexing="ij")  # (g, g) each
+        fig.add_trace(go.Scatter(x=ks.ravel(), y=qs.ravel(), mode="markers", showlegend=False,
+                                 marker={"size": 14, "opacity": 0.01, "color": "#000000"},
+                                 hovertemplate="queries %{y}…, keys %{x}…: click for the exact weights<extra></extra>"))
+        fig.update_layout(clickmode="event+select")
     fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
                       font={"size": style.font_size}, xaxis_title=f"key (of {n:,})", yaxis_title="query")
     fig.update_yaxes(autorange="reversed")
@@ -104,4 +114,21 @@ def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *
     fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
                       font={"size": style.font_size}, xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
     fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def window_figure(weights: np.ndarray, tokens: list[str], q0: int, k0: int, style: FigureStyle, *,
+                  title: str) -> go.Figure:
+    """A close-up's exact weights (rows, columns) of queries q0… over keys k0…, each axis labelled
+    by position and token."""
+    rows, cols = weights.shape
+    ys = [f"{q0 + i} {tokens[q0 + i]}" for i in range(rows)]
+    xs = [f"{k0 + j} {tokens[k0 + j]}" for j in range(cols)]
+    fig = go.Figure(go.Heatmap(z=weights.astype(np.float32), x=xs, y=ys, colorscale=style.colors, zmin=0,
+                               colorbar={"title": "weight"},
+                               hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
+    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
+                      font={"size": style.font_size}, xaxis_title="key", yaxis_title="query", height=600)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category", showticklabels=cols <= 32)
     return fig

@@ -27,8 +27,10 @@ MASK_PAGES = ("explorer", "step-by-step", "mask-lab", "verify", "gradients")  # 
 INPUT_PAGES = ("image-patches", "audio-frames", "graph-nodes")
 # The random layer's width, heads and seed: every page that runs it.
 RANDOM_PAGES = (*TEXT_PAGES, *INPUT_PAGES, "long-sequences", "qk-map")
-MODEL_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching")  # a model other than the random layer
-LAYER_PAGES = (*MODEL_PAGES, "attention-file")  # a layer of a model, or of an attention file
+# A model other than the random layer (Long context: a causal LM folder, or the random layer's defaults).
+MODEL_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "long-context")
+# A layer of a model, or of an attention file (Long context picks its layer and head on the page: long_layer).
+LAYER_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "attention-file")
 DEVICE_PAGES = (*RANDOM_PAGES, "patching")
 RANDOM_ONLY = N_("(the random model only)")
 

@@ -47,6 +47,7 @@ class Page:
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
+    causal_lm: bool = False  # offers causal language model folders and the random layer (Long context)
 
 
 PAGES = (
@@ -69,6 +70,8 @@ PAGES = (
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
          random=False),
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True),
+    Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
+         causal_lm=True),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages

@@ -9,6 +9,7 @@ writes the record (``.png``/``.svg``/``.html``: the figures).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -16,7 +17,20 @@ import numpy as np
 from attnviz import limits
 from attnviz.analysis.kvcache import POLICIES, kv_keep
 from attnviz.analysis.longcontext import DEFINITIONS, LongAttention, long_attention
-from attnviz.plots.longcontext import head_figure, kept_strip_figure, multiples_side, pooled, small_multiples_figure
+from attnviz.i18n import N_, _
+from attnviz.inputs.longtexts import LONG_TEXTS, long_text, long_texts
+from attnviz.jobs import Job, Jobs
+from attnviz.models.base import ModelError
+from attnviz.models.random import RANDOM
+from attnviz.models.registry import model_key
+from attnviz.plots.longcontext import (
+    head_figure,
+    kept_strip_figure,
+    multiples_side,
+    pooled,
+    small_multiples_figure,
+    window_figure,
+)
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import setting, validate
 
@@ -24,22 +38,27 @@ PAGE = "long-context"
 PAGES = (PAGE,)
 SINK_HEAD = 0.5  # a sink head puts at least half its attention, on average, on the first 4 tokens
 LOCAL_HEAD = 32.0  # a local head's mean distance is at most this many tokens; a far head's is more
+OWN_TEXTS = ("paste", "upload")  # the page's own text: pasted or uploaded (the CLI: --text-file)
+TEXT_SOURCES = (*LONG_TEXTS, *OWN_TEXTS)
 HEAD_RULE = (f"sink head: sink share ≥ {SINK_HEAD}; else local head: mean distance ≤ {LOCAL_HEAD:g} tokens; "
              "else far head")
 
 
 @dataclass(frozen=True)
 class LongSettings:
-    """The view's settings, declared once (labels in English until a page shows them and they are translated)."""
+    """The view's settings, declared once: the Long context page's widgets and link, the CLI's flags."""
 
+    text: str = setting(LONG_TEXTS[0], url="long_text", pages=PAGES, choices=TEXT_SOURCES, label=N_("Text"),
+                        help=N_("A shipped public-domain text, or your own: pasted, or a UTF-8 .txt file "
+                                "(the CLI's --text-file)."))
     blocks: int = setting(limits.LONG_BLOCKS, url="long_blocks", pages=PAGES, lo=1, hi=limits.MAX_LONG_BLOCKS,
-                          label="Blocks per side", help="The overview's resolution: blocks of queries × keys.")
-    policy: str = setting("streaming", url="long_policy", pages=PAGES, choices=POLICIES, label="KV-cache policy",
-                          help="kvpress's presses: streaming (sinks + recent), observed (H2O), snapkv, knorm.")
+                          label=N_("Blocks per side"), help=N_("The overview's resolution: blocks of queries × keys."))
+    policy: str = setting("streaming", url="long_policy", pages=PAGES, choices=POLICIES, label=N_("KV-cache policy"),
+                          help=N_("kvpress's presses: streaming (sinks + recent), observed (H2O), snapkv, knorm."))
     ratio: float = setting(0.5, url="long_ratio", pages=PAGES, lo=0.0, hi=limits.MAX_LONG_RATIO,
-                           label="Evicted fraction", help="The fraction of the cache evicted, in [0, 1).")
-    layer: int = setting(0, url="long_layer", pages=PAGES, lo=0, hi=limits.MAX_LAYERS - 1, label="Layer")
-    head: int = setting(0, url="long_head", pages=PAGES, lo=0, hi=limits.MAX_HEADS - 1, label="Head")
+                           label=N_("Evicted fraction"), help=N_("The fraction of the cache evicted, in [0, 1)."))
+    layer: int = setting(0, url="long_layer", pages=PAGES, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"))
+    head: int = setting(0, url="long_head", pages=PAGES, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"))
 
     def validate(self) -> None:
         validate(self)
@@ -69,14 +88,11 @@ def read_text_file(data: bytes, name: str = "the file") -> str:
     return text
 
 
-def run_long(model, text, settings: LongSettings) -> tuple[LongAttention, object | None]:
+def long_and_kept(model, text, settings: LongSettings) -> tuple[LongAttention, object | None]:
     """The long attention and (a causal model's) policy at the settings' ratio; the policy is None for
     an encoder, or where the text is too short for it (its reason in the result's notes)."""
     settings.validate()
     result = long_attention(model, text, blocks=settings.blocks)
-    if not 0 <= settings.layer < result.layers or not 0 <= settings.head < result.heads:
-        raise ValueError(f"Layer {settings.layer}, head {settings.head} does not exist: {result.model} has "
-                         f"{result.layers} layers × {result.heads} heads.")
     if not result.causal:
         result.notes.append("An encoder keeps no cache to evict: no policy.")
         return result, None
@@ -85,6 +101,19 @@ def run_long(model, text, settings: LongSettings) -> tuple[LongAttention, object
     except ValueError as e:
         result.notes.append(str(e))
         return result, None
+
+
+def check_head(result: LongAttention, settings: LongSettings) -> None:
+    if not 0 <= settings.layer < result.layers or not 0 <= settings.head < result.heads:
+        raise ValueError(f"Layer {settings.layer}, head {settings.head} does not exist: {result.model} has "
+                         f"{result.layers} layers × {result.heads} heads.")
+
+
+def run_long(model, text, settings: LongSettings) -> tuple[LongAttention, object | None]:
+    """``long_and_kept``, with the settings' layer and head checked against the model."""
+    result, kept = long_and_kept(model, text, settings)
+    check_head(result, settings)
+    return result, kept
 
 
 def long_record(result: LongAttention, kept, settings: LongSettings) -> dict:
@@ -122,3 +151,128 @@ def long_figures(result: LongAttention, kept, settings: LongSettings, style: Fig
         figs.append(kept_strip_figure(kept.kept, n, style, title=f"{kept.policy}, {kept.ratio:.0%} evicted: "
                                       f"{kept.n_kept:,} of {n:,} kept per KV head ({cost})"))
     return figs
+
+
+# --- the Long context page (app_pages/long_context.py): its text, its background sweep, its pieces ---
+
+TEXT_TITLES = {**long_texts(), "paste": N_("paste a text"), "upload": N_("upload a .txt file")}
+# The page's sweeps: attentions by model, text and blocks; policies by model, text, policy and ratio.
+JOBS = Jobs(keep=limits.LONG_JOBS_KEPT, name="long-context")
+CLOSE_UP = 64  # a close-up's rows and columns on the page (at most limits.MAX_LONG_WINDOW)
+CLICK_GRID = 48  # places a side where a click on a head's overview opens a close-up (markers: 48² at most)
+
+
+def page_text(settings: LongSettings, pasted: str = "", uploaded: tuple[bytes, str] | None = None) -> str:
+    """The text the page reads: the shipped one the settings name, the pasted one, or an uploaded
+    file's ((bytes, name)); ``ValueError`` saying what is wrong with it."""
+    if settings.text in LONG_TEXTS:
+        return long_text(settings.text)
+    if settings.text == "upload":
+        if uploaded is None:
+            raise ValueError(_("Upload a text file (.txt, UTF-8, at most {kb:,} KB).").format(
+                kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
+        return read_text_file(*uploaded)
+    if len(pasted.encode("utf-8", "replace")) > limits.MAX_LONG_TEXT_BYTES:
+        raise ValueError(_("The pasted text is over {kb:,} KB (MAX_LONG_TEXT_BYTES): shorten it.").format(
+            kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
+    if not pasted.strip():
+        raise ValueError(_("The pasted text is empty: paste a few paragraphs (or choose a shipped text)."))
+    return pasted
+
+
+def long_key(model: str, text: str, *values) -> tuple:
+    """The plain values a sweep depends on: the model's identity, the text's digest, and ``values``
+    (the blocks; the policy and the ratio), not the head: another head reuses the sweep."""
+    try:
+        identity = model_key(model) if model != RANDOM else (RANDOM,)
+    except ModelError:
+        identity = (model,)
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+    return ("long-context", *identity, digest, *values)
+
+
+def _job(key: tuple, work, words: str) -> Job:
+    failed = JOBS.get(key)
+    if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
+        return failed
+    return JOBS.start(key, work, words, label="long")
+
+
+def attention_job(model: str, text: str, settings: LongSettings, compute_with=None) -> Job:
+    """The (one, shared) long attention of these values (``LongAttention``): running, finished (or
+    failed: its message is kept until the inputs change), or started now in the background, on
+    ``compute_with`` (the app's compute workers); ``Busy`` when the kind's share is taken."""
+    settings.validate()
+    run = compute_with or (lambda fn: fn())
+    return _job(long_key(model, text, settings.blocks),
+                lambda job: run(lambda: long_attention(model, text, blocks=settings.blocks, progress=job.report)),
+                N_("reading the text, layer by layer"))
+
+
+def policy_job(model: str, text: str, settings: LongSettings, compute_with=None) -> Job:
+    """The (one, shared) kept sets and cost of the settings' policy and ratio (``KVKeep``), as
+    ``attention_job``: a policy and a ratio of their own, the attention's sweep reused."""
+    settings.validate()
+    run = compute_with or (lambda fn: fn())
+
+    def work(job: Job):
+        kept = run(lambda: kv_keep(model, text, policy=settings.policy, ratio=settings.ratio))
+        job.report(1.0)
+        return kept
+
+    return _job(long_key(model, text, settings.policy, float(settings.ratio)), work,
+                N_("keeping and evicting, then the last token on both caches"))
+
+
+def head_rows(result: LongAttention, kept=None) -> list[dict]:
+    """A row per layer and head: its label (``HEAD_RULE``), sink share, mean distance, entropy and,
+    under a policy, the share of the last token's attention on evicted tokens."""
+    labels = head_labels(result.sink, result.distance)
+    rows = []
+    for layer in range(result.layers):
+        for h in range(result.heads):
+            row = {"layer": layer, "head": h, "label": str(labels[layer, h]), "sink": float(result.sink[layer, h]),
+                   "distance": float(result.distance[layer, h]), "entropy": float(result.entropy[layer, h])}
+            if kept is not None:
+                row["lost"] = float(kept.lost[layer, h])
+            rows.append(row)
+    return rows
+
+
+def multiples(result: LongAttention, style: FigureStyle):
+    return small_multiples_figure(result.overview, result.sink, result.distance, style,
+                                  title=f"{result.model}: every layer × head over {result.N:,} tokens "
+                                        "(log10 block max)")
+
+
+def head_overview(result: LongAttention, layer: int, head: int, style: FigureStyle):
+    return head_figure(result.overview[layer, head], result.block, result.N, style,
+                       title=f"layer {layer}, head {head}: {result.overview.shape[-1]} blocks of {result.block} "
+                             "tokens a side (click a block for its exact weights)", click_grid=CLICK_GRID)
+
+
+def corner(result: LongAttention, q: int | None = None, k: int | None = None, size: int = CLOSE_UP) -> tuple[int, int]:
+    """A close-up's top-left (q0, k0): at a clicked block (q, k), else the last queries on the first
+    keys (where sinks show), kept inside the text."""
+    n = result.N
+    q0 = n - size if q is None else int(q)
+    k0 = 0 if k is None else int(k)
+    return max(0, min(q0, n - 1)), max(0, min(k0, n - 1))
+
+
+def close_up(result: LongAttention, layer: int, head: int, q0: int, k0: int, style: FigureStyle,
+             size: int = CLOSE_UP):
+    """The exact weights of queries q0… over keys k0… of one head (``LongAttention.window``)."""
+    a = result.window(layer, head, q0, k0, size)  # (rows, columns)
+    return window_figure(a, result.tokens, q0, k0, style,
+                         title=f"layer {layer}, head {head}: exact weights of queries {q0:,}… over keys {k0:,}…")
+
+
+def strip(kept, n: int, style: FigureStyle):
+    return kept_strip_figure(kept.kept, n, style, title=f"{kept.policy}, {kept.ratio:.0%} evicted: {kept.n_kept:,} "
+                             f"of {n:,} kept per KV head")
+
+
+def mean_lost(kept) -> float:
+    """The share of the last token's attention on evicted tokens, averaged over every layer and head."""
+    return float(np.mean(kept.lost))

@@ -36,6 +36,7 @@ from attnviz.run.config import TEXT_PAGES, AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import Reason, Unavailable, setting
 from attnviz.views.catalogue import VIEW_NAMES
+from attnviz.views.longcontext import LongSettings
 
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
@@ -250,6 +251,7 @@ class ViewState:
     patched: str = setting("best", convert=_layer_head("best"), pages=PATCH, label=N_("Chosen head"),
                            help=N_("best (the head that brings back the most of the answer), or layer.head, for "
                                    "example 1.0. A click on a head of the heatmap picks it."))
+    long: LongSettings = LongSettings()  # the Long context page's text, blocks, policy, evicted fraction and head
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

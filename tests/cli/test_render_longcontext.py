@@ -15,6 +15,7 @@ import pytest
 
 from attnviz import limits
 from attnviz.cli import main
+from attnviz.views import longcontext as V
 from tests.support import hfmodels, longmodels
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,3 +100,15 @@ def test_over_the_models_positions_and_an_encoders_policy(folders, tmp_path, cap
     assert not rec["causal"] and "policy" not in rec and any("no cache to evict" in n for n in rec["notes"])
     assert main(["render", "--page", "long-context", "--out", str(tmp_path / "o.json")]) == 2
     assert "--text-file" in capsys.readouterr().err
+
+
+def test_a_shipped_text_by_name_and_an_own_text_without_its_file(tmp_path, capsys):
+    out = tmp_path / "shipped.json"
+    assert main(["render", "--page", "long-context", "--long-text", "constitution", "--long-blocks", "8",
+                 "--long-ratio", "0.25", "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["tokens"][:2] == V.long_text("constitution").split()[:2]  # the random layer reads its words
+    assert rec["policy"]["ratio"] == 0.25 and len(rec["tokens"]) > 1000
+    for own in ("paste", "upload"):
+        assert main(["render", "--page", "long-context", "--long-text", own, "--out", str(tmp_path / "o.json")]) == 2
+        assert "--text-file" in capsys.readouterr().err

@@ -21,16 +21,17 @@ def app(query: str = "", page: str | None = None, timeout: float = 60) -> AppTes
 
 
 def after_loads(at: AppTest, timeout: float = 60) -> AppTest:
-    """While a model loads (or a patching sweep runs) in the background the page shows its
+    """While a model loads (or a patching or long-context sweep runs) in the background the page shows its
     progress and a fragment polls it; AppTest does not run that fragment, so wait for the job
     and rerun, as the fragment would."""
     from attnviz.models import registry
+    from attnviz.views.longcontext import JOBS
     from attnviz.views.patching import SWEEPS
 
     for _ in range(4):
         if not at.get("progress"):
             return at
-        for job in (*registry.LOADING.jobs(), *SWEEPS.jobs()):
+        for job in (*registry.LOADING.jobs(), *SWEEPS.jobs(), *JOBS.jobs()):
             job.done.wait(timeout)
         at.run()
     return at

@@ -1,0 +1,41 @@
+"""The Long context page in Chromium: a click on a block of the chosen head's overview opens the
+exact close-up of that block, its queries and keys where the click was."""
+
+import pytest
+
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch, streamlit_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
+
+CLOSE_UP = "exact weights of queries"
+
+
+def _titles(page) -> list[str]:
+    return page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
+                         "g => (g.layout.title && g.layout.title.text) || '')")
+
+
+def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
+    with streamlit_server() as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(base + "/long-context?long_text=constitution&long_blocks=16&long_head=1")
+        # the page draws after its background jobs: the strip of what is kept is the last figure
+        page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some("
+                               "g => g.layout.title && g.layout.title.text.includes('evicted'))", timeout=180_000)
+        before = next(t for t in _titles(page) if CLOSE_UP in t)
+        # the centre of block (row 10, column 3) of the head's overview (the plot whose title names the blocks)
+        q, k, xy = page.evaluate("""() => {
+            const g = [...document.querySelectorAll('.js-plotly-plot')].find(
+                g => g.layout.title && g.layout.title.text.includes('blocks of'));
+            g.scrollIntoView(); const t = g._fullData[0], L = g._fullLayout, box = g.getBoundingClientRect();
+            return [t.y[10], t.x[3], [box.left + L._size.l + L.xaxis.l2p(t.x[3]),
+                                      box.top + L._size.t + L.yaxis.l2p(t.y[10])]]; }""")
+        page.mouse.click(*xy)
+        want = f"{CLOSE_UP} {int(q):,}… over keys {int(k):,}…"
+        page.wait_for_function("(want) => [...document.querySelectorAll('.js-plotly-plot')].some("
+                               "g => g.layout.title && g.layout.title.text.includes(want))", arg=want,
+                               timeout=60_000)
+        browser.close()
+    assert want not in before and int(q) > 0 and int(k) > 0
