@@ -36,21 +36,9 @@ text = compute.guard(lambda: V.page_text(s.long, pasted, uploaded))
 control("long_blocks")
 
 job = compute.guard(lambda: V.attention_job(s.model, text, s.long, compute.on_worker))  # the server may be busy
-if not job.done.is_set():
-    st.progress(job.fraction, text=_("Reading the text, layer by layer: {p:.0%}").format(p=job.fraction))
-    st.caption(_("It runs once for this server and is shared by everyone who opens the same model and text."))
-
-    @st.fragment(run_every=0.5)
-    def _poll() -> None:
-        if V.attention_job(s.model, text, s.long, compute.on_worker).done.is_set():
-            st.rerun()
-
-    _poll()
-    st.stop()
-if job.error:
-    st.error(md(job.error), icon=":material/error:")
-    st.stop()
-result = job.value
+result = widgets.job_value(
+    job, _("Reading the text, layer by layer: {p:.0%}").format(p=job.fraction),
+    _("It runs once for this server and is shared by everyone who opens the same model and text."))
 key = V.long_key(s.model, text, s.long.blocks)
 style = style_for(s)
 st.caption(_("**{model}**: {n:,} tokens; layers × heads: {layers} × {heads} ({kv} key/value heads); read in "
@@ -106,21 +94,8 @@ compute.chart(fig, key="long_window", filename=f"long-context-L{layer}H{head}-q{
 if kept is None and policy.done.is_set() and not policy.error:  # it finished during this run: the table lacks it
     st.rerun()
 st.subheader(_("What the KV-cache policy keeps, and what it costs"))
-if not policy.done.is_set():
-    st.progress(policy.fraction, text=_("The {policy} policy: {what}…").format(policy=s.long.policy,
-                                                                              what=_(policy.words)))
-
-    @st.fragment(run_every=0.5)
-    def _poll_policy() -> None:
-        if V.policy_job(s.model, text, s.long, compute.on_worker).done.is_set():
-            st.rerun()
-
-    _poll_policy()
-    st.stop()
-if policy.error:
-    st.error(md(policy.error), icon=":material/error:")
-    st.stop()
-kept = policy.value
+kept = widgets.job_value(policy, _("The {policy} policy: {what}…").format(policy=s.long.policy,
+                                                                         what=_(policy.words)))
 st.caption(_("The cache of the text without its last token is compressed, then the last token runs on it and on "
              "the full cache."))
 cost = row()

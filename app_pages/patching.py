@@ -6,7 +6,6 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.views import patching as P
-from attnviz.views.markdown import md
 from ui import compute, loading, rendering, session, widgets
 from ui.controls import control, row
 
@@ -41,19 +40,8 @@ for prompt, source, target, label in ((s.clean, "answer_pick", "answer", _("…o
 s = session.current()
 
 job = compute.guard(lambda: P.sweep_job(s, compute.on_worker))  # the server may be busy: it says so
-if not job.done.is_set():
-    st.progress(job.fraction, text=_("Patching every head and every position: {p:.0%}").format(p=job.fraction))
-    st.caption(_("It runs once for this server and is shared by everyone who opens the same model and prompts."))
-
-    @st.fragment(run_every=0.5)
-    def _poll() -> None:
-        if P.sweep_job(s, compute.on_worker).done.is_set():
-            st.rerun()
-
-    _poll()
-    st.stop()
-if job.error:
-    st.error(md(job.error), icon=":material/error:")
-    st.stop()
+sweep = widgets.job_value(
+    job, _("Patching every head and every position: {p:.0%}").format(p=job.fraction),
+    _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
 control("patched")
-rendering.render("patching", job.value, s, run_key=P.sweep_key(s))
+rendering.render("patching", sweep, s, run_key=P.sweep_key(s))

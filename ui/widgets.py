@@ -13,6 +13,7 @@ from attnviz.analysis.verify import verify_result
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
+from attnviz.views.markdown import md
 from attnviz.views.modality import input_view_figure
 from ui import compute
 from ui.controls import control, row
@@ -178,3 +179,29 @@ def picked_head(table, key: str,
         return None
     row = table.iloc[rows[0]]
     return rows[0], int(row["layer"]), int(row["head"])
+
+
+def job_value(job, progress: str, caption: str = "", *, stop: bool = True):
+    """A background job's value (``attnviz.jobs``) once it is done. Until then: its progress bar
+    (``progress``, and ``caption`` under it), a rerun of the page once it is done, and (``stop``) the
+    end of this run; a failed job: its message. None where it has no value yet."""
+    if not job.done.is_set():
+        st.progress(job.fraction, text=progress)
+        if caption:
+            st.caption(caption)
+        _rerun_when_done(job)
+        if stop:
+            st.stop()
+        return None
+    if job.error:
+        st.error(md(job.error), icon=":material/error:")
+        if stop:
+            st.stop()
+        return None
+    return job.value
+
+
+@st.fragment(run_every=0.5)
+def _rerun_when_done(job) -> None:
+    if job.done.is_set():
+        st.rerun()
