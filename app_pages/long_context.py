@@ -15,7 +15,7 @@ from ui import compute, loading, picks, session, widgets
 from ui.controls import control, row
 
 s = session.current()
-widgets.header(_("Long context: a model's attention over thousands of tokens"), _(
+widgets.header(_("Long context"), _(
     "The model's own queries and keys, read one tile of scores at a time: no N × N matrix is ever held, so a "
     "document fits where output_attentions would need gigabytes. Attention sinks (StreamingLLM), near and far heads "
     "(DuoAttention), and what a KV-cache policy (kvpress's presses: StreamingLLM, H2O, SnapKV, key norm) throws "

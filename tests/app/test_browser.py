@@ -279,18 +279,18 @@ def test_each_heatmap_of_a_page_is_painted_once(server, browser):
     """Streamlit's chart hands plotly.js a JSON copy of each drawn figure; with the template
     written in, a data revision and fixed ranges (tests/test_drawn_once.py) the copy repaints
     nothing. A heatmap's paint ends in one canvas toDataURL: the mask view's three heatmaps
-    (the grid, the mask, one head) were painted six times."""
+    (the mask and one head; the grid once stood above them too) were painted twice each."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     ctx.add_init_script("""window.paints = 0; const _td = HTMLCanvasElement.prototype.toDataURL;
         HTMLCanvasElement.prototype.toDataURL = function(...a) { window.paints++; return _td.apply(this, a); };""")
     try:
         pg = ctx.new_page()
         pg.goto(server + "/?heads=4&mask=causal&view=mask")
-        pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 3", timeout=60_000)
+        pg.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 2", timeout=60_000)
         wait_idle(pg)
         pg.wait_for_timeout(1500)  # Streamlit's copy follows each first draw
-        assert pg.evaluate("() => document.querySelectorAll('.js-plotly-plot .hm image').length") == 3
-        assert pg.evaluate("() => window.paints") == 3
+        assert pg.evaluate("() => document.querySelectorAll('.js-plotly-plot .hm image').length") == 2
+        assert pg.evaluate("() => window.paints") == 2
     finally:
         ctx.close()
 
