@@ -301,19 +301,21 @@ def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(serv
 
     from attnviz import AttentionConfig, compute
 
-    query = {"text": LONG, "heads": 16, "mask": "causal", "view": "head", "head": 5, "q0": 1000, "k0": 960}
+    query = {"text": LONG, "heads": 16, "mask": "causal"}
     page.goto(server + "/?" + urlencode(query))
-    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 3", timeout=120_000)
     wait_idle(page, timeout=120_000)
     overview = plot_data(page, 0)
     assert overview["titles"] == [f"head {h}" for h in range(16)]
-    types = page.evaluate("() => document.querySelectorAll('.js-plotly-plot')[1]._fullData.map(t => t.type)")
+    page.goto(server + "/?" + urlencode({**query, "view": "head", "head": 5, "q0": 1000, "k0": 960}))
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 2", timeout=120_000)
+    wait_idle(page, timeout=120_000)
+    types = page.evaluate("() => document.querySelectorAll('.js-plotly-plot')[0]._fullData.map(t => t.type)")
     assert types[0] == "image"  # every cell, as pixels
     expected = compute(AttentionConfig(text=LONG, num_heads=16, mask="causal")).weights[0, 5]
-    plot = page.locator(".js-plotly-plot").nth(2)
+    plot = page.locator(".js-plotly-plot").nth(1)
     plot.scroll_into_view_if_needed()
     for qi, kj in ((1030, 990), (1063, 960)):  # cells inside the 64 × 64 close-up
-        xy = page.evaluate("""([r, c]) => { const g = document.querySelectorAll('.js-plotly-plot')[2];
+        xy = page.evaluate("""([r, c]) => { const g = document.querySelectorAll('.js-plotly-plot')[1];
             const L = g._fullLayout, box = g.getBoundingClientRect();
             return [box.left + L._size.l + L.xaxis.l2p(c), box.top + L._size.t + L.yaxis.l2p(r)]; }""",
                            [qi - 1000, kj - 960])
@@ -333,13 +335,13 @@ def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
     if _package_dir() is None:
         pytest.skip(f"the model's files are not installed: {INSTALL}")
     page.goto(server + "/?model=minilm-l6&view=model")
-    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 2", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 1", timeout=60_000)
     wait_idle(page, timeout=60_000)
     full_page_screenshot(page, SHOTS / "model-view.png")
-    d = plot_data(page, 1)
+    d = plot_data(page, 0)
     assert len(d["titles"]) == 72 and d["titles"][26].split("<br>")[0] == "H2"  # and its role, if any
     # click the middle of block L2 H2: layer 2's trace (a trace per row of blocks), its head 2
-    xy = page.evaluate("""() => { const g = document.querySelectorAll('.js-plotly-plot')[1];
+    xy = page.evaluate("""() => { const g = document.querySelectorAll('.js-plotly-plot')[0];
         const t = g._fullData[2], L = g._fullLayout, box = g.getBoundingClientRect();
         if (!t.hovertemplate.startsWith('L2 · ')) return null;
         const top = L.yaxis._categories.indexOf(t.y[0]);  // the trace's first row on the shared axis
