@@ -23,7 +23,11 @@ from attnviz.settings.spec import Reason, Unavailable, setting, validate
 # The pages that read each setting (``Spec.pages``): the sidebar draws a setting only on a page that
 # reads it, and a link writes only those (``attnviz.views.state.link_query``).
 TEXT_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients")
-MASK_PAGES = ("explorer", "step-by-step", "mask-lab", "verify", "gradients")  # cross-attention: padding only
+# The pages that run the random layer over a text of their own (the corpus, a text repeated): they read
+# how a text is embedded and masked, though not the sidebar's text itself.
+OWN_TEXT_PAGES = ("long-sequences", "qk-map")
+MASK_PAGES = ("explorer", "step-by-step", "mask-lab", "verify", "gradients", *OWN_TEXT_PAGES)  # cross: padding only
+EMBED_PAGES = (*TEXT_PAGES, *OWN_TEXT_PAGES)  # tokens, padding, dropout, positions, projections
 INPUT_PAGES = ("image-patches", "audio-frames", "graph-nodes")
 # The random layer's width, heads and seed: every page that runs it.
 RANDOM_PAGES = (*TEXT_PAGES, *INPUT_PAGES, "long-sequences", "qk-map")
@@ -90,7 +94,7 @@ class AttentionConfig:
     """
 
     tokenize_mode: str = setting(
-        "auto", sidebar=True, url="tokenize", choices=MODES, pages=(*TEXT_PAGES, "long-sequences"), label=N_("Tokens"),
+        "auto", sidebar=True, url="tokenize", choices=MODES, pages=EMBED_PAGES, label=N_("Tokens"),
         help=N_("auto: words, and one token per CJK character; word; char."))
     text: str = setting(
         DEFAULT_TEXT, sidebar=True, convert=_text, pages=(*TEXT_PAGES, "long-sequences"),
@@ -116,10 +120,10 @@ class AttentionConfig:
         "causal", sidebar=True, choices=MASK_KINDS, pages=MASK_PAGES, label=N_("Mask"),
         help=N_("causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. Every mask but 'none' "
                 "also blocks [PAD] keys."))
-    window: int = setting(2, sidebar=True, lo=0, hi=limits.MAX_WINDOW, pages=(*MASK_PAGES, "long-sequences"),
+    window: int = setting(2, sidebar=True, lo=0, hi=limits.MAX_WINDOW, pages=MASK_PAGES,
                           label=N_("Window"),
                           help=N_("Local window: query i sees keys j with |i − j| ≤ window."))
-    pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=TEXT_PAGES, label=N_("Pad to"),
+    pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=EMBED_PAGES, label=N_("Pad to"),
                           help=N_("Pad every sentence to at least this many tokens with [PAD]."))
     device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, pages=DEVICE_PAGES,
                           label=N_("Device"),
@@ -127,12 +131,12 @@ class AttentionConfig:
     seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, pages=(*RANDOM_PAGES, "why-scale"),
                         label=N_("Seed"),
                         help=N_("Seeds the projection weights and dropout: same seed, same numbers."))
-    dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=TEXT_PAGES, label=N_("Dropout p"),
+    dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=EMBED_PAGES, label=N_("Dropout p"),
                              help=N_("Dropout on the weights (off by default); seeded, so reproducible."))
-    positional: bool = setting(True, sidebar=True, pages=TEXT_PAGES, label=N_("Positional encoding"),
+    positional: bool = setting(True, sidebar=True, pages=EMBED_PAGES, label=N_("Positional encoding"),
                                help=N_("Add sinusoidal position vectors to the token embeddings."))
     projections: bool = setting(
-        True, sidebar=True, pages=TEXT_PAGES, label=N_("Q/K/V projections"),
+        True, sidebar=True, pages=EMBED_PAGES, label=N_("Q/K/V projections"),
         help=N_("Off: Q = K = V = X, no learned projections, so attention is plain similarity of the inputs."))
     source: str = ""  # cross-attention's keys/values (the page's own setting fills it)
     max_tokens: int = limits.MAX_TOKENS

@@ -8,6 +8,8 @@ import threading
 import numpy as np
 import pytest
 
+from attnviz.views.state import CROSS_SOURCES
+
 pytest.importorskip("transformers", reason="pip install transformers (in requirements.txt)")
 
 from attnviz import AttentionConfig, compute  # noqa: E402
@@ -48,7 +50,7 @@ def test_an_encoder_decoders_stack_is_a_sidebar_choice_and_the_cross_page_shows_
     assert not any("runs on the random model" in i.value for i in at.info)
     assert any("cross attention" in i.value for i in at.info)
     s = R.load("t5")  # the page's weights are the model's cross-attention over the source
-    want = compute(AttentionConfig(model="t5", source="我爱人工智能", mask="padding", stack="cross")).weights[0]
+    want = compute(AttentionConfig(model="t5", source=CROSS_SOURCES["en"], mask="padding", stack="cross")).weights[0]
     assert s.seq2seq and grid_heads(figures(at)[0])[0]["z"].shape == tuple(want.shape[1:])
     at = app("?model=gpt2", page="app_pages/cross_attention.py")
     no_errors(at)

@@ -27,9 +27,15 @@ def test_a_link_writes_only_what_its_page_reads():
 
 
 @pytest.mark.parametrize("page", ["why-scale", "image-patches", "audio-frames", "graph-nodes", "attention-file",
-                                  "watch-it-learn", "patching", "qk-map"])
+                                  "watch-it-learn", "patching"])
 def test_pages_that_do_not_read_the_text_do_not_declare_it(page):
     assert "text" not in reads(page) and "mask" not in reads(page)
+
+
+def test_pages_that_embed_a_text_of_their_own_read_how_it_is_masked_but_not_the_sidebars_text():
+    for page in ("qk-map", "long-sequences"):
+        assert {"mask", "window", "positional", "projections"} <= reads(page), page
+    assert "text" not in reads("qk-map")
 
 
 def test_every_page_reads_the_shared_language_colours_and_presenter_mode():
