@@ -421,8 +421,9 @@ def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path):
     trained model's part appears when it is done (a screenshot for the README)."""
     page.goto(server + "/watch-it-learn?learn_steps=1200&learn_seed=3")
     wait_run(page, timeout=60_000)
-    page.get_by_role("button", name="Train", exact=True).click()
-    page.wait_for_selector("text=The trained model", timeout=120_000)
+    page.get_by_role("button", name="Train", exact=True).click()  # (a training that ran here runs again, live)
+    page.wait_for_selector("text=Phase change at step", timeout=240_000)
+    page.wait_for_selector("text=The trained model", timeout=60_000)
     wait_idle(page, timeout=60_000)
     body = page.inner_text("[data-testid=stMain]")
     assert "Phase change at step" in body and "Traceback" not in body

@@ -75,7 +75,7 @@ def test_every_view_as_png_and_svg_in_one_batch_twice(tmp_path):
 def test_from_url_equals_the_apps_figure():
     query = "text=I+love+AI&heads=2&d_model=32&mask=window&window=1&seed=4&view=head&head=1&colors=Cividis"
     at = app(query)
-    app_fig = figures(at)[1]  # the grid, then the selected view
+    app_fig = figures(at)[0]  # the selected view, alone
     state = cli.state_from({}, from_url="http://localhost:8501/?" + query)
     from ui import compute as C
 

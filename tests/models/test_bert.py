@@ -138,7 +138,7 @@ def test_the_explorer_with_the_pretrained_model():
     at = app("model=minilm-l6&layer=1&view=model")
     no_errors(at)
     assert at.selectbox(key="model").value == "minilm-l6" and at.selectbox(key="layer").value == 1
-    model_view = figures(at)[1]
+    model_view = figures(at)[0]  # the chosen view, alone
     titles = [a["text"] for a in model_view["layout"]["annotations"]]
     assert len(titles) == 72 and titles[0].startswith("H0") and titles[-1].startswith("H11")
     rows = model_view["layout"]["yaxis"]["ticktext"]  # each row of blocks is a layer, named at its left
