@@ -423,7 +423,7 @@ def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path):
     wait_run(page, timeout=60_000)
     page.get_by_role("button", name="Train", exact=True).click()  # (a training that ran here runs again, live)
     page.wait_for_selector("text=Phase change at step", timeout=240_000)
-    page.wait_for_selector("text=The trained model", timeout=60_000)
+    page.wait_for_selector("text=The trained model", timeout=240_000)  # the training (and its control) to finish
     wait_idle(page, timeout=60_000)
     body = page.inner_text("[data-testid=stMain]")
     assert "Phase change at step" in body and "Traceback" not in body
