@@ -84,8 +84,14 @@ fig = compute.guard(lambda: compute.cached_figure((*key, "head", layer, head, co
 event = st.plotly_chart(fig, key="long_head_chart", theme=None, width="stretch", on_select="rerun",
                         selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
 points = getattr(getattr(event, "selection", None), "points", None) or []
-clicked = points[0] if points else {}
-q0, k0 = V.corner(result, clicked.get("y"), clicked.get("x"))
+if points and points[0].get("y") is not None:  # a click sets the close-up's corner: in the link, kept on reload
+    q, k = V.corner(result, points[0]["y"], points[0].get("x"))
+    picks.pick({"long_q0": q, "long_k0": k}, ("long_corner", layer, head, q, k))
+pair = row()
+control("long_q0", pair)
+control("long_k0", pair)
+s = session.current()
+q0, k0 = V.corner(result, s.long.q0, s.long.k0)
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "window", layer, head, q0, k0, compute.style_key(style)),
     lambda: compute.on_worker(lambda: V.close_up(result, layer, head, q0, k0, style))))

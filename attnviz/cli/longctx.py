@@ -22,7 +22,7 @@ from attnviz.views.longcontext import (
 )
 
 FORMATS = ("json", "png", "svg", "html")
-LONG_NAMES = ("text", "blocks", "policy", "ratio", "layer", "head")  # LongSettings' fields, --long-<name>
+LONG_NAMES = ("text", "blocks", "policy", "ratio", "layer", "head", "q0", "k0")  # LongSettings' fields, --long-<name>
 
 
 def settings_of(args) -> LongSettings:

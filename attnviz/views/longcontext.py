@@ -59,6 +59,13 @@ class LongSettings:
                            label=N_("Evicted fraction"), help=N_("The fraction of the cache evicted, in [0, 1)."))
     layer: int = setting(0, url="long_layer", pages=PAGES, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"))
     head: int = setting(0, url="long_head", pages=PAGES, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"))
+    # The close-up's top-left corner: a click on the head's overview sets it; -1 puts the last queries
+    # in view (where sinks show).
+    q0: int = setting(-1, url="long_q0", pages=PAGES, lo=-1, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
+                      label=N_("Close-up: first query"),
+                      help=N_("The close-up's first row (a click on the overview sets it); -1: the last queries."))
+    k0: int = setting(0, url="long_k0", pages=PAGES, lo=0, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
+                      label=N_("Close-up: first key"), help=N_("The close-up's first column."))
 
     def validate(self) -> None:
         validate(self)
@@ -129,6 +136,9 @@ def long_record(result: LongAttention, kept, settings: LongSettings) -> dict:
         "labels": head_labels(result.sink, result.distance).tolist(), "seconds": result.seconds,
         "chosen": {"layer": settings.layer, "head": settings.head}, "notes": result.notes,
     }
+    q0, k0 = corner(result, settings.q0, settings.k0)  # the close-up the page shows for these settings
+    rec["close_up"] = {"q0": q0, "k0": k0,
+                       "weights": result.window(settings.layer, settings.head, q0, k0, CLOSE_UP).tolist()}
     if kept is not None:
         rec["policy"] = {"name": kept.policy, "ratio": kept.ratio, "n_kept": kept.n_kept, "kept": kept.kept,
                          "kept_before_last": kept.kept_before_last, "lost": kept.lost.tolist(), "kl": kept.kl,
@@ -138,13 +148,16 @@ def long_record(result: LongAttention, kept, settings: LongSettings) -> dict:
 
 
 def long_figures(result: LongAttention, kept, settings: LongSettings, style: FigureStyle) -> list:
-    """The small multiples, the chosen head's overview and, for a causal model, the policy's strip."""
+    """The small multiples, the chosen head's overview, its close-up and, for a causal model, the policy's
+    strip."""
     n = len(result.tokens)
     figs = [small_multiples_figure(result.overview, result.sink, result.distance, style,
                                    title=f"{result.model}: every layer × head over {n:,} tokens (log10 block max)"),
             head_figure(result.overview[settings.layer, settings.head], result.block, n, style,
                         title=f"layer {settings.layer}, head {settings.head}: {result.overview.shape[-1]} blocks "
                               f"of {result.block} tokens a side")]
+    q0, k0 = corner(result, settings.q0, settings.k0)
+    figs.append(close_up(result, settings.layer, settings.head, q0, k0, style))
     if kept is not None:
         cost = (f"KL {kept.kl:.3g}, top token {'changes' if kept.top_changed else 'stays'}"
                 if kept.kl is not None else "no language-model head")
@@ -252,10 +265,10 @@ def head_overview(result: LongAttention, layer: int, head: int, style: FigureSty
 
 
 def corner(result: LongAttention, q: int | None = None, k: int | None = None, size: int = CLOSE_UP) -> tuple[int, int]:
-    """A close-up's top-left (q0, k0): at a clicked block (q, k), else the last queries on the first
-    keys (where sinks show), kept inside the text."""
+    """A close-up's top-left (q0, k0): at a clicked block (q, k), else (q None or negative) the last
+    queries on the first keys (where sinks show), kept inside the text."""
     n = result.N
-    q0 = n - size if q is None else int(q)
+    q0 = n - size if q is None or int(q) < 0 else int(q)
     k0 = 0 if k is None else int(k)
     return max(0, min(q0, n - 1)), max(0, min(k0, n - 1))
 

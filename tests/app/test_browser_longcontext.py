@@ -1,5 +1,5 @@
 """The Long context page in Chromium: a click on a block of the chosen head's overview opens the
-exact close-up of that block, its queries and keys where the click was."""
+exact close-up of that block, its queries and keys where the click was, and the link reopens it."""
 
 import pytest
 
@@ -37,5 +37,13 @@ def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
         page.wait_for_function("(want) => [...document.querySelectorAll('.js-plotly-plot')].some("
                                "g => g.layout.title && g.layout.title.text.includes(want))", arg=want,
                                timeout=60_000)
+        # the corner is in the link: the link reopens the same close-up
+        page.wait_for_function("(q) => location.search.includes('long_q0=' + q)", arg=str(int(q)), timeout=30_000)
+        link = page.url
+        page.goto(link)
+        page.wait_for_function("(want) => [...document.querySelectorAll('.js-plotly-plot')].some("
+                               "g => g.layout.title && g.layout.title.text.includes(want))", arg=want,
+                               timeout=180_000)
         browser.close()
     assert want not in before and int(q) > 0 and int(k) > 0
+    assert f"long_q0={int(q)}" in link and f"long_k0={int(k)}" in link

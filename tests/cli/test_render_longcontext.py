@@ -58,7 +58,7 @@ def test_html_has_the_figures_offline(tmp_path):
     assert main(["render", "--page", "long-context", "--text-file", str(_text(tmp_path)), "--out", str(out)]) == 0
     html = out.read_text()
     assert '<script src="http' not in html  # plotly.js inline: offline
-    assert html.count('class="plotly-graph-div"') == 3  # small multiples, the head, the policy's strip
+    assert html.count('class="plotly-graph-div"') == 4  # small multiples, the head, its close-up, the policy's strip
 
 
 def test_the_module_runs_as_a_command(tmp_path):
@@ -112,3 +112,20 @@ def test_a_shipped_text_by_name_and_an_own_text_without_its_file(tmp_path, capsy
     for own in ("paste", "upload"):
         assert main(["render", "--page", "long-context", "--long-text", own, "--out", str(tmp_path / "o.json")]) == 2
         assert "--text-file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("corner", [None, (30, 5)])
+def test_json_holds_the_close_up_at_the_settings_corner(folders, tmp_path, corner):
+    out = tmp_path / "long.json"
+    flags = [] if corner is None else ["--long-q0", str(corner[0]), "--long-k0", str(corner[1])]
+    assert main(["render", "--page", "long-context", "--model", str(folders["llama"]), "--text-file",
+                 str(_text(tmp_path)), "--long-blocks", "12", "--long-head", "3", *flags, "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    N, size = len(rec["tokens"]), V.CLOSE_UP
+    q0, k0 = (N - size, 0) if corner is None else corner  # by default the last queries on the first keys
+    close = rec["close_up"]
+    w = np.asarray(close["weights"])
+    assert (close["q0"], close["k0"]) == (q0, k0) and w.shape == (min(size, N - q0), min(size, N - k0))
+    rows, cols = np.meshgrid(np.arange(w.shape[0]) + q0, np.arange(w.shape[1]) + k0, indexing="ij")
+    assert np.all(w[cols > rows] == 0) and np.all(w[cols <= rows] > 0)  # causal: no key after its query
+    assert np.all(w.sum(-1) <= 1 + 1e-5)  # a window holds part of each row, whose whole sums to 1
