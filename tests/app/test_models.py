@@ -232,3 +232,26 @@ def test_a_load_in_progress_blocks_neither_loaded_models_nor_its_own_progress(li
     assert __import__("time").perf_counter() - t0 < 1.0 and again is status and again.words == R.PHASES["weights"][1]
     gate.set()
     assert status.done.wait(10) and not status.error and R.load_in_background("t5") is None
+
+
+def test_a_model_the_operator_lists_for_download_is_fetched_by_its_load_and_drawn(tmp_path, monkeypatch):
+    """ATTNVIZ_ALLOW_DOWNLOAD=1 with an id in ATTNVIZ_DOWNLOAD_IDS: the picker offers it, its load job fetches
+    it (from a hub faked offline), and the explorer draws its own weights."""
+    from attnviz.models import hub
+    from tests.support import longmodels
+    from tests.support.fakehub import FakeHub
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv(hub.HF_CACHE_ENV, "0")
+    monkeypatch.setenv(hub.ALLOW_ENV, "1")
+    monkeypatch.setenv(hub.IDS_ENV, "tiny-org/tiny-llama")
+    fake = FakeHub(longmodels.save(tmp_path / "built", "llama", 512), monkeypatch)
+    at = app("?model=tiny-org/tiny-llama&view=grid", timeout=120)
+    no_errors(at)
+    assert "tiny-org/tiny-llama" in at.selectbox(key="model").options
+    want = compute(AttentionConfig(model="tiny-org/tiny-llama")).weights[0]  # (H, L, S)
+    heads = grid_heads(figures(at)[0])
+    assert len(heads) == want.shape[0] and len(fake.calls) == 1
+    for h in heads:
+        assert np.allclose(h["z"], want[h["head"]].numpy(), atol=1e-6)
