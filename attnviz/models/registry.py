@@ -247,7 +247,8 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
 
 
 # A load's phases: how far it is, in words (marked for translation, translated where shown).
-PHASES = {"download": (0.02, N_("downloading its files")), "config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
+PHASES = {"download": (0.02, N_("downloading its files")),
+          "config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
           "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
 LOADED = ByteBudgetCache(max_loaded_bytes())  # the loaded models, by _key, sized by their weight files
 LOADING = Jobs(keep=64, name="load")  # their background loads, by _key
