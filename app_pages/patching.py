@@ -16,6 +16,9 @@ widgets.header(_("Which heads cause the answer: activation patching"), _(
     "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
 loading.ready(s.model)  # a folder loads, the trained model trains, in the background
+example = compute.guard(lambda: P.example_for(s, "patching"))  # the model's own pair in place of the defaults
+if example:
+    s = session.adopt(example)
 control("clean")
 control("corrupted")
 

@@ -276,6 +276,18 @@ def charts_side_by_side(*charts: tuple) -> None:
             chart(fig, key=key, filename=filename)
 
 
+def clicked_points(fig, *, key: str, filename: str) -> list[dict]:
+    """A chart (as ``chart`` draws it) whose clicks on a marker rerun the page: the points clicked."""
+    if not hasattr(fig, "_attnviz_alt"):
+        freeze(fig)
+    event = st.plotly_chart(fig, key=key, theme=None, width="stretch", on_select="rerun", selection_mode="points",
+                            alt=fig._attnviz_alt, config={"displaylogo": False, "toImageButtonOptions": {
+                                "format": "png", "filename": filename, "scale": 2}})
+    if st.session_state.get("present"):
+        st.caption(fig._attnviz_alt)
+    return list(getattr(getattr(event, "selection", None), "points", None) or [])
+
+
 def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
     """A Plotly chart whose toolbar saves a PNG under a meaningful name, with a text
     alternative (``alt``, the one cached with the figure, or one generated from it) that

@@ -136,6 +136,13 @@ def _state(values: tuple) -> ViewState:
     return ViewState.of(**dict(zip(NAMES, values, strict=True)))
 
 
+def adopt(values: dict) -> ViewState:
+    """Settings a page sets for the user before their widgets are drawn (a model's own example pair in
+    place of the defaults); the state with them."""
+    st.session_state.update(values)
+    return current()
+
+
 def write_url(state: ViewState, page: str) -> None:
     """Mirror in the query string the settings ``page`` reads that differ from their defaults
     (``link_query``; only when it changed): a short link that reopens this view."""

@@ -24,13 +24,15 @@ REPEAT = "BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8"
 SWAPPED = "BOS 10 12 11 18 27 9 20 25 8 28 4 13 15 27 9 20 25 8"  # the 12 after the earlier 8 and the 28 swapped
 EARLIER_A = 9  # the position of the earlier copy of the repeat's last token
 NAMES = ("Mary", "John", "Tom", "James", "Anna", "Paul", "Sarah", "David", "Alice", "Bob", "Mark", "Lisa")
+# The Patching page's default pair, the tiny model's (the settings' defaults: attnviz.views.state)
+DEFAULT_PAIR = {"clean": REPEAT, "corrupted": SWAPPED, "answer": "12", "wrong": "28"}
 IOI = "When {a} and {b} went to the store, {c} gave a drink to"
 PAGES = ("patching", "circuit")
 
 
 def _tiny(subject: TinySubject, page: str) -> dict:
     if page == "patching":
-        return {"clean": REPEAT, "corrupted": SWAPPED, "answer": "12", "wrong": "28"}
+        return dict(DEFAULT_PAIR)
     words = REPEAT.split()
     held = {subject.token(w, "token") for w in words}
     spare = next(t for t in range(FIRST_TOKEN, subject.vocabulary) if t not in held)

@@ -56,6 +56,18 @@ def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: f
                        "line": {"color": COLOURS[c], "width": max(1.0, WIDEST * min(1.0, abs(share)))},
                        "hovertemplate": f"L{s} H{h} → L{r} H{g} ({c}): {share:.2f}<extra></extra>"})
         shown.add(c)
+    drawn = edges(paths, threshold)
+    if drawn:  # a marker on each edge: Plotly reports a click on a marker, not on a line
+        # q, k and v paths between the same two heads share their line: each marker sits at its own place on it
+        at = {c: f for c, f in zip(COLOURS, (0.3, 0.5, 0.7), strict=True)}
+        traces.append({"type": "scatter", "mode": "markers", "name": _("edges"), "showlegend": False,
+                       "x": [s + at[c] * (r - s) for c, s, _h, r, _g, _v in drawn],
+                       "y": [h + at[c] * (g - h) for c, _s, h, _r, g, _v in drawn],
+                       "customdata": [[c, s, h, r, g] for c, s, h, r, g, _v in drawn],
+                       "marker": {"size": 12, "symbol": "diamond", "color": [COLOURS[e[0]] for e in drawn],
+                                  "line": {"width": 1, "color": "#ffffff"}},
+                       "hovertemplate": [f"L{s} H{h} → L{r} H{g} ({c}): {v:.2f}<br>" + _("click to open this path")
+                                         + "<extra></extra>" for c, s, h, r, g, v in drawn]})
     size = 10 + 30 * np.clip(np.abs(heads), 0, 1)  # (layers, H)
     traces.append({"type": "scatter", "mode": "markers+text", "name": _("heads"),
                    "x": [layer for layer in range(layers) for _h in range(H)],
@@ -71,4 +83,40 @@ def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: f
               "yaxis": {"title": {"text": _("head")}, "tickmode": "array", "tickvals": list(range(H)),
                         "range": [H - 0.5, -0.7]},
               "height": max(320, 45 * H + 200), "legend": {"orientation": "h", "y": -0.2}}
+    layout["clickmode"] = "event+select"
     return figure(traces, layout_for(layout, style, title))
+
+
+def clicked_edge(point: dict) -> str | None:
+    """The edge a click on ``circuit_figure`` picked, as a link writes it (k:0.1-1.0); None for a click
+    elsewhere (a head, the background)."""
+    data = point.get("customdata")
+    if not isinstance(data, (list, tuple)) or len(data) != 5 or data[0] not in COLOURS:
+        return None
+    c, s, h, r, g = data
+    return f"{c}:{int(s)}.{int(h)}-{int(r)}.{int(g)}"
+
+
+def with_cell_clicks(fig: go.Figure, causal: bool = True) -> go.Figure:
+    """Near-invisible markers on every cell of a square heat map of weights (on and under the diagonal
+    where ``causal``): Plotly does not report a click on a heat map's cell, but on a marker it does,
+    with the cell's (query, key) as its customdata."""
+    heat = fig.data[0]
+    rows, cols = list(heat.y), list(heat.x)
+    cells = [(i, j) for i in range(len(rows)) for j in range(len(cols)) if not causal or j <= i]
+    fig.add_trace(go.Scatter(x=[cols[j] for _i, j in cells], y=[rows[i] for i, _j in cells], mode="markers",
+                             showlegend=False, customdata=[[i, j] for i, j in cells],
+                             # hoverinfo "skip" would drop the click too: the hover names the cell instead
+                             hovertemplate=_("query %{customdata[0]}, key %{customdata[1]}: click to split its "
+                                             "score into parts") + "<extra></extra>",
+                             marker={"size": 10, "opacity": 0.01, "color": "#000000"}))
+    fig.update_layout(clickmode="event+select")
+    return fig
+
+
+def clicked_cell(point: dict) -> str | None:
+    """The cell a click on ``with_cell_clicks``' markers picked, as a link writes it (17.10); None elsewhere."""
+    data = point.get("customdata")
+    if not isinstance(data, (list, tuple)) or len(data) != 2:
+        return None
+    return f"{int(data[0])}.{int(data[1])}"

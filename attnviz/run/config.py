@@ -32,10 +32,10 @@ INPUT_PAGES = ("image-patches", "audio-frames", "graph-nodes")
 # The random layer's width, heads and seed: every page that runs it.
 RANDOM_PAGES = (*TEXT_PAGES, *INPUT_PAGES, "long-sequences", "qk-map")
 # A model other than the random layer (Long context: a causal LM folder, or the random layer's defaults).
-MODEL_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "long-context")
+MODEL_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "circuit", "long-context")
 # A layer of a model, or of an attention file (Long context picks its layer and head on the page: long_layer).
-LAYER_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "attention-file")
-DEVICE_PAGES = (*RANDOM_PAGES, "patching")
+LAYER_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "circuit", "attention-file")
+DEVICE_PAGES = (*RANDOM_PAGES, "patching", "circuit")
 RANDOM_ONLY = N_("(the random model only)")
 
 

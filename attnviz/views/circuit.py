@@ -1,32 +1,89 @@
-"""The circuit's data, record and figure (``attnviz.analysis.circuit``): for a model, two prompts
-and an answer, every head patched, every path into every later head through q, k and v, the
-circuit found by the numbers, and the composition scores from the weights; a background job shared
-by everyone who asks for the same (``CIRCUITS``), on the prompts' runs the Patching page caches
-(``patching.trace_of``). What ``attnviz.circuit_view`` draws, and ``render --page circuit`` would
-write (every number in JSON)."""
+"""The Circuit page's settings, data, record and figures (``attnviz.analysis.circuit``): for a model,
+two prompts and an answer, every head patched, every path into every later head through q, k and v,
+the circuit found by the numbers, and the composition scores from the weights; a background job
+shared by everyone who asks for the same (``CIRCUITS``), on the prompts' runs the Patching page
+caches (``patching.trace_of``). One edge opened: the receiver's attention on the corrupted prompt
+with and without that path patched (``edge_figures``); one cell of it opened: its score attribution
+(``cell_attribution``). What ``attnviz.circuit_view`` draws, and ``render --page circuit`` writes
+(every number in JSON)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.composition import MODES, composition_scores_of
+from attnviz.analysis.patching import runs
 from attnviz.analysis.pathpatch import DEFINITION as PATHS
+from attnviz.analysis.pathpatch import edge_attention
 from attnviz.analysis.scoreattr import DEFINITION as SCORES
-from attnviz.i18n import _
+from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
+from attnviz.i18n import N_, _
 from attnviz.jobs import Job, Jobs
 from attnviz.notebook.patching import subject_of
-from attnviz.plots.circuit import check_threshold, circuit_figure, edges
+from attnviz.plots import matrix_figure
+from attnviz.plots.circuit import check_threshold, circuit_figure, edges, with_cell_clicks
+from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads its clicks through this module
+from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
-from attnviz.views.patching import model_identity, trace_of
+from attnviz.settings.spec import Reason, setting, validate
+from attnviz.views.patching import model_identity, trace_of, with_example
+
+PAGE = "circuit"
+PAGES = (PAGE,)
+COMPOSITION_CHOICES = ("none", *MODES)
+EDGE = re.compile(r"^([qkv]):(\d+)\.(\d+)-(\d+)\.(\d+)$")  # "k:0.1-1.0": into L1 H0's keys from L0 H1
+CELL = re.compile(r"^(\d+)\.(\d+)$")  # "17.10": query 17, key 10
+
+
+def _edge(raw: str, taken: dict) -> str:
+    raw = raw.strip().lower()
+    if raw and not EDGE.match(raw):
+        raise Reason(_("must be empty (the circuit's own edge) or component:layer.head-layer.head, like k:0.1-1.0"))
+    return raw
+
+
+def _cell(raw: str, taken: dict) -> str:
+    raw = raw.strip()
+    if raw and not CELL.match(raw):
+        raise Reason(_("must be empty (the cell the receiver attends to most) or query.key, like 17.10"))
+    return raw
+
+
+@dataclass(frozen=True)
+class CircuitSettings:
+    """The Circuit page's own settings, declared once: its widgets, its link, the CLI's flags. The prompts
+    and the answer are Patching's (shared: one link opens both pages on the same pair)."""
+
+    threshold: float = setting(0.1, url="circuit_threshold", pages=PAGES, lo=0.0, hi=1.0, label=N_("Threshold"),
+                               help=N_("Draw the paths that bring back at least this share of the answer."))
+    composition: str = setting("k", url="circuit_composition", pages=PAGES, choices=COMPOSITION_CHOICES,
+                               label=N_("Composition scores"),
+                               help=N_("A second layer of edges from the weights alone (dashed, 0.2 and above): "
+                                       "through queries, keys or values; none hides them."))
+    edge: str = setting("", url="circuit_edge", pages=PAGES, convert=_edge, label=N_("Edge"),
+                        help=N_("The path opened below, as component:layer.head-layer.head (k:0.1-1.0); a click on "
+                                "an edge sets it. Empty: the circuit's own."))
+    cell: str = setting("", url="circuit_cell", pages=PAGES, convert=_cell, label=N_("Cell"),
+                        help=N_("The attention cell whose score is split into parts, as query.key; a click on the "
+                                "attention sets it. Empty: where the receiver attends most from the last position."))
+
+    def validate(self) -> None:
+        validate(self)
+
+    def with_(self, **changes) -> CircuitSettings:
+        return replace(self, **changes)
 
 COMPOSITION = ("‖W_OV^sender · W^receiver‖_F / (‖W_OV^sender‖_F ‖W^receiver‖_F), W^receiver being W_Q W_Kᵀ (q), "
                "W_K W_Qᵀ (k) or W_V W_O (v), on the weights with the norms folded and the writing weights centred")
 DEFINITIONS = {"paths": PATHS, "composition": COMPOSITION, "score_attribution": SCORES}
+DEFINITION_NAMES = {"paths": N_("path patching"), "composition": N_("composition score"),
+                    "score_attribution": N_("score attribution")}  # as the page names them
 
 
 @dataclass
@@ -69,8 +126,8 @@ def draw(run: CircuitRun, threshold: float, composition: str | None = "k",
          style: FigureStyle = FigureStyle()) -> go.Figure:
     """The graph: heads, the paths past ``threshold``, the ``composition`` scores beside them."""
     f = run.found
-    title = f.message if f.receiver is None else _("{model}: the circuit found by the numbers (paths bringing back "
-                                                   "{share} or more)").format(model=f.model, share=f"{threshold:.0%}")
+    title = f.message if f.receiver is None else _("{model}: the circuit found by the numbers<br>paths bringing back "
+                                                   "{share} or more").format(model=f.model, share=f"{threshold:.0%}")
     return circuit_figure(f.heads, f.paths, threshold, title, style,
                           None if composition is None else run.composition[composition])
 
@@ -83,8 +140,143 @@ def circuit_record(run: CircuitRun, threshold: float) -> dict:
             "composition": {m: v.tolist() for m, v in run.composition.items()}, "definitions": DEFINITIONS}
 
 
-def circuit_json(model, clean, corrupted, answer, wrong=None, threshold: float = 0.1) -> bytes:
+def circuit_json(model, clean, corrupted, answer, wrong=None, settings: CircuitSettings | None = None) -> bytes:
+    """Every number the Circuit page draws for these prompts and ``settings``: the circuit, the edges past the
+    threshold, the composition scores, the opened edge's two patterns and the opened cell's terms."""
+    settings = settings or CircuitSettings()
+    settings.validate()
     run = circuit_run(model, clean, corrupted, answer, wrong)
     data = {"config": {"model": str(model), "clean": clean, "corrupted": corrupted, "answer": answer,
-                       "wrong": wrong or None}, **circuit_record(run, threshold)}
+                       "wrong": wrong or None, "composition": settings.composition},
+            **circuit_record(run, settings.threshold)}
+    edge = edge_of(run, settings)
+    if edge is not None:
+        view = edge_view(model, clean, corrupted, answer, wrong, edge)
+        q, k = cell_of(view, settings)
+        data["edge"] = {"name": edge.name, "component": edge.component, "sender": list(edge.sender),
+                        "receiver": list(edge.receiver), "tokens": view.tokens, "before": view.before.tolist(),
+                        "after": view.after.tolist()}
+        data["cell"] = cell_attribution(model, clean, *edge.receiver, q, k).to_dict()
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+def page_json(state) -> bytes:
+    """What ``render --page circuit --out x.json`` writes for a link's settings (the model's example pair
+    where the prompts are the defaults, as on the page)."""
+    state = with_example(state, PAGE)
+    return circuit_json(state.model, state.clean, state.corrupted, state.answer, state.wrong, state.circuit)
+
+
+def circuit_page_figure(state, style: FigureStyle) -> go.Figure:
+    """The page's graph for a link's settings (``render --page circuit --out x.png``)."""
+    state = with_example(state, PAGE)
+    state.circuit.validate()
+    run = circuit_run(state.model, state.clean, state.corrupted, state.answer, state.wrong)
+    return draw(run, state.circuit.threshold, composition_mode(state.circuit), style)
+
+
+def composition_mode(settings: CircuitSettings) -> str | None:
+    return None if settings.composition == "none" else settings.composition
+
+
+# --- one edge and one cell opened (the page's clicks, the CLI's --circuit-edge and --circuit-cell) ---------
+
+@dataclass(frozen=True)
+class Edge:
+    component: str  # "q", "k" or "v"
+    sender: tuple[int, int]
+    receiver: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        """As a link writes it: k:0.1-1.0."""
+        return f"{self.component}:{self.sender[0]}.{self.sender[1]}-{self.receiver[0]}.{self.receiver[1]}"
+
+    def words(self) -> str:
+        return _("L{s} H{h} → L{r} H{g}, into its {c}").format(
+            s=self.sender[0], h=self.sender[1], r=self.receiver[0], g=self.receiver[1],
+            c={"q": _("queries"), "k": _("keys"), "v": _("values")}[self.component])
+
+
+def edge_of(run: CircuitRun, settings: CircuitSettings) -> Edge | None:
+    """The edge ``settings`` names, else the circuit's own (its sender into its receiver); None for a model
+    of one layer. ``ValueError`` for an edge outside the model or a receiver not after its sender."""
+    f = run.found
+    if not settings.edge:
+        return None if f.receiver is None else Edge(f.through, f.sender, f.receiver)
+    c, s, h, r, g = EDGE.match(settings.edge).groups()
+    edge = Edge(c, (int(s), int(h)), (int(r), int(g)))
+    layers, heads = f.heads.shape
+    for name, (layer, head) in (("sender", edge.sender), ("receiver", edge.receiver)):
+        if not (0 <= layer < layers and 0 <= head < heads):
+            raise ValueError(f"The edge's {name} L{layer} H{head} does not exist: {f.model} has {layers} layers of "
+                             f"{heads} heads.")
+    if edge.receiver[0] <= edge.sender[0]:
+        raise ValueError(f"The edge's receiver L{edge.receiver[0]} H{edge.receiver[1]} is not after its sender "
+                         f"L{edge.sender[0]} H{edge.sender[1]}: a head reads only what the layers below it wrote. "
+                         "Pick a receiver in a later layer.")
+    return edge
+
+
+@dataclass
+class EdgeView:
+    """The receiver's attention on the corrupted prompt, as it is and with the edge patched."""
+
+    edge: Edge
+    tokens: list[str]  # the corrupted prompt's tokens
+    before: np.ndarray  # (L, L)
+    after: np.ndarray  # (L, L)
+
+
+def edge_view(model, clean, corrupted, answer, wrong, edge: Edge) -> EdgeView:
+    """Both patterns, from the prompts' cached runs (``patching.trace_of``): one layer's scores each."""
+    subject = subject_of(model)
+    wrong = None if wrong is None or str(wrong).strip() == "" else wrong
+    ran = runs(subject, clean, corrupted, answer=answer, wrong=wrong, trace=lambda ids: trace_of(subject, model, ids))
+    before, after = edge_attention(subject, ran, edge.sender, edge.receiver, edge.component)
+    return EdgeView(edge, subject.spelled(ran.corrupted_ids), before, after)
+
+
+def edge_figure(view: EdgeView, style: FigureStyle, cell: tuple[int, int] | None = None, *,
+                patched: bool) -> go.Figure:
+    """The receiver's (L, L) weights without (``patched`` False) or with the edge patched, the opened cell's
+    row outlined, a click on a cell reported (``with_cell_clicks``)."""
+    r, g = view.edge.receiver
+    title = (_("…with {edge} patched").format(edge=view.edge.words()) if patched else
+             _("L{r} H{g} on the corrupted prompt").format(r=r, g=g))
+    return with_cell_clicks(matrix_figure(view.after if patched else view.before, view.tokens, view.tokens, title,
+                                          style, zero_one=True, value_name=_("weight"),
+                                          highlight_row=None if cell is None else cell[0]))
+
+
+def cell_of(view: EdgeView, settings: CircuitSettings) -> tuple[int, int]:
+    """(query, key): the cell ``settings`` names, else the key the receiver attends to most from the last
+    position once the edge is patched. ``ValueError`` outside the prompt or the causal mask."""
+    n = len(view.tokens)
+    if not settings.cell:
+        return n - 1, int(np.argmax(view.after[n - 1]))
+    q, k = (int(v) for v in CELL.match(settings.cell).groups())
+    if not (q < n and k < n):
+        raise ValueError(f"The cell {q}.{k} is outside the prompt: it has {n} tokens (positions 0–{n - 1}).")
+    if k > q:
+        raise ValueError(f"The cell {q}.{k} is masked: a causal model's query {q} never sees the later key {k}. "
+                         "Pick a key at or before the query.")
+    return q, k
+
+
+def cell_attribution(model, clean, layer: int, head: int, query: int, key: int) -> ScoreAttribution:
+    """The cell's score on the clean prompt (where the circuit carries the answer), split into parts."""
+    return attribute_score(subject_of(model), clean, layer=layer, head=head, query=query, key=key)
+
+
+def terms_figure(a: ScoreAttribution, style: FigureStyle) -> go.Figure:
+    """The (query parts × key parts) terms of one cell's score as a heat map, on a scale centred on 0."""
+    title = _("L{l} H{h}, query “{q}” ({qi}) · key “{k}” ({ki})<br>score {s:+.2f} = the sum of these terms").format(
+        l=a.layer, h=a.head, q=a.tokens[a.query], qi=a.query, k=a.tokens[a.key], ki=a.key, s=a.score)
+    fig = matrix_figure(a.terms.numpy(), a.query_parts, a.key_parts, title, style, value_name=_("term"))
+    fig.update_layout(yaxis_title=_("query side"), xaxis_title=_("key side"))
+    return fig
+
+
+def cell_record(a: ScoreAttribution) -> dict:
+    return a.to_dict()

@@ -19,10 +19,11 @@ from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
 from attnviz.views.attention_file import file_run, sample_file
 from attnviz.views.catalogue import INPUT_PAGES, PAGE_NAMES, VIEWS, views_on
+from attnviz.views.circuit import circuit_page_figure
 from attnviz.views.generation import generation, step_figure
 from attnviz.views.longseq import part_figure
 from attnviz.views.modality import followed_state, input_run, input_view_figure
-from attnviz.views.patching import run_of
+from attnviz.views.patching import run_of, with_example
 from attnviz.views.qkmap import qk_page_figure
 from attnviz.views.selection import check_selection
 from attnviz.views.state import ViewState
@@ -105,7 +106,9 @@ def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes |
         where = next(p for p in VIEWS[state.view].pages)
         raise ValueError(f"The view {state.view} is drawn on the {where} page: give --page {where}.")
     if page == "patching":
-        return VIEWS["patching"].figure(run_of(state), state, style)
+        return VIEWS["patching"].figure(run_of(with_example(state, page)), state, style)
+    if page == "circuit":
+        return circuit_page_figure(state, style)
     if page == "explorer":
         result = compute(state.config)
         state = check_selection(result, state)

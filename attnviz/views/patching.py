@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz import plots as F
+from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
 from attnviz.i18n import _
 from attnviz.jobs import Job, Jobs
@@ -97,6 +98,29 @@ def sweep_job(state, compute_with=None) -> Job:
     if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
         return failed
     return SWEEPS.start(key, work)
+
+
+PROMPTS = ("clean", "corrupted", "answer", "wrong")  # the settings a pair sets, shared by Patching and Circuit
+
+
+def example_for(state, page: str) -> dict[str, str] | None:
+    """The model's own example pair for ``page`` ("patching" or "circuit", ``attnviz.analysis.examples``)
+    where ``state`` still holds the default pair, which means something only for the tiny model on
+    Patching: an indirect-object pair for a GPT-2-like tokenizer, the circuit's repeat for the tiny
+    model on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no
+    known pair. The model must be loaded (the page asks once it is)."""
+    if any(getattr(state, k) != DEFAULT_PAIR[k] for k in PROMPTS):
+        return None
+    pair = RESULTS.get_or_compute(("example-pair", page, *model_identity(state.model)),
+                                  lambda: example_prompts(subject_of(state.model), page))  # once per model
+    return None if pair is None or pair == DEFAULT_PAIR else dict(pair)
+
+
+def with_example(state, page: str):
+    """``state`` with the model's own example pair where it holds the defaults (``example_for``): what the
+    page shows, so that the CLI writes the same."""
+    example = example_for(state, page)
+    return state.with_(**example) if example else state
 
 
 def top_next(model: str, prompt: str, k: int = 10) -> list[tuple[str, float]]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from attnviz import limits
+from attnviz.analysis.examples import DEFAULT_PAIR
 from attnviz.analysis.gradients import SCALARS
 from attnviz.analysis.longseq import PARTS, PATTERNS
 from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, NORMALISATIONS
@@ -36,19 +37,18 @@ from attnviz.run.config import TEXT_PAGES, AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import Reason, Unavailable, setting
 from attnviz.views.catalogue import VIEW_NAMES
+from attnviz.views.circuit import CircuitSettings
 from attnviz.views.longcontext import LongSettings
 
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 LONG = ("long-sequences",)
 QK = ("qk-map",)
-PATCH = ("patching",)
-# The Patching page's example, on the model Watch it learn trains: a block repeated after a few tokens,
-# the last token of the repeat "8", whose earlier copy was followed by "12"; the corrupted prompt swaps
-# that "12" with the "28" earlier on, so that both prompts hold the same tokens (a head that copies
-# any token it sees cannot tell them apart) and only induction answers differently.
-CLEAN = "BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8"
-CORRUPTED = "BOS 10 12 11 18 27 9 20 25 8 28 4 13 15 27 9 20 25 8"
+PATCH = ("patching", "circuit")  # the prompts and the answer: one pair opens both pages
+# The Patching page's example, on the model Watch it learn trains (attnviz.analysis.examples): a block
+# repeated, the corrupted prompt swapping the answer with an earlier token. Another model's own pair
+# replaces it on the page (attnviz.views.patching.example_for).
+CLEAN, CORRUPTED, ANSWER, WRONG = (DEFAULT_PAIR[k] for k in ("clean", "corrupted", "answer", "wrong"))
 QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS (not imported: it loads torch and numpy only late)
 QK_COLORS = ("position", "kind", "sentence")
 INPUTS = IMAGE + AUDIO + GRAPH
@@ -244,14 +244,15 @@ class ViewState:
                          help=N_("A prompt whose next token the model gets right: the answer."))
     corrupted: str = setting(CORRUPTED, convert=_prompt, pages=PATCH, label=N_("Corrupted prompt"),
                              help=N_("The same number of tokens, one or two changed so that the answer changes."))
-    answer: str = setting("12", convert=_token_text, pages=PATCH, label=N_("Answer"),
+    answer: str = setting(ANSWER, convert=_token_text, pages=PATCH, label=N_("Answer"),
                           help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
-    wrong: str = setting("28", convert=_token_text, pages=PATCH, label=N_("Wrong token"),
+    wrong: str = setting(WRONG, convert=_token_text, pages=PATCH, label=N_("Wrong token"),
                          help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
-    patched: str = setting("best", convert=_layer_head("best"), pages=PATCH, label=N_("Chosen head"),
+    patched: str = setting("best", convert=_layer_head("best"), pages=("patching",), label=N_("Chosen head"),
                            help=N_("best (the head that brings back the most of the answer), or layer.head, for "
                                    "example 1.0. A click on a head of the heatmap picks it."))
     long: LongSettings = LongSettings()  # the Long context page's text, blocks, policy, evicted fraction and head
+    circuit: CircuitSettings = CircuitSettings()  # the Circuit page's threshold, composition, edge and cell
 
     def __getattr__(self, name: str):
         """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""

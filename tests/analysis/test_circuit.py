@@ -64,21 +64,9 @@ def test_the_one_layer_control_has_no_later_head_to_compose_with(models):
 
 
 def test_a_gpt2_like_tokenizer_gets_an_indirect_object_pair_with_one_token_names(tmp_path):
-    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
-    from tokenizers import models as tm
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from tests.support.circuits import bpe_gpt2
 
-    tok = Tokenizer(tm.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    text = ["When Mary and John went to the store, John gave a drink to Mary and Tom"] * 20
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=300, initial_alphabet=alphabet))
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
-    folder = tmp_path / "bpe"
-    config = GPT2Config(vocab_size=len(fast), n_positions=32, n_embd=16, n_layer=2, n_head=2)
-    GPT2LMHeadModel(config).save_pretrained(folder)
-    fast.save_pretrained(folder)
+    folder = bpe_gpt2(tmp_path / "bpe")
     pair = attnviz.example_pair(str(folder))
     assert pair["clean"] == "When Mary and John went to the store, John gave a drink to"
     assert pair["corrupted"] == "When Mary and John went to the store, Tom gave a drink to"

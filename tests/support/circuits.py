@@ -60,3 +60,24 @@ def bridge(folder):
     b = TransformerBridge.boot_transformers(str(folder))
     b.enable_compatibility_mode()
     return b
+
+
+def bpe_gpt2(folder):
+    """A tiny GPT-2 folder with a byte-level BPE tokenizer trained on the indirect-object sentence, so that
+    it spells "ĠMary", "ĠJohn" and "ĠTom" as one token each (``attnviz.example_pair``'s IOI pair)."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers import models as tm
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tok = Tokenizer(tm.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    text = ["When Mary and John went to the store, John gave a drink to Mary and Tom"] * 20
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=300, initial_alphabet=alphabet))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(fast), n_positions=32, n_embd=16, n_layer=2, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder

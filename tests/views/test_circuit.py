@@ -34,7 +34,7 @@ def _threshold(pair) -> float:
 def test_the_json_holds_every_number_the_picture_draws(pair):
     t = _threshold(pair)
     data = json.loads(V.circuit_json("watch-it-learn", pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"],
-                                     threshold=t))
+                                     V.CircuitSettings(threshold=t)))
     c = data["circuit"]
     assert c["receiver"] == [1, 0] and c["through"] == "k" and c["key_part"] == f"L{c['sender'][0]}H{c['sender'][1]}"
     k = np.array([[np.nan if v is None else v for v in row] for row in np.array(c["paths"]["k"], dtype=object)
@@ -69,4 +69,8 @@ def test_a_threshold_outside_0_1_is_refused(pair):
     with pytest.raises(ValueError, match="threshold must be between 0 and 1"):
         V.circuit_record(run.value, 1.5)
     fig = V.draw(run.value, _threshold(pair))
-    assert [t.name for t in fig.data] == ["composition (weights)", "path into k", "heads"]
+    assert [t.name for t in fig.data] == ["composition (weights)", "path into k", "edges", "heads"]
+    edges = fig.data[2]  # a diamond at each drawn edge's middle, its click naming the edge
+    assert [V.clicked_edge({"customdata": list(c)}) for c in edges.customdata] == \
+        [f"{c}:{s}.{h}-{r}.{g}" for c, s, h, r, g in edges.customdata]
+    assert V.clicked_edge({"customdata": [1, 0]}) is None and V.clicked_edge({}) is None

@@ -1,0 +1,85 @@
+"""Circuit: how heads work together. Patching's two prompts and answer; every head patched and every
+path into every later head through its queries, keys and values (``attnviz.views.circuit``, a
+background job on the compute workers); the circuit as a graph; an edge opened (the receiver's
+attention with and without that path) and a cell of it opened (its score in parts)."""
+
+import streamlit as st
+
+from attnviz.i18n import _
+from attnviz.views import circuit as C
+from attnviz.views import patching as P
+from attnviz.views.markdown import md
+from attnviz.views.selection import style_for
+from ui import compute, loading, picks, session, widgets
+from ui.controls import control, row
+
+s = session.current()
+widgets.header(_("How heads work together: the circuit"), _(
+    "A later head can read what an earlier head wrote, through its queries, keys or values (Elhage et al. 2021). "
+    "Path patching (Wang et al. 2022) measures each such path: the earlier head's clean output goes into the later "
+    "head's one input only, everything else runs on the corrupted prompt. The model is the sidebar's: a causal "
+    "language model folder, or the tiny model Watch it learn trains."))
+loading.ready(s.model)  # a folder loads, the trained model trains, in the background
+example = compute.guard(lambda: P.example_for(s, C.PAGE))  # the model's own pair in place of the defaults
+if example:
+    s = session.adopt(example)
+control("clean")
+control("corrupted")
+pair = row()
+control("answer", pair)
+control("wrong", pair)
+s = session.current()
+
+job = compute.guard(lambda: C.circuit_job(s.model, s.clean, s.corrupted, s.answer, s.wrong, compute.on_worker))
+run = widgets.job_value(
+    job, _("Patching every head, then every path through queries, keys and values: {p:.0%}").format(p=job.fraction),
+    _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
+st.markdown("\n".join(f"- **{_(C.DEFINITION_NAMES[name])}**: {md(words)}" for name, words in C.DEFINITIONS.items()))
+st.info(md(run.found.message), icon=":material/account_tree:")
+if run.found.receiver is None:  # one layer: no later head to compose with
+    st.stop()
+
+pair = row()
+control("circuit_threshold", pair, step=0.01)
+control("circuit_composition", pair)
+s = session.current()
+style = style_for(s)
+key = C.circuit_key(s.model, s.clean, s.corrupted, s.answer, s.wrong)
+fig = compute.guard(lambda: compute.cached_figure(
+    (*key, "graph", s.circuit.threshold, s.circuit.composition, compute.style_key(style)),
+    lambda: C.draw(run, s.circuit.threshold, C.composition_mode(s.circuit), style)))
+st.caption(_("Heads sized and coloured by what each brings back patched alone; a path's colour is the input it "
+             "reaches, its width the share it brings back. A click on an edge's diamond opens it below."))
+for point in compute.clicked_points(fig, key="circuit_graph", filename="circuit"):
+    picked = C.clicked_edge(point)
+    if picked and picked != s.circuit.edge:
+        picks.pick({"circuit_edge": picked, "circuit_cell": ""}, ("circuit_edge", picked))
+
+edge = compute.guard(lambda: C.edge_of(run, s.circuit))
+st.subheader(_("One path: {edge}").format(edge=edge.words()))
+control("circuit_edge")
+view = compute.guard(lambda: compute.cached(
+    (*key, "edge", edge.name), lambda: C.edge_view(s.model, s.clean, s.corrupted, s.answer, s.wrong, edge)))
+cell = compute.guard(lambda: C.cell_of(view, s.circuit))
+st.caption(_("The receiver's attention on the corrupted prompt, as it is and with only this path patched (a value's "
+             "path leaves the weights as they are). A click on a cell splits its score into parts below."))
+for patched in (False, True):  # one above the other: side by side, a projector's width cuts their labels
+    fig = compute.guard(lambda patched=patched: compute.cached_figure(
+        (*key, "edge-figure", edge.name, cell[0], patched, compute.style_key(style)),
+        lambda: C.edge_figure(view, style, cell, patched=patched)))
+    points = compute.clicked_points(fig, key=f"circuit_attention_{int(patched)}",
+                                    filename=f"circuit-{edge.name.replace(':', '-')}-{int(patched)}")
+    for point in points:
+        picked = C.clicked_cell(point)
+        if picked and picked != s.circuit.cell:
+            picks.pick({"circuit_cell": picked}, ("circuit_cell", int(patched), picked))
+
+st.subheader(_("Why it attends there: query {q} · key {k}, split into parts").format(q=cell[0], k=cell[1]))
+control("circuit_cell")
+r, g = edge.receiver
+attribution = compute.guard(lambda: compute.cached(
+    (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.clean, r, g, *cell)))
+st.markdown("\n".join(f"- {md(line)}" for line in attribution.words(5)))
+fig = compute.guard(lambda: compute.cached_figure(
+    (*key, "cell-figure", r, g, *cell, compute.style_key(style)), lambda: C.terms_figure(attribution, style)))
+compute.chart(fig, key="circuit_cell_terms", filename=f"circuit-L{r}H{g}-{cell[0]}-{cell[1]}")

@@ -1,0 +1,59 @@
+"""The Circuit page in Chromium: a click on an edge's diamond opens that path (the receiver's attention with
+and without it patched), a click on a cell of that attention opens its score in parts, and the link then
+holds both."""
+
+import pytest
+
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch, streamlit_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
+
+# The centre of a trace's point, in page pixels: the trace is picked by name (or the last one) in the chart whose
+# title holds ``title``; ``pick`` chooses the point from the trace's customdata.
+POINT = """([title, name, pick]) => {
+    const g = [...document.querySelectorAll('.js-plotly-plot')].find(
+        g => g.layout.title && g.layout.title.text.includes(title));
+    g.scrollIntoView({block: 'center'});
+    const t = name ? g._fullData.find(t => t.name === name) : g._fullData[g._fullData.length - 1];
+    const i = t.customdata.findIndex(c => JSON.stringify(c) === JSON.stringify(pick));
+    const L = g._fullLayout, box = g.getBoundingClientRect();
+    const px = (ax, v) => ax.l2p(ax.type === 'category' ? ax._categories.indexOf(v) : v);  // a category: its index
+    return i < 0 ? null : [box.left + L._size.l + px(L.xaxis, t.x[i]), box.top + L._size.t + px(L.yaxis, t.y[i])];
+}"""
+
+
+def _wait_text(page, text: str, timeout: int = 120_000) -> None:
+    page.wait_for_function("(t) => document.body.innerText.includes(t)", arg=text, timeout=timeout)
+
+
+def _wait_chart(page, title: str, timeout: int = 60_000) -> None:
+    page.wait_for_function("(t) => [...document.querySelectorAll('.js-plotly-plot')].some("
+                           "g => g.layout && g.layout.title && g.layout.title.text.includes(t))", arg=title,
+                           timeout=timeout)
+
+
+def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(learned_defaults):
+    env = {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
+    with streamlit_server(env=env) as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.goto(base + "/circuit?model=watch-it-learn&circuit_threshold=0&circuit_composition=none")
+        _wait_text(page, "One path: L0 H", timeout=300_000)
+        # another edge than the circuit's own: the value path from L0 H1 into L1 H1
+        _wait_chart(page, "the circuit found by the numbers")
+        xy = page.evaluate(POINT, ["the circuit found by the numbers", "edges", ["v", 0, 1, 1, 1]])
+        assert xy is not None
+        page.mouse.click(*xy)
+        _wait_text(page, "One path: L0 H1 → L1 H1, into its values")
+        page.wait_for_function("() => location.search.includes('circuit_edge=v%3A0.1-1.1')", timeout=30_000)
+        # a cell of the receiver's attention with the path patched: query 12, key 5
+        _wait_chart(page, "patched")
+        xy = page.evaluate(POINT, ["patched", None, [12, 5]])
+        assert xy is not None
+        page.mouse.click(*xy)
+        _wait_text(page, "query 12 · key 5, split into parts")
+        page.wait_for_function("() => location.search.includes('circuit_cell=12.5')", timeout=30_000)
+        assert "L1 H1, query" in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
+                                               "g => g.layout.title.text).join(' | ')")
+        browser.close()

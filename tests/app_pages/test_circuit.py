@@ -1,0 +1,116 @@
+"""The Circuit page (app_pages/circuit.py) through AppTest: on the model Watch it learn trains it adopts the
+circuit's repeat pair, finds the induction circuit, opens its key path and the attended cell; a link reopens
+another edge and cell; bad edges, cells and links get a message; a GPT-2-like folder gets its indirect-object
+pair, on Patching too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz.analysis.examples import example_prompts
+from attnviz.models import registry as R
+from attnviz.notebook.patching import subject_of
+from attnviz.views import circuit as C
+from tests.support.apphelp import after_loads, app, figures
+
+PAGE = "app_pages/circuit.py"
+
+
+@pytest.fixture(autouse=True)
+def trained(learned_defaults, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained model
+
+
+def _run(at):
+    """Wait for the circuit job (AppTest does not run the polling fragment) and rerun."""
+    for _ in range(4):
+        if not at.get("progress"):
+            return after_loads(at, 300)
+        for job in C.CIRCUITS.jobs():
+            job.done.wait(300)
+        at.run()
+    return at
+
+
+def _titles(at) -> list[str]:
+    return [f["layout"]["title"]["text"] for f in figures(at)]
+
+
+def test_the_default_link_finds_the_induction_circuit_and_opens_its_key_path():
+    at = _run(app(page=PAGE, timeout=120))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    pair = example_prompts(subject_of("watch-it-learn"), "circuit")
+    # the defaults mean something for the tiny model on Patching only: the circuit's own pair replaces them
+    assert [at.text_input(key=k).value for k in ("clean", "corrupted", "answer", "wrong")] == \
+        [pair[k] for k in ("clean", "corrupted", "answer", "wrong")]
+    found = C.CIRCUITS.jobs()[-1].value.found
+    assert found.receiver == (1, 0) and found.through == "k"
+    message = next(i.value for i in at.info)
+    assert message.replace("\\", "").startswith("L1 H0 brings back") and "through its keys" in message
+    s, h = found.sender
+    assert [x.value for x in at.subheader] == [
+        f"One path: L{s} H{h} → L1 H0, into its keys",
+        f"Why it attends there: query {len(_tokens(pair)) - 1} · key {found.attended}, split into parts"]
+    titles = _titles(at)
+    assert titles[0].startswith("watch-it-learn: the circuit found by the numbers")
+    assert titles[1] == "L1 H0 on the corrupted prompt" and titles[2].startswith(f"…with L{s} H{h} → L1 H0")
+    assert titles[3].startswith("L1 H0, query")
+    graph = figures(at)[0]
+    edges = next(t for t in graph["data"] if t.get("name") == "edges")
+    assert ["k", s, h, 1, 0] in edges["customdata"]  # the diamond a click opens the path with
+    # the definitions, each in one line
+    lines = next(m.value for m in at.markdown if "**path patching**" in m.value).splitlines()
+    assert [line.split("**")[1] for line in lines] == ["path patching", "composition score", "score attribution"]
+    q = dict(at.query_params)
+    assert q["model"] == "watch-it-learn" and q["corrupted"] == pair["corrupted"]
+
+
+def _tokens(pair) -> list[str]:
+    return pair["clean"].split()
+
+
+def test_a_link_reopens_its_edge_and_cell_and_the_patched_row_differs():
+    at = _run(app("model=watch-it-learn&circuit_edge=k:0.1-1.1&circuit_cell=12.3&circuit_composition=none",
+                  page=PAGE, timeout=120))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.subheader[0].value == "One path: L0 H1 → L1 H1, into its keys"
+    assert at.subheader[1].value.startswith("Why it attends there: query 12 · key 3")
+    before, after = (np.array(f["data"][0]["z"], dtype=float) for f in figures(at)[1:3])
+    assert before.shape == after.shape and np.allclose(np.nansum(after, -1), 1, atol=1e-5)
+    graph = figures(at)[0]
+    assert not any(t.get("name") == "composition (weights)" for t in graph["data"])  # composition none
+    assert dict(at.query_params)["circuit_edge"] == "k:0.1-1.1"
+
+
+@pytest.mark.parametrize("query,words", [
+    ("circuit_edge=k:1.0-0.1", "is not after its sender"),
+    ("circuit_edge=q:0.9-1.0", "does not exist"),
+    ("circuit_cell=3.10", "is masked"),
+    ("circuit_cell=99.1", "outside the prompt"),
+])
+def test_a_bad_edge_or_cell_is_a_message(query, words):
+    at = _run(app("model=watch-it-learn&" + query, page=PAGE, timeout=120))
+    assert not at.exception
+    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_a_malformed_link_value_falls_back_with_a_warning():
+    at = _run(app("model=watch-it-learn&circuit_edge=nonsense&circuit_threshold=7", page=PAGE, timeout=120))
+    assert not at.exception and not at.error
+    warned = " ".join(w.value for w in at.warning).replace("\\", "")  # markdown escapes
+    assert "circuit_edge" in warned and "circuit_threshold" in warned
+    assert at.subheader[0].value.startswith("One path: L0 H")
+
+
+def test_a_gpt2_like_folder_gets_its_indirect_object_pair_here_and_on_patching(tmp_path, monkeypatch):
+    from tests.support.circuits import bpe_gpt2
+
+    bpe_gpt2(tmp_path / "bpe")
+    monkeypatch.setenv(R.MODEL_DIRS_ENV, str(tmp_path))
+    for page in (PAGE, "app_pages/patching.py"):
+        at = _run(app("model=bpe", page=page, timeout=120))
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert at.text_input(key="clean").value == "When Mary and John went to the store, John gave a drink to"
+        assert at.text_input(key="corrupted").value == "When Mary and John went to the store, Tom gave a drink to"
+        assert (at.text_input(key="answer").value, at.text_input(key="wrong").value) == ("ĠMary", "ĠJohn")

@@ -1,0 +1,83 @@
+"""python -m attnviz render --page circuit: every number the Circuit page draws (the circuit, its edges, the
+composition scores, the opened edge's two patterns, the opened cell's terms), a figure offline; bad input
+(an encoder, prompts of different lengths, an answer of several tokens, a masked cell, a receiver not after
+its sender) in one line and exit code 2."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attnviz
+from tests.support import hfmodels
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args, cwd, env=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "circuit", *args], capture_output=True,
+                       text=True, cwd=cwd, timeout=300, env=env)
+    return p.returncode, p.stderr
+
+
+@pytest.fixture()
+def learned(learned_defaults, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))
+    return {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
+
+
+def test_the_json_holds_every_number_the_page_draws(learned, tmp_path):
+    code, err = _cli("--model", "watch-it-learn", "--circuit-cell", "18.10", "--circuit-threshold", "0.3",
+                     "--out", "c.json", cwd=tmp_path, env=learned)
+    assert code == 0, err
+    rec = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
+    pair = attnviz.example_pair("watch-it-learn", "circuit")  # the page's own pair, where none is given
+    assert {k: rec["config"][k] for k in pair} == pair
+    c = rec["circuit"]
+    assert c["receiver"] == [1, 0] and c["through"] == "k" and rec["threshold"] == 0.3
+    edge = rec["edge"]  # the circuit's own edge, opened
+    assert edge["name"] == f"k:{c['sender'][0]}.{c['sender'][1]}-1.0" and edge["receiver"] == [1, 0]
+    before, after = np.array(edge["before"]), np.array(edge["after"])
+    assert before.shape == after.shape == (19, 19)
+    assert np.allclose(before.sum(-1), 1, atol=1e-5) and np.allclose(after.sum(-1), 1, atol=1e-5)
+    assert np.all(np.triu(before, 1) == 0)  # causal
+    assert not np.allclose(before, after)  # the key path moves the induction head's attention
+    cell = rec["cell"]
+    assert (cell["layer"], cell["head"], cell["query"], cell["key"]) == (1, 0, 18, 10)
+    assert abs(np.sum(cell["terms"]) - cell["score"]) <= 1e-4 * max(1, abs(cell["score"]))
+    want = attnviz.score_attribution("watch-it-learn", pair["clean"], layer=1, head=0, query=18, key=10)
+    assert abs(want.score - cell["score"]) < 1e-6 and cell["top_terms"] == want.words(5)
+
+
+def test_a_figure_offline(learned, tmp_path):
+    code, err = _cli("--model", "watch-it-learn", "--out", "c.html", cwd=tmp_path, env=learned)
+    assert code == 0, err
+    html = (tmp_path / "c.html").read_text(encoding="utf-8")
+    assert '<script src="http' not in html and "the circuit found by the numbers" in html
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--circuit-edge", "k:1.0-0.1"), "is not after its sender"),
+    (("--circuit-cell", "3.10"), "is masked"),
+    (("--circuit-edge", "x:1"), "must be empty (the circuit's own edge) or component:layer.head-layer.head"),
+    (("--clean", "BOS 10 28 11"), "The clean prompt has 4 tokens and the corrupted one 19"),
+    (("--answer", "12 13"), "is not one of watch-it-learn's tokens"),
+    (("--circuit-threshold", "2"), "must be between 0.0 and 1.0"),
+])
+def test_bad_input_exits_2_with_one_line(learned, tmp_path, args, words):
+    code, err = _cli("--model", "watch-it-learn", *args, "--out", "c.json", cwd=tmp_path, env=learned)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err
+    assert "Traceback" not in err and not list(tmp_path.glob("c.*"))
+
+
+def test_an_encoder_and_the_random_layer_are_refused_in_one_line(tmp_path):
+    folder = hfmodels.save(tmp_path, "bert")[0]
+    for model in (str(folder), "random"):
+        code, err = _cli("--model", model, "--clean", "the cat sat", "--corrupted", "the mat sat", "--answer", "on",
+                         "--out", "c.json", cwd=tmp_path)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "no next token to patch toward" in err, err
