@@ -10,6 +10,7 @@ from attnviz.learn import trained as T
 from attnviz.learn.train import LENGTH, VOCAB, best, phase_change
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
+from attnviz.views.markdown import md
 from attnviz.views.roles import roles_legend
 from attnviz.views.roles import thresholds as roles_thresholds
 from attnviz.views.selection import style_for
@@ -188,3 +189,22 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
         st.markdown(V.carry_summary(carry))
         st.caption(_("The Patching page patches this model (watch-it-learn, for the default settings) on any two "
                      "prompts."))
+
+        st.subheader(_("The circuit, found by the numbers"))
+        found = compute.cached(("learn-circuit", keys[0], keys[1] if control_model is not None else None),
+                               lambda: V.learned_circuit(model, control_model))  # on a compute worker
+        pair = found["model"]
+        st.caption(_("Every head patched, then every path from an earlier head into a later one through its queries, "
+                     "keys or values (path patching), on the repeat ({clean}) against the earlier {a} replaced "
+                     "({corrupted}); answer {answer} against {wrong}.").format(
+            clean=pair.clean, corrupted=pair.corrupted, a=pair.clean.split()[-1], answer=pair.answer,
+            wrong=pair.wrong))
+        st.markdown(md(pair.message))
+        if pair.receiver is not None:
+            compute.chart(compute.cached_figure(("learn-circuit", keys[0], compute.style_key(style_for(s))),
+                                                lambda: V.circuit_figure_of(pair, style_for(s))),
+                          key="learn_circuit", filename="attnviz-learn-circuit")
+        if "control" in found:
+            st.markdown(md(_("The one-layer control: {message}").format(message=found["control"].message)))
+        st.caption(_("The Circuit page opens any path and any cell of this model (watch-it-learn, for the default "
+                     "settings)."))

@@ -10,6 +10,8 @@ import plotly.graph_objects as go
 
 from attnviz import limits
 from attnviz import plots as F
+from attnviz.analysis.circuit import FoundCircuit, find_circuit
+from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.patching import patch
 from attnviz.analysis.probe import tiny_probe, tiny_roles
 from attnviz.analysis.roles import SCORES
@@ -18,6 +20,7 @@ from attnviz.i18n import N_, _
 from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.trained import token_name
 from attnviz.models.tiny import AttentionOnly
+from attnviz.plots.circuit import circuit_figure
 from attnviz.plots.patching import head_patching_figure
 from attnviz.views.roles import head_title, role_rows
 from attnviz.views.state import CLEAN, CORRUPTED
@@ -165,6 +168,27 @@ def carry_repeat(model: AttentionOnly, control: AttentionOnly | None = None) -> 
                      "best": (int(layer), int(head)), "best_share": float(share[layer, head]),
                      "carries": [(int(a), int(b)) for a, b in zip(*np.nonzero(share >= CARRIES), strict=True)]}
     return out
+
+
+def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None) -> dict[str, FoundCircuit]:
+    """The circuit of the trained ``model`` (and of its one-layer ``control``), found by the numbers
+    (``attnviz.analysis.circuit``) on the circuit's repeat pair: the clean repeat against the earlier A
+    replaced (``attnviz.analysis.examples``). The control's says it has no later head to compose with."""
+    out = {}
+    for name, m in (("model", model), ("control", control)):
+        if m is not None:
+            subject = TinySubject(m, name)
+            pair = example_prompts(subject, "circuit")
+            out[name] = find_circuit(subject, pair["clean"], pair["corrupted"], answer=pair["answer"],
+                                     wrong=pair["wrong"])
+    return out
+
+
+def circuit_figure_of(found: FoundCircuit, style: F.FigureStyle, threshold: float = 0.1) -> go.Figure:
+    """The trained model's circuit as a graph: the paths that bring back ``threshold`` of the answer or more."""
+    return circuit_figure(found.heads, found.paths, threshold, _("the circuit found by the numbers (paths bringing "
+                                                                 "back {share} or more)").format(
+        share=f"{threshold:.0%}"), style)
 
 
 def carry_figure(carry: dict, name: str, style: F.FigureStyle) -> go.Figure:

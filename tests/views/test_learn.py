@@ -34,3 +34,20 @@ def test_the_one_layer_control_has_no_such_head(carry):
     assert "The one-layer control" in V.carry_summary(carry)
 
 
+
+
+def test_the_circuit_found_by_the_numbers_is_induction_and_the_control_has_none(learned_defaults):
+    settings, control = V.default_trainings()
+    model, one = (load_trained(s, learned_defaults["dir"] / f"{k}.safetensors")
+                  for s, k in zip((settings, control), learned_defaults["keys"], strict=True))
+    found = V.learned_circuit(model, one)
+    m = found["model"]
+    assert m.receiver == (1, 0) and m.through == "k" and m.sender[0] == 0
+    into = m.into("k")  # every layer-0 head's key path into the induction head
+    assert np.nanmax(into) >= 0.5 and np.nanmax(into) > np.nanmax(m.into("q")) and np.nanmax(into) > np.nanmax(
+        m.into("v"))
+    assert m.key_part == f"L{m.sender[0]}H{m.sender[1]}"
+    assert f"It reads L{m.sender[0]} H{m.sender[1]} through its keys" in m.message
+    assert found["control"].receiver is None and "no later head to compose with" in found["control"].message
+    fig = V.circuit_figure_of(m, V.F.FigureStyle())
+    assert any(t.name == "path into k" for t in fig.data)
