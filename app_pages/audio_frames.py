@@ -2,10 +2,9 @@
 
 import streamlit as st
 
-from attnviz import inputs as I
 from attnviz.i18n import _
 from attnviz.views.markdown import md
-from attnviz.views.modality import audio_run, followed, input_figure
+from attnviz.views.modality import audio_run, followed, input_figure, read_wav, sample_audio
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
@@ -17,7 +16,7 @@ widgets.header(_("Audio frames"),
                  "sound can attend to its earlier self."))
 source, read = widgets.upload_or_sample(
     _("Your own sound (WAV)"), ["wav"], "audio_upload",
-    _("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."), "audio_sample", I.read_wav)
+    _("PCM WAV up to 5 MB; the first 10 s are used. Not part of the link."), "audio_sample", read_wav)
 widgets.projections_toggle()
 c1, c2, _spacer = st.columns([1, 1, 2])
 control("frame", c1)
@@ -29,7 +28,7 @@ if read is not None:
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    samples, rate = I.sample_audio(s.audio_sample)
+    samples, rate = sample_audio(s.audio_sample)
 st.audio(samples, sample_rate=rate)
 key = ("audio-run", source, s.config, s.input_projections, s.frame, s.hop)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: audio_run(s, samples, rate)))

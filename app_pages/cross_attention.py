@@ -2,9 +2,8 @@
 
 import streamlit as st
 
-from attnviz import plots as F
 from attnviz.i18n import _
-from attnviz.views.pages import cross_grid_figure
+from attnviz.views.pages import cross_grid_figure, cross_head_figure, cross_query_figure
 from attnviz.views.selection import file_stem, style_for
 from attnviz.views.state import CROSS_MASK
 from ui import compute, session, widgets
@@ -38,9 +37,9 @@ compute.chart(compute.cached_figure(("cross-grid", *key), lambda: cross_grid_fig
 c1, c2 = st.columns(2)
 with c1:
     compute.chart(compute.cached_figure(("cross-head", *key, head),
-                                 lambda: F.heatmap_figure(F.head_data(result, seq, head), style)),
+                                 lambda: cross_head_figure(result, seq, head, style)),
                   key="cross_head", filename=file_stem(s, "cross-head", result))
 with c2:
     compute.chart(compute.cached_figure(("cross-query", *key, query),
-                                        lambda: F.query_figure(result, seq, query, style)),
+                                        lambda: cross_query_figure(result, seq, query, style)),
                   key="cross_query", filename=file_stem(s, "cross-query", result))

@@ -2,18 +2,25 @@
 
 import streamlit as st
 
-from attnviz import inputs as I
 from attnviz.i18n import N_, _, fixed
-from attnviz.models.registry import model_kind
 from attnviz.views.catalogue import VIEW_TITLES
 from attnviz.views.markdown import md
-from attnviz.views.modality import IMAGE_VIEWS, followed, followed_state, image_run, input_figure
+from attnviz.views.modality import (
+    IMAGE_VIEWS,
+    followed,
+    followed_state,
+    image_run,
+    input_figure,
+    is_vision,
+    read_image,
+    sample_image,
+)
 from attnviz.views.selection import style_for
 from ui import compute, loading, picks, rendering, session, widgets
 from ui.controls import control
 
 s = session.current()
-vit = model_kind(s.model) == "vision"  # the sidebar's model is a vision transformer: its own patches
+vit = is_vision(s.model)  # the sidebar's model is a vision transformer: its own patches
 st.title(_("Image patches"))
 if vit:
     st.caption(_("{model} is a vision transformer: its own image processor resizes and normalises the picture, "
@@ -27,7 +34,7 @@ else:
                  "attend to each other."))
 source, read = widgets.upload_or_sample(
     _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
-    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", I.read_image)
+    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", read_image)
 own = _("(the random layer only)") if vit else ""
 widgets.projections_toggle(disabled=vit)
 c1, c2, c3, c4 = st.columns(4)
@@ -42,7 +49,7 @@ if read is not None:
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    image = I.sample_image(s.image_sample)
+    image = sample_image(s.image_sample)
 if vit:
     loading.ready(s.model)
 key = ("image-run", source, s.config, s.input_projections, s.patch, s.stride, s.patch_mask, s.patch_k)

@@ -5,8 +5,6 @@ import pandas as pd
 import streamlit as st
 
 from attnviz import limits
-from attnviz.analysis import longseq as LS
-from attnviz.core.efficient import attention_memory
 from attnviz.i18n import _, fixed
 from attnviz.views import longseq as V
 from attnviz.views.selection import style_for
@@ -27,8 +25,8 @@ style = style_for(s)
 key = (s.config, s.length)
 inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input_of(s)))
 H, L, D = inp.heads, inp.L, s.d_model // s.heads
-mem = attention_memory(L, L, H, D=D, block_q=s.block_q, block_k=s.block_k)
-fits = mem["naive"] <= limits.memory_budget_bytes()
+mem = V.memory(s, L, H, D)
+fits = V.naive_fits(L, H, D)
 st.caption(_("{L} tokens: the first line ({n} tokens) repeated {r} times · {H} heads of d_k = {D} · on {device} · "
              "{mask}").format(L=L, n=round(L / inp.repeats), r=f"{inp.repeats:.1f}", H=H, D=D, device=inp.device,
                               mask=_("causal") if V.causal(s) else _("no mask")))
@@ -71,7 +69,7 @@ else:
 
 st.header(_("2. Flash attention, tile by tile"))
 walk = compute.guard(lambda: compute.cached(("long-walk", *key, s.block_q, s.block_k, V.causal(s)),
-                                            lambda: LS.flash_walk(inp, s.block_q, s.block_k, V.causal(s))))
+                                            lambda: V.flash_walk(inp, s.block_q, s.block_k, V.causal(s))))
 n_steps = len(walk.steps)
 st.session_state["tile"] = min(int(st.session_state.get("tile", 0)), n_steps - 1)
 control("tile", kind="slider", bounds=(0, max(1, n_steps - 1)), disabled=n_steps == 1)
@@ -106,18 +104,18 @@ st.info(_("What the real FlashAttention adds: the backward pass, which recompute
 st.header(_("3. Sparse patterns"))
 Ls = min(L, limits.MAX_SPARSE_TOKENS)
 sub = inp if Ls == L else compute.guard(lambda: compute.cached(("long-input", s.config, Ls),
-                                                                lambda: LS.long_input(s.config, Ls)))
+                                                                lambda: V.long_input(s.config, Ls)))
 if Ls < L:
     st.caption(_("Compared with full attention on the first {n} tokens (full attention's weights must fit).").format(
         n=Ls))
-control("pattern", format_func=lambda p, t=fixed(): t(LS.PATTERN_LABELS[p]))
+control("pattern", format_func=lambda p, t=fixed(): t(V.PATTERN_LABELS[p]))
 sparse = compute.guard(lambda: compute.cached(("long-sparse", s.config, Ls, s.window),
-                                              lambda: LS.sparse_patterns(sub, s.window)))
+                                              lambda: V.sparse_patterns(sub, s.window)))
 pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().pattern, sub, style)
 compute.charts_side_by_side((pattern_fig, "long_pattern", "attnviz-long-pattern"),
                             (moved_fig, "long_moved", "attnviz-long-sparse"))
 st.dataframe(pd.DataFrame({
-    _("pattern"): [_(LS.PATTERN_LABELS[p.pattern]) for p in sparse],
+    _("pattern"): [_(V.PATTERN_LABELS[p.pattern]) for p in sparse],
     _("entries computed"): [f"{p.fraction:.2%}" for p in sparse],
     _("mean output change"): [f"{sum(p.distance) / len(p.distance):.3f}" for p in sparse],
     _("largest output change"): [f"{max(p.distance):.3f}" for p in sparse],
@@ -126,7 +124,7 @@ st.dataframe(pd.DataFrame({
 st.header(_("4. Low rank"))
 Lr = min(L, limits.MAX_LOW_RANK_TOKENS)
 small = inp if Lr == L else compute.guard(lambda: compute.cached(("long-input", s.config, Lr),
-                                                                  lambda: LS.long_input(s.config, Lr)))
+                                                                  lambda: V.long_input(s.config, Lr)))
 if Lr < L:
     st.caption(_("On the first {n} tokens: the spectrum needs an SVD of every head's weights.").format(n=Lr))
 if int(st.session_state.get("rank", 1)) > Lr:
@@ -134,7 +132,7 @@ if int(st.session_state.get("rank", 1)) > Lr:
             icon=":material/info:")
     st.session_state["rank"] = Lr
 control("rank", bounds=(1, Lr))
-lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda: LS.low_rank(small, s.seed)))
+lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda: V.low_rank(small, s.seed)))
 spectrum_fig, error_fig = V.low_rank_figures(lr, style)
 compute.charts_side_by_side((spectrum_fig, "long_spectrum", "attnviz-long-spectrum"),
                             (error_fig, "long_rank_error", "attnviz-long-rank-error"))
@@ -151,11 +149,10 @@ st.markdown(_("At rank {k}: the truncated weights change the output by {t}, keys
     kept=f"{lr.kept_bytes['linformer'][i] / 2**10:,.0f} KiB", full=f"{lr.kept_bytes['weights'][i] / 2**10:,.0f} KiB"))
 
 st.header(_("5. matmul, baddbmm and SDPA"))
-Lk = L if fits else max(n for n in limits.LONG_LENGTHS
-                        if attention_memory(n, n, H, D=D)["naive"] <= limits.memory_budget_bytes())
+Lk = V.longest_naive(L, H, D)
 mid = inp if Lk == L else compute.guard(lambda: compute.cached(("long-input", s.config, Lk),
-                                                                lambda: LS.long_input(s.config, Lk)))
-times = compute.guard(lambda: compute.cached(("long-kernels", s.config, Lk), lambda: LS.kernel_times(mid)))
+                                                                lambda: V.long_input(s.config, Lk)))
+times = compute.guard(lambda: compute.cached(("long-kernels", s.config, Lk), lambda: V.kernel_times(mid)))
 compute.chart(V.kernels_figure(times, style, Lk), key="long_kernels", filename="attnviz-long-kernels")
 st.caption(_("The tutorials' trick: torch.baddbmm(empty, Q, Kᵀ, beta=0, alpha=1/√d_k) folds the scale into the "
              "matrix product instead of dividing the scores afterwards. Measured in this process, median of 5, all in "

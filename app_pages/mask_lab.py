@@ -3,11 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.walkthrough import blocked_row_demo
-from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import _, fixed
 from attnviz.views.markdown import md
-from attnviz.views.pages import mask_kinds, mask_lab_figure
+from attnviz.views.pages import MASK_CHOICES, blocked_rows, mask_kinds, mask_lab_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import MASK_NAMES, control
@@ -18,7 +16,7 @@ widgets.header(_("Mask lab"),
                  "Every mask but 'none' also blocks [PAD] keys."))
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = mask_kinds(session.current())
-kinds = control("masks", kind="multiselect", options=MASK_KINDS, format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))
+kinds = control("masks", kind="multiselect", options=MASK_CHOICES, format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))
 if not kinds:
     st.info(_("Choose at least one mask to compare."), icon=":material/info:")
     st.stop()
@@ -63,7 +61,7 @@ for kind in kinds:
     draw(kind)
 
 st.subheader(_("Why a large negative number stands in for −∞"))
-demo = blocked_row_demo()
+demo = blocked_rows()
 st.markdown(_(
     "For a row where **some** keys are blocked, −∞ and −1e9 give the same weights: exp(−1e9) underflows to "
     "exactly 0. For a row where **every** key is blocked they differ, and both are wrong: −∞ gives NaN "

@@ -3,11 +3,8 @@
 
 import streamlit as st
 
-from attnviz.analysis.qkmap import K_NEIGHBOURS, trust_warning
 from attnviz.i18n import _, fixed
-from attnviz.inputs.corpus import default_corpus, read_corpus
 from attnviz.limits import MAX_CORPUS_BYTES, MAX_CORPUS_LINE_CHARS, MAX_CORPUS_LINES, MAX_CORPUS_TOKENS
-from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.views import qkmap as V
 from attnviz.views.selection import style_for
 from ui import compute, picks, session, widgets
@@ -40,8 +37,8 @@ if source == "own":
         st.info(_("Paste sentences or upload a .txt to map them; the shipped sentences are mapped until then."),
                 icon=":material/edit_note:")
     else:
-        lines = compute.guard(lambda: read_corpus(raw))
-corpus = default_corpus() if lines is None else lines
+        lines = compute.guard(lambda: V.read_corpus(raw))
+corpus = V.default_corpus() if lines is None else lines
 
 ready(s.model)
 crun = compute.guard(lambda: compute.cached(V.Q.run_key(s.config, corpus),
@@ -78,10 +75,10 @@ if s.qk_part == "map":
     if record["explained"]:
         st.caption(_("PCA keeps {v:.0%} of the variance of the normalised queries and keys in these two axes.").format(
             v=sum(record["explained"])))
-    if (warning := trust_warning(record)) is not None:
+    if (warning := V.trust_warning(record)) is not None:
         st.warning(warning, icon=":material/warning:")
     fig = compute.cached_figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
-                         lambda: map_figure(record, s.qk_color, style))
+                         lambda: V.map_figure(record, s.qk_color, style))
     event = st.plotly_chart(fig, key="qk_chart", theme=None, width="stretch", on_select="rerun",
                             selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
     points = getattr(getattr(event, "selection", None), "points", None) or []
@@ -108,9 +105,9 @@ else:
         st.error(job.error, icon=":material/error:")
         st.stop()
     fig = compute.cached_figure(("qk-overview-fig", V.overview_key_of(s, corpus), compute.style_key(style)),
-                         lambda: overview_figure(job.value, style, layer=s.layer))
+                         lambda: V.overview_figure(job.value, style, layer=s.layer))
     st.caption(_("Each head's PCA map in its own cell, with its agreement (k = {k}) and the random baseline. "
-                 "Pick a head under “one head” to see it large.").format(k=K_NEIGHBOURS))
+                 "Pick a head under “one head” to see it large.").format(k=V.K_NEIGHBOURS))
     if (warning := V.untrusted_line(job.value)) is not None:
         st.warning(warning, icon=":material/warning:")
     compute.chart(fig, key="qk_overview", filename=f"attnviz-qk-overview-layer{s.layer}")

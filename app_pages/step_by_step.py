@@ -3,10 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.walkthrough import walkthrough, weighted_sum_terms
 from attnviz.i18n import _
-from attnviz.plots import matrix_figure
 from attnviz.views.markdown import md, quoted
+from attnviz.views.pages import output_terms, walk_step_figure, walk_steps
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 
@@ -24,16 +23,13 @@ st.caption(_("Following **{token}** (position {q}) through head {h}: its row is 
              "listed in the table beside it. Every number is the one the computation used.").format(
     token=md(tok), q=query, h=head))
 
-for step in walkthrough(result, seq, head, query):
+for step in walk_steps(result, seq, head, query):
     st.subheader(f"{step.number}. {step.title}")
     left, right = st.columns([3, 2])
     with left:
         st.latex(step.latex)
         st.caption(step.explain + "  " + _("Shape of the whole tensor: `{shape}`.").format(shape=step.shape))
-        zero_one = step.key in ("Weights", "After dropout")
-        title = _("{step} — head {h}").format(step=step.title, h=head) if step.per_head else step.title
-        compute.chart(matrix_figure(step.matrix, step.rows, step.cols, title, style, zero_one=zero_one,
-                                    highlight_row=query if step.query_side else None), key=f"step{step.number}",
+        compute.chart(walk_step_figure(step, head, query, style), key=f"step{step.number}",
                       filename=f"attnviz-step{step.number}")
     with right:
         row_of = _("Row of {token}") if step.query_side else _("Row of {token} as a key")
@@ -43,6 +39,6 @@ for step in walkthrough(result, seq, head, query):
         # Every entry of the row in sight (a causal row's −∞ entries come last), up to a long sentence's.
         st.dataframe(row, hide_index=True, height=40 + 35 * min(len(row), 32))
         if step.key == "Head output":
-            terms = weighted_sum_terms(result, seq, head, query)
+            terms = output_terms(result, seq, head, query)
             st.markdown(_("Its output is") + " " + " + ".join(f"{w:.3f}·v({md(k)})" for k, w in terms[:4])
                         + (" + …" if len(terms) > 4 else ""))

@@ -3,9 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis.verify import verify
 from attnviz.i18n import _
-from attnviz.views.pages import verify_figure
+from attnviz.views.pages import verify_figure, verify_run
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
@@ -21,7 +20,7 @@ s = session.current()
 style = style_for(s)
 for f64 in [False, True] if s.float64 else [False]:
     v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config, f64),
-                                                     lambda: verify(s.config, float64=f64)))
+                                                     lambda: verify_run(s.config, float64=f64)))
     label = _("{dtype} on {device}").format(dtype=v.dtype, device=v.device)
     if v.passed:
         st.success(_("PASS — {label}: attnviz matches PyTorch.").format(label=label), icon=":material/check_circle:")

@@ -3,12 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from attnviz.analysis import probe as P
-from attnviz.analysis.probe import PROBE_LENGTH, PROBE_SEED
 from attnviz.i18n import _, fixed
-from attnviz.learn import trained as T
-from attnviz.learn.train import LENGTH, VOCAB, best, phase_change
-from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.views import learn as V
 from attnviz.views.markdown import md
 from attnviz.views.roles import roles_legend
@@ -35,29 +30,29 @@ with cols[3]:
 s = session.current()
 settings = compute.guard(lambda: s.learn.validate() or s.learn)
 control_settings = V.control_of(settings) if s.control else None
-keys = [key_of(settings)] + ([key_of(control_settings)] if control_settings else [])
+keys = [V.key_of(settings)] + ([V.key_of(control_settings)] if control_settings else [])
 
 b1, b2, _spacer = st.columns([1, 1, 4])
 if b1.button(_("Train"), icon=":material/play_arrow:", type="primary", key="learn_train",
              help=_("Runs this training live. A training that already ran (the replay) runs again from step 0: "
                     "the same numbers, since it is seeded.")):
-    compute.guard(lambda: [TRAININGS.start(x, again=True) for x in (settings, control_settings) if x is not None])
+    compute.guard(lambda: [V.TRAININGS.start(x, again=True) for x in (settings, control_settings) if x is not None])
 if b2.button(_("Stop"), icon=":material/stop:", key="learn_stop"):
     for k in keys:
-        TRAININGS.stop(k)
+        V.TRAININGS.stop(k)
 
 defaults = V.default_trainings()
-if (settings, control_settings) == defaults and TRAININGS.progress(keys[0]).status == "not started":
-    V.start_defaults(TRAININGS)  # the launcher starts these at server start; a server started otherwise, here
-progress = TRAININGS.progress(keys[0])
+if (settings, control_settings) == defaults and V.TRAININGS.progress(keys[0]).status == "not started":
+    V.start_defaults(V.TRAININGS)  # the launcher starts these at server start; a server started otherwise, here
+progress = V.TRAININGS.progress(keys[0])
 running = not progress.done and progress.status == "running"
 
 
 @st.fragment(run_every=1.0 if running else None)
 def live() -> None:
     """Redrawn every second while the training runs: reads the checkpoints the worker wrote."""
-    p = TRAININGS.progress(keys[0])
-    pc = TRAININGS.progress(keys[1]) if len(keys) > 1 else None
+    p = V.TRAININGS.progress(keys[0])
+    pc = V.TRAININGS.progress(keys[1]) if len(keys) > 1 else None
     if not p.checkpoints:
         if p.status == "not started":
             st.info(_("Press Train to start. Everyone who opens this link watches the same training."),
@@ -88,7 +83,7 @@ def live() -> None:
             compute.chart(compute.cached_figure(("learn-score", keys[0], n, score, compute.style_key(style)),
                                          lambda score=score: V.scores_figure(p.checkpoints, score, style)),
                           key=f"learn_{score}", filename=f"attnviz-learn-{score}")
-    change = phase_change(p.checkpoints)
+    change = V.phase_change(p.checkpoints)
     st.caption(V.summary(p.checkpoints, pc.checkpoints if pc else None, change, settings.layers))
     # The checkpoint to show: the latest while it runs, or the one chosen (play walks through them).
     if st.session_state.get("_learn_play"):
@@ -109,7 +104,7 @@ def live() -> None:
                 _("This training was recorded before roles were: its heads are not titled with roles here (the "
                   "trained model's are, below).")) + " " +
                _("The roles probe is BOS, then {n} random tokens (seed {seed}) repeated once; the figure draws the "
-                 "task's probe sequence.").format(n=PROBE_LENGTH, seed=PROBE_SEED))
+                 "task's probe sequence.").format(n=V.PROBE_LENGTH, seed=V.PROBE_SEED))
     if not p.done and not running:
         st.rerun()  # the training started in this rerun: poll from the next one
     if p.done and running:
@@ -118,18 +113,18 @@ def live() -> None:
 
 live()
 
-if progress.done and TRAININGS.weights_file(keys[0]) is not None:
+if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
     st.subheader(_("The trained model"))
-    model = compute.cached(("learn-model", keys[0]), lambda: T.load_trained(settings, TRAININGS.weights_file(keys[0])),
-                           limited=False)
+    model = compute.cached(("learn-model", keys[0]),
+                           lambda: V.load_trained(settings, V.TRAININGS.weights_file(keys[0])), limited=False)
     control("sequence")
-    ids = compute.guard(lambda: T.parse_sequence(session.current().sequence, LENGTH))
-    top, weights = T.predict(model, ids)
+    ids = compute.guard(lambda: V.parse_sequence(session.current().sequence, V.LENGTH))
+    top, weights = V.predict(model, ids)
     c1, c2 = st.columns([1, 3])
     c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),
                  hide_index=True, column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
-    scores = compute.cached(("learn-roles", keys[0]), lambda: P.tiny_model_scores(model), limited=False)
-    roles = P.tiny_roles(scores)
+    scores = compute.cached(("learn-roles", keys[0]), lambda: V.tiny_model_scores(model), limited=False)
+    roles = V.tiny_roles(scores)
     with c2:
         compute.chart(V.heads_figure({"step": progress.checkpoints[-1]["step"], "weights": weights.tolist()}, ids,
                                      style_for(s), title=_("every head on your sequence"), roles=roles),
@@ -140,7 +135,7 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                  "token after an earlier copy (induction); entropy divided by ln of the visible keys. A role is named "
                  "where its score passes its threshold ({thresholds}); the heads above are titled with it. Sort by "
                  "any column; select a row to open that head: it is drawn on your sequence and knocked out.").format(
-        probe=V.probe_words(VOCAB), thresholds=roles_thresholds()))
+        probe=V.probe_words(V.VOCAB), thresholds=roles_thresholds()))
     table = pd.DataFrame(V.trained_roles_table(scores))
     picked = widgets.picked_head(table, "learn_roles")
     if picked:
@@ -153,7 +148,7 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
     if knocked != "none":
         layer, head = map(int, knocked.split("."))
         k = compute.cached(("learn-knockout", keys[0], layer, head),
-                           lambda: T.knocked_out_loss(model, settings, layer, head), limited=False)
+                           lambda: V.knocked_out_loss(model, settings, layer, head), limited=False)
         st.markdown(_("Without head L{layer} H{head} the loss on the repeat goes from {a} to {b}, elsewhere from {c} "
                       "to {d}.").format(layer=layer, head=head, a=f"{k['loss_repeat']:.2f}",
                                         b=f"{k['knocked_repeat']:.2f}", c=f"{k['loss_other']:.2f}",
@@ -162,17 +157,17 @@ if progress.done and TRAININGS.weights_file(keys[0]) is not None:
                       key="learn_head", filename=f"attnviz-learn-L{layer}H{head}")
     st.caption(_("Best prefix-matching score in the last layer: {pm}; best previous-token score in layer 0: "
                  "{pt}.").format(
-        pm=f"{best(progress.checkpoints[-1], 'prefix_matching', settings.layers - 1):.2f}",
-        pt=f"{best(progress.checkpoints[-1], 'previous_token', 0):.2f}"))
+        pm=f"{V.best(progress.checkpoints[-1], 'prefix_matching', settings.layers - 1):.2f}",
+        pt=f"{V.best(progress.checkpoints[-1], 'previous_token', 0):.2f}"))
 
     st.subheader(_("Which heads carry the repeat"))
     if settings.task != "induction":
         st.caption(_("This part patches the induction task's repeat: choose the induction task to see it."))
     else:
-        pc = TRAININGS.progress(keys[1]) if len(keys) > 1 else None
-        control_file = TRAININGS.weights_file(keys[1]) if pc is not None and pc.done else None
+        pc = V.TRAININGS.progress(keys[1]) if len(keys) > 1 else None
+        control_file = V.TRAININGS.weights_file(keys[1]) if pc is not None and pc.done else None
         control_model = None if control_file is None else compute.cached(
-            ("learn-model", keys[1]), lambda: T.load_trained(control_settings, control_file), limited=False)
+            ("learn-model", keys[1]), lambda: V.load_trained(control_settings, control_file), limited=False)
         carry = compute.cached(("learn-carry", keys[0], keys[1] if control_model is not None else None),
                                lambda: V.carry_repeat(model, control_model), limited=False)
         st.caption(_("Activation patching: the model runs on a repeat ({clean}) and on the same tokens with the "

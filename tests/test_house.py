@@ -320,6 +320,34 @@ def test_pages_do_no_tensor_math():
         assert not re.search(r"\.(numpy|sum|any|all|mean)\(\)|mask_matrix|\.steps\.attention", text), page
 
 
+# What a page may import of attnviz: the views (its entry, its figures, its settings), the words and the bounds.
+PAGE_MAY_IMPORT = ("attnviz.views", "attnviz.i18n", "attnviz.limits")
+
+
+def test_a_page_reaches_the_library_through_the_views_only():
+    """No file in app_pages/ imports attnviz.analysis, core, models, inputs, learn, plots or run (or any other
+    floor below the views): a page reaches the library through its entry in attnviz.views."""
+    wrong = {}
+    for page in sorted((ROOT / "app_pages").glob("*.py")):
+        for node in ast.walk(ast.parse(page.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] if node.module != "attnviz" else [f"attnviz.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "attnviz" and not name.startswith(PAGE_MAY_IMPORT):
+                    wrong.setdefault(page.name, []).append(name)
+    assert not wrong, wrong
+
+
+def test_every_page_is_an_entry_of_the_table_and_every_entry_a_page():
+    from attnviz.views.catalogue import PAGES
+
+    assert sorted(p.script for p in PAGES) == sorted(f.name for f in (ROOT / "app_pages").glob("*.py"))
+
+
 def test_a_setting_reaches_the_url_the_cli_the_sidebar_and_validation_from_its_declaration():
     from attnviz.cli import build_parser
 

@@ -5,6 +5,8 @@ of the trained model and of its one-layer control)."""
 
 from __future__ import annotations
 
+# The imports "X as X" are what the Watch it learn page reads of the library below, through this module
+# (a page imports no lower floor).
 import numpy as np
 import plotly.graph_objects as go
 
@@ -13,12 +15,23 @@ from attnviz import plots as F
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.patching import patch
+from attnviz.analysis.probe import PROBE_LENGTH as PROBE_LENGTH
+from attnviz.analysis.probe import PROBE_SEED as PROBE_SEED
+from attnviz.analysis.probe import tiny_model_scores as tiny_model_scores
 from attnviz.analysis.probe import tiny_probe, tiny_roles
 from attnviz.analysis.roles import SCORES
 from attnviz.analysis.subjects import TinySubject
 from attnviz.i18n import N_, _
+from attnviz.learn.train import LENGTH as LENGTH
+from attnviz.learn.train import VOCAB as VOCAB
 from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
+from attnviz.learn.trained import knocked_out_loss as knocked_out_loss
+from attnviz.learn.trained import load_trained as load_trained
+from attnviz.learn.trained import parse_sequence as parse_sequence
+from attnviz.learn.trained import predict as predict
 from attnviz.learn.trained import token_name
+from attnviz.learn.worker import TRAININGS as TRAININGS
+from attnviz.learn.worker import key_of as key_of
 from attnviz.models.tiny import AttentionOnly
 from attnviz.plots.circuit import circuit_figure
 from attnviz.plots.patching import head_patching_figure

@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import plotly.graph_objects as go
 
+from attnviz import limits
 from attnviz import plots as F
 from attnviz.analysis import longseq as LS
+from attnviz.core.efficient import attention_memory
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job, Jobs
 from attnviz.views.state import ViewState
@@ -24,6 +26,27 @@ def causal(state: ViewState) -> bool:
 
 def long_input_of(state: ViewState) -> LS.LongInput:
     return LS.long_input(state.config, state.length)
+
+
+# The page's parts, computed in attnviz.analysis.longseq: read through this module.
+flash_walk, long_input, sparse_patterns, low_rank, kernel_times = (
+    LS.flash_walk, LS.long_input, LS.sparse_patterns, LS.low_rank, LS.kernel_times)
+PATTERN_LABELS = LS.PATTERN_LABELS
+
+
+def memory(state: ViewState, L: int, H: int, D: int) -> dict[str, int]:
+    """Bytes each path holds at ``L`` tokens (``attnviz.core.efficient.attention_memory``), with the state's tiles."""
+    return attention_memory(L, L, H, D=D, block_q=state.block_q, block_k=state.block_k)
+
+
+def naive_fits(L: int, H: int, D: int) -> bool:
+    """Whether keeping the L × L weights of H heads fits this server's memory budget."""
+    return attention_memory(L, L, H, D=D)["naive"] <= limits.memory_budget_bytes()
+
+
+def longest_naive(L: int, H: int, D: int) -> int:
+    """``L`` where its weights fit the budget, else the longest of the page's lengths whose weights do."""
+    return L if naive_fits(L, H, D) else max(n for n in limits.LONG_LENGTHS if naive_fits(n, H, D))
 
 
 def check_blocks(state: ViewState) -> None:

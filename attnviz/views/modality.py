@@ -23,6 +23,16 @@ from attnviz.views.state import ViewState
 IMAGE_VIEWS = views_on("image-patches")
 
 
+# The pages' own inputs, read through this module: a file's bytes checked (``ValueError`` saying what is wrong),
+# or a shipped sample by name.
+read_image, sample_image, read_wav, sample_audio = I.read_image, I.sample_image, I.read_wav, I.sample_audio
+
+
+def is_vision(model: str) -> bool:
+    """A vision transformer (ViT, DeiT, DINOv2): the Image patches page runs its own patches."""
+    return model_kind(model) == "vision"
+
+
 def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
     """(input, result, image or None) of a modality page, from a file's bytes or the
     state's built-in sample."""

@@ -8,10 +8,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from attnviz import plots as F
-from attnviz.analysis.gradients import token_gradients
+from attnviz.analysis.gradients import SCALAR_LABELS, token_gradients
 from attnviz.analysis.scaling import sweep
 from attnviz.analysis.verify import verify
-from attnviz.analysis.walkthrough import walkthrough
+from attnviz.analysis.walkthrough import blocked_row_demo, walkthrough, weighted_sum_terms
 from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import _
 from attnviz.inputs.corpus import read_corpus
@@ -38,6 +38,16 @@ def cross_grid_figure(result: AttentionResult, state: ViewState, style: F.Figure
     return F.grid_figure(F.grid_data(result, state.seq), style, title=_("cross-attention weights per head"))
 
 
+def cross_head_figure(result: AttentionResult, seq: int, head: int, style: F.FigureStyle) -> go.Figure:
+    """One head's cross-attention weights: target tokens × source tokens."""
+    return F.heatmap_figure(F.head_data(result, seq, head), style)
+
+
+def cross_query_figure(result: AttentionResult, seq: int, query: int, style: F.FigureStyle) -> go.Figure:
+    """One target token's weights over the source, every head."""
+    return F.query_figure(result, seq, query, style)
+
+
 def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState,
                            style: F.FigureStyle) -> go.Figure:
     """Head ``state.head``'s weights under each mask, side by side on one 0–1 scale."""
@@ -47,6 +57,14 @@ def mask_comparison_figure(results: dict[str, AttentionResult], state: ViewState
         d.title = _("mask: {kind}").format(kind=kind)
         data.append(d)
     return F.grid_figure(data, style, title=_("weights of head {h} under each mask").format(h=state.head))
+
+
+GRADIENT_OF = SCALAR_LABELS  # the scalar of a query's output that the Gradients page differentiates, in words
+
+
+def gradients_of(config, seq: int, query: int, of: str):
+    """The gradients of one query's output (``attnviz.analysis.gradients.token_gradients``)."""
+    return token_gradients(config, seq, query, of)
 
 
 def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
@@ -60,6 +78,11 @@ def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, 
     return kv, qx
 
 
+def verify_run(config, float64: bool = False):
+    """The Verify page's comparison of ``config``'s run with PyTorch's (``attnviz.analysis.verify``)."""
+    return verify(config, float64=float64)
+
+
 def verify_figure(v, style: F.FigureStyle) -> go.Figure:
     """Where attnviz and nn.MultiheadAttention differ: max |Δ weight| ÷ tolerance per head and per query."""
     return F.difference_figure(v.head_diffs, v.row_diffs, v.row_tokens, v.threshold,
@@ -70,6 +93,53 @@ def verify_figure(v, style: F.FigureStyle) -> go.Figure:
 def scaling_figure(res, style: F.FigureStyle) -> go.Figure:
     return F.lines_figure(res.d_k, {_("q·k (raw)"): res.std_raw, "q·k / √d_k": res.std_scaled},
                           _("spread (std) of the scores"), style, x_title="d_k", y_title=_("std"))
+
+
+def scaling_sweep(seed: int, additive: bool):
+    """Why √d_k's numbers (``attnviz.analysis.scaling.sweep``): 16 tokens, 8 random trials per d_k."""
+    return sweep(seed=seed, additive=additive)
+
+
+def saturation_figures(res, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]:
+    """(entropy of each weight row, largest weight in each row) against d_k, raw and scaled (and additive)."""
+    # The same line in the same place of both charts' legends, so each keeps its colour across them.
+    ent = {"softmax(q·k)": res.entropy_raw, "softmax(q·k / √d_k)": res.entropy_scaled}
+    mx = {"softmax(q·k)": res.max_raw, "softmax(q·k / √d_k)": res.max_scaled}
+    if res.entropy_additive:  # swept with the additive score too
+        ent[_("additive")] = res.entropy_additive
+        mx[_("additive")] = res.max_additive
+    ent[_("uniform (log S)")] = [res.uniform_entropy] * len(res.d_k)
+    return (F.lines_figure(res.d_k, ent, _("entropy of each weight row (nats)"), style, x_title="d_k",
+                           y_title=_("entropy")),
+            F.lines_figure(res.d_k, mx, _("largest weight in each row"), style, x_title="d_k",
+                           y_title=_("max weight")))
+
+
+def walk_steps(result: AttentionResult, seq: int, head: int, query: int):
+    """The Step by step page's steps (``attnviz.analysis.walkthrough``): each with its formula, its matrix
+    and the followed token's row."""
+    return walkthrough(result, seq, head, query)
+
+
+def walk_step_figure(step, head: int, query: int, style: F.FigureStyle) -> go.Figure:
+    """One step's matrix, for ``head`` where it is per head, the followed token's row outlined."""
+    title = _("{step} — head {h}").format(step=step.title, h=head) if step.per_head else step.title
+    return F.matrix_figure(step.matrix, step.rows, step.cols, title, style,
+                           zero_one=step.key in ("Weights", "After dropout"),
+                           highlight_row=query if step.query_side else None)
+
+
+def output_terms(result: AttentionResult, seq: int, head: int, query: int) -> list[tuple[str, float]]:
+    """The followed token's head output as a weighted sum: (key, weight), largest first."""
+    return weighted_sum_terms(result, seq, head, query)
+
+
+MASK_CHOICES = MASK_KINDS  # the Mask lab's masks, in order
+
+
+def blocked_rows() -> dict:
+    """Why −∞ and not −1e9: a partly and a fully blocked row, softmaxed both ways and by attnviz."""
+    return blocked_row_demo()
 
 
 def step_weights_figure(result: AttentionResult, state: ViewState, style: F.FigureStyle) -> go.Figure:

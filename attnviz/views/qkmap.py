@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 
 from attnviz.analysis import qkcorpus as Q
+from attnviz.analysis.qkmap import K_NEIGHBOURS as K_NEIGHBOURS  # the page reads these through this module
 from attnviz.analysis.qkmap import TRUST_MARGIN, trusted
+from attnviz.analysis.qkmap import trust_warning as trust_warning
 from attnviz.i18n import N_, _, use
 from attnviz.inputs.corpus import default_corpus
+from attnviz.inputs.corpus import read_corpus as read_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
 from attnviz.views.state import ViewState
