@@ -51,6 +51,8 @@ def links() -> list[tuple[str, dict]]:
         ("attention-file", {"page": "attention-file", "view": "model"}),
         ("attention-file-roles", {"page": "attention-file", "view": "roles"}),
         ("qk-map", {"page": "qk-map", "model": "minilm-l6", "head": 3}),
+        ("patching", {"page": "patching", "model": "watch-it-learn"}),
+        ("circuit", {"page": "circuit", "model": "watch-it-learn", "circuit_cell": "12.5"}),
     ]
     return out
 
