@@ -18,11 +18,8 @@ from attnviz.limits import MAX_UPLOAD_BYTES
 from attnviz.notebook.files import load_attention
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes, write_atomic
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
-from attnviz.views.circuit import page_json as circuit_page_json
 from attnviz.views.exports import run_json, weights_csv
-from attnviz.views.pages import page_figure, page_result
-from attnviz.views.patching import patching_json, with_example
-from attnviz.views.qkmap import qk_record_json
+from attnviz.views.pages import page_figure, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
 
@@ -126,15 +123,9 @@ def start_job(job: RenderJob, exporter: ImageExporter):
     fmt = format_of(job.out)
     check_writable(job.out)
     if fmt in ("json", "csv"):  # a ValueError is one line too (main)
-        if job.page == "qk-map":  # every point, the agreement and its baseline
-            data = qk_record_json(job.state, fmt)
-        elif job.page in ("patching", "circuit"):  # every number the page draws
-            if fmt != "json":
-                raise UsageError(f"The {job.page} page writes .json, .png, .svg or .html.")
-            with use(job.state.lang):
-                data = (patching_json(with_example(job.state, job.page)) if job.page == "patching" else
-                        circuit_page_json(job.state))
-        else:  # a view with numbers of its own (norms, neurons) adds them
+        with use(job.state.lang):
+            data = page_record(job.page, job.state, fmt)  # a page whose numbers are its own
+        if data is None:  # the run's numbers (a view with numbers of its own, norms or neurons, adds them)
             result, state = _compute(job)
             with use(job.state.lang):
                 data = (run_json(result, state) if fmt == "json" else weights_csv(result)).encode("utf-8")

@@ -18,13 +18,14 @@ from attnviz.inputs.corpus import read_corpus
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
 from attnviz.views.attention_file import file_run, sample_file
-from attnviz.views.catalogue import INPUT_PAGES, PAGE_NAMES, VIEWS, views_on
+from attnviz.views.catalogue import INPUT_PAGES, VIEWS, views_on
 from attnviz.views.circuit import circuit_page_figure
+from attnviz.views.circuit import page_json as circuit_page_json
 from attnviz.views.generation import generation, step_figure
 from attnviz.views.longseq import part_figure
 from attnviz.views.modality import followed_state, input_run, input_view_figure
-from attnviz.views.patching import run_of, with_example
-from attnviz.views.qkmap import qk_page_figure
+from attnviz.views.patching import patching_json, run_of, with_example
+from attnviz.views.qkmap import qk_page_figure, qk_record_json
 from attnviz.views.selection import check_selection
 from attnviz.views.state import ViewState
 
@@ -163,66 +164,116 @@ def page_result(page: str, state: ViewState, data: bytes | None = None) -> tuple
     return compute(state.cross_config() if page == "cross-attention" else state.config), state
 
 
+# --- each page's main figure and numbers, one entry a page ---------------------------------------------------
+# (state, style, data) -> the figure a link to the page shows first (``data``: an image or WAV file's bytes).
+
+
+def _input_page(page: str):
+    def figure(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
+        inp, result, image = input_run(page, state, data)
+        return input_view_figure(inp, result, state, style, image=image)
+    return figure
+
+
+def _check_view(page: str, state: ViewState) -> None:
+    if state.view not in views_on(page):
+        where = next(p for p in VIEWS[state.view].pages)
+        raise ValueError(f"The view {state.view} is drawn on the {where} page: give --page {where}.")
+
+
+def explorer_figure(state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    _check_view("explorer", state)
+    result = compute(state.config)
+    state = check_selection(result, state)
+    if state.generate:  # a causal LM's generated tokens: the chosen one's attention
+        gen = generation(result, state.seq, state.generate)
+        if gen is None:
+            raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
+                             f"(generate works with GPT-2- and LLaMA-style models).")
+        if state.step >= gen.count:
+            raise ValueError(f"Generated token {state.step} does not exist: {result.model_name} wrote "
+                             f"{gen.count} (0–{gen.count - 1}).")
+        return step_figure(gen, result.layer, state.step, style)
+    return VIEWS[state.view].figure(result, state, style)
+
+
+def attention_file_figure(state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    _check_view("attention-file", state)
+    data, name = (data, None) if data is not None else sample_file()
+    result = file_run(data, name, state.layer)
+    state = check_selection(result, state.with_(seq=0))
+    return VIEWS[state.view].figure(result, state, style)
+
+
+def _cross(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
+    result = compute(state.cross_config())
+    return cross_grid_figure(result, check_selection(result, state), style)
+
+
+def _mask_lab(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
+    results = {k: compute(state.config.with_(mask=k)) for k in mask_kinds(state)}
+    return mask_comparison_figure(results, check_selection(next(iter(results.values())), state), style)
+
+
+def _step_by_step(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
+    result = compute(state.config)
+    return step_weights_figure(result, check_selection(result, state), style)
+
+
+def _gradients(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
+    state = check_selection(compute(state.config), state)
+    grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
+    return gradient_figures(grads, grads.tokens[state.query], style)[0]
+
+
+PAGE_FIGURES = {
+    "explorer": explorer_figure,
+    "step-by-step": _step_by_step,
+    "mask-lab": _mask_lab,
+    "cross-attention": _cross,
+    "verify": lambda state, style, data: verify_figure(verify(state.config, float64=state.float64), style),
+    "gradients": _gradients,
+    "why-scale": lambda state, style, data: scaling_figure(sweep(seed=state.seed, additive=state.additive), style),
+    **{page: _input_page(page) for page in INPUT_PAGES},
+    "long-sequences": lambda state, style, data: part_figure(state.part, state, style),
+    "attention-file": attention_file_figure,
+    "qk-map": lambda state, style, data: qk_page_figure(state, style, None if data is None else read_corpus(data)),
+    "patching": lambda state, style, data: VIEWS["patching"].figure(run_of(with_example(state, "patching")), state,
+                                                                    style),
+    "circuit": lambda state, style, data: circuit_page_figure(state, style),
+}
+# Pages whose numbers are their own, not a run's (the others write the run's JSON or CSV): (state, format) -> bytes.
+PAGE_RECORDS = {
+    "qk-map": lambda state, fmt: qk_record_json(state, fmt),
+    "patching": lambda state, fmt: patching_json(with_example(state, "patching")),
+    "circuit": lambda state, fmt: circuit_page_json(state),
+}
+# Pages with a command of their own: a text file and settings of its own (``attnviz.cli.longctx``), a training.
+OWN_COMMAND = {"long-context": "python -m attnviz render --page long-context --text-file F",
+               "watch-it-learn": "python -m attnviz learn"}
+
+
 def page_figure(page: str, state: ViewState, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-    """The main figure of ``page`` for ``state``: what a link to that page shows first
-    (``data``: an image or WAV file's bytes for the modality pages).
+    """The main figure of ``page`` for ``state``: what a link to that page shows first (``data``: an image,
+    WAV, attention or corpus file's bytes for the pages that read one).
 
     Raises ``ValueError`` with a user-facing message for settings that cannot run.
     """
-    if page in INPUT_PAGES:
-        inp, result, image = input_run(page, state, data)
-        return input_view_figure(inp, result, state, style, image=image)
-    if page in ("explorer", "attention-file") and state.view not in views_on(page):
-        where = next(p for p in VIEWS[state.view].pages)
-        raise ValueError(f"The view {state.view} is drawn on the {where} page: give --page {where}.")
-    if page == "patching":
-        return VIEWS["patching"].figure(run_of(with_example(state, page)), state, style)
-    if page == "circuit":
-        return circuit_page_figure(state, style)
-    if page == "explorer":
-        result = compute(state.config)
-        state = check_selection(result, state)
-        if state.generate:  # a causal LM's generated tokens: the chosen one's attention
-            gen = generation(result, state.seq, state.generate)
-            if gen is None:
-                raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
-                                 f"(generate works with GPT-2- and LLaMA-style models).")
-            if state.step >= gen.count:
-                raise ValueError(f"Generated token {state.step} does not exist: {result.model_name} wrote "
-                                 f"{gen.count} (0–{gen.count - 1}).")
-            return step_figure(gen, result.layer, state.step, style)
-        return VIEWS[state.view].figure(result, state, style)
-    if page == "cross-attention":
-        result = compute(state.cross_config())
-        state = check_selection(result, state)
-        return cross_grid_figure(result, state, style)
-    if page == "mask-lab":
-        kinds = mask_kinds(state)
-        results = {k: compute(state.config.with_(mask=k)) for k in kinds}
-        state = check_selection(next(iter(results.values())), state)
-        return mask_comparison_figure(results, state, style)
-    if page == "step-by-step":
-        result = compute(state.config)
-        state = check_selection(result, state)
-        return step_weights_figure(result, state, style)
-    if page == "verify":
-        return verify_figure(verify(state.config, float64=state.float64), style)
-    if page == "gradients":
-        state = check_selection(compute(state.config), state)
-        grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
-        return gradient_figures(grads, grads.tokens[state.query], style)[0]
-    if page == "attention-file":
-        data, name = (data, None) if data is not None else sample_file()
-        result = file_run(data, name, state.layer)
-        state = check_selection(result, state.with_(seq=0))
-        return VIEWS[state.view].figure(result, state, style)
-    if page == "long-sequences":
-        return part_figure(state.part, state, style)
-    if page == "qk-map":
-        return qk_page_figure(state, style, None if data is None else read_corpus(data))
-    if page == "why-scale":
-        return scaling_figure(sweep(seed=state.seed, additive=state.additive), style)
-    raise ValueError(f"Unknown page {page!r}; choose one of {', '.join(PAGE_NAMES)}.")
+    if page in OWN_COMMAND:
+        raise ValueError(f"The {page} page has a command of its own: {OWN_COMMAND[page]}.")
+    if page not in PAGE_FIGURES:
+        raise ValueError(f"Unknown page {page!r}; choose one of {', '.join(PAGE_FIGURES)}.")
+    return PAGE_FIGURES[page](state, style, data)
+
+
+def page_record(page: str, state: ViewState, fmt: str) -> bytes | None:
+    """The numbers of a page whose numbers are its own (``PAGE_RECORDS``), in ``fmt``; None for a page that
+    writes its run's. ``ValueError`` for a format the page does not write."""
+    if page not in PAGE_RECORDS:
+        return None
+    if fmt != "json":
+        raise ValueError(f"The {page} page writes .json, .png, .svg or .html.")
+    return PAGE_RECORDS[page](state, fmt)
 
 
 def mask_lab_figure(result: AttentionResult, part: str, n: int, h: int, style: F.FigureStyle) -> go.Figure:

@@ -46,3 +46,25 @@ def test_a_click_on_a_head_sets_what_its_view_says():
     assert pick_head(1, 0, True) == {"patched": "1.0"}
     heatmap = next(p for p in VIEWS["patching"].parts if p.selectable)
     assert heatmap.opens is pick_head and VIEWS["grid"].parts[0].opens is open_head
+
+
+def test_every_page_of_the_table_has_its_figure_and_the_cli_offers_it():
+    """One table: app.py's navigation, the CLI's --page choices and the figure a link renders."""
+    from attnviz.cli import build_parser
+    from attnviz.views.pages import OWN_COMMAND, PAGE_FIGURES, PAGE_RECORDS
+
+    assert sorted((*PAGE_FIGURES, *OWN_COMMAND)) == sorted(PAGE_NAMES)
+    assert set(PAGE_RECORDS) <= set(PAGE_FIGURES)
+    render = build_parser()._subparsers._group_actions[0].choices["render"]
+    page = next(a for a in render._actions if a.dest == "page")
+    assert sorted(page.choices) == sorted(PAGE_NAMES)
+
+
+def test_a_page_with_a_command_of_its_own_says_which():
+    import pytest
+
+    from attnviz.views.pages import page_figure
+    from attnviz.views.state import ViewState
+
+    with pytest.raises(ValueError, match="has a command of its own: python -m attnviz learn"):
+        page_figure("watch-it-learn", ViewState(), None)
