@@ -143,8 +143,15 @@ def cache_budget_bytes() -> int:
 
 
 def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:
-    """Head counts that divide ``d_model`` (each head gets d_model / H features)."""
+    """Head counts that divide ``d_model`` (each head gets d_model / H features): the one rule, read by the
+    layer's check (``core.multihead``), the link parser, the sidebar and the CLI."""
     return [h for h in range(1, min(d_model, limit) + 1) if d_model % h == 0]
+
+
+def fit_heads(d_model: int, wanted: int) -> int:
+    """The one re-fit rule: where ``wanted`` heads do not divide ``d_model``, the most that do, up to ``wanted``
+    (a link's width under the default head count, the sidebar's width changed under the chosen one)."""
+    return max(h for h in head_choices(d_model) if h <= max(1, int(wanted)))
 
 
 @dataclass(frozen=True)

@@ -73,3 +73,14 @@ def test_api_and_url_refuse_the_same_values(field, value, url_key):
                         if field != "d_model" else {field: value}).validate()
     _, warnings = parse({url_key: str(value), "d_model": "512"} if url_key == "heads" else {url_key: str(value)})
     assert [w.name for w in warnings] == [url_key]
+
+
+def test_one_re_fit_rule_for_heads():
+    from attnviz.limits import fit_heads, head_choices
+
+    assert fit_heads(64, 8) == 8 and fit_heads(48, 5) == 4 and fit_heads(30, 4) == 3 and fit_heads(7, 4) == 1
+    for d_model in range(1, 80):
+        for wanted in range(1, 20):
+            got = fit_heads(d_model, wanted)
+            assert d_model % got == 0 and got <= wanted and got in head_choices(d_model)
+            assert not any(d_model % h == 0 for h in range(got + 1, min(wanted, d_model) + 1))  # the most that fit

@@ -28,7 +28,7 @@ from functools import lru_cache
 import streamlit as st
 
 from attnviz.i18n import _, set_language
-from attnviz.limits import head_choices
+from attnviz.limits import fit_heads, head_choices
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, NAMES, SETTINGS, ViewState, default_of, link_query, parse, reads
 from ui import picks
@@ -94,10 +94,9 @@ def keep(page: str) -> None:
         return
     # d_model may have changed under a head count that no longer divides it.
     d_model = int(ss["d_model"])
-    choices = head_choices(d_model)
-    if ss["heads"] not in choices:
+    if ss["heads"] not in head_choices(d_model):
         old = ss["heads"]
-        ss["heads"] = max(h for h in choices if h <= max(1, int(old or 1)))
+        ss["heads"] = fit_heads(d_model, int(old or 1))
         st.toast(_("{old} heads do not divide d_model={d}: using {new}.").format(old=old, d=d_model, new=ss["heads"]),
                  icon=":material/tune:")
 

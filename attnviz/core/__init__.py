@@ -1,5 +1,5 @@
 """The core: attention itself. Masks, scaled dot-product attention with every step kept,
-``MultiHeadAttention``, and the devices it runs on.
+``MultiHeadAttention``, the devices it runs on, and the most likely next tokens under logits (``nexttoken``).
 
 May import: attnviz.limits, attnviz.i18n. Everything else imports it.
 """

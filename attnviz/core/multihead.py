@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnviz.core.attention import AttentionSteps, attention_fast, attention_steps
+from attnviz.limits import head_choices
 
 
 @dataclass
@@ -78,7 +79,7 @@ class MultiHeadAttention(nn.Module):
         if int(num_heads) != num_heads or num_heads < 1:
             raise ValueError(f"The number of heads must be a positive integer, got {num_heads!r}.")
         if d_model % num_heads:
-            divisors = [h for h in range(1, d_model + 1) if d_model % h == 0]
+            divisors = head_choices(d_model, d_model)
             raise ValueError(
                 f"{num_heads} heads do not divide d_model={d_model} evenly "
                 f"(each head gets d_model / heads features). Choose one of: "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from attnviz.core.nexttoken import top_tokens
 from attnviz.learn.train import VOCAB, LearnSettings, build, losses
 from attnviz.learn.worker import trained_weights
 from attnviz.models.tiny import AttentionOnly, read_token, token_name
@@ -53,10 +54,7 @@ def predict(model: AttentionOnly, ids: list[int], k: int = 10) -> tuple[list[tup
     weights on ``ids`` (layers, H, L, L)."""
     with torch.no_grad():
         logits, weights = model(torch.tensor([ids]))  # (1, L, V)
-        p = torch.softmax(logits[0, -1], -1)  # (V,)
-    top = torch.topk(p, min(k, p.numel()))
-    return [(token_name(i), float(v)) for v, i in zip(top.values, top.indices, strict=True)], \
-        torch.stack([w[0] for w in weights])
+    return top_tokens(logits[0, -1], lambda top: [token_name(i) for i in top], k), torch.stack([w[0] for w in weights])
 
 
 def knocked_out_loss(model: AttentionOnly, settings: LearnSettings, layer: int, head: int) -> dict[str, float]:

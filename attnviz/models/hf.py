@@ -26,6 +26,7 @@ import torch
 from attnviz import limits
 from attnviz.core.attention import AttentionSteps
 from attnviz.core.multihead import MultiHeadSteps
+from attnviz.core.nexttoken import top_tokens
 from attnviz.inputs.record import Input
 from attnviz.models import hooks
 from attnviz.models.base import ModelError, ModelRun
@@ -322,10 +323,7 @@ class HFModel:
 
     def top_tokens(self, logits: torch.Tensor, k: int = 10) -> list[tuple[str, float]]:
         """The k most likely tokens under ``logits`` (V,), with their probabilities."""
-        p = torch.softmax(logits.float(), -1)  # (V,)
-        top = torch.topk(p, min(k, p.numel()))
-        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(top.values, top.indices,
-                                                                                          strict=True)]
+        return top_tokens(logits, self.tokenizer.convert_ids_to_tokens, k)
 
     def next_tokens(self, ids: list[int], k: int = 10) -> list[tuple[str, float]]:
         """A causal LM's top-k next tokens after ``ids``, with their probabilities."""

@@ -18,6 +18,7 @@ import torch
 from attnviz import plots as F
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
+from attnviz.core.nexttoken import top_tokens
 from attnviz.i18n import _
 from attnviz.jobs import Job, Jobs
 from attnviz.models.registry import TRAINED, model_key
@@ -128,9 +129,7 @@ def top_next(model: str, prompt: str, k: int = 10) -> list[tuple[str, float]]:
     the answers the page offers to pick from."""
     subject = subject_of(model)
     ids = subject.ids(prompt)
-    p = torch.softmax(trace_of(subject, model, ids).logits[0].double(), -1)  # (V,)
-    top = torch.topk(p, min(k, p.numel()))
-    return list(zip(subject.spelled(top.indices.tolist()), top.values.tolist(), strict=True))
+    return top_tokens(trace_of(subject, model, ids).logits[0], subject.spelled, k)
 
 
 # --- what the page draws: the entry's parts -------------------------------------------------

@@ -335,7 +335,7 @@ def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:
     # A heads value that fit the default d_model but not the link's own d_model.
     if "heads" not in U.flatten(params) or any(w.name == "heads" for w in warnings):
         if state.d_model % state.heads:
-            state = state.with_(heads=max(h for h in limits.head_choices(state.d_model) if h <= DEFAULTS.heads))
+            state = state.with_(heads=limits.fit_heads(state.d_model, DEFAULTS.heads))
     return state, warnings
 
 
