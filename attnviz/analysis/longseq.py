@@ -33,8 +33,8 @@ from attnviz.core.masks import dilated_window_mask, global_tokens_mask, local_wi
 from attnviz.i18n import N_
 from attnviz.inputs.embeddings import embed_padded
 from attnviz.inputs.text import lines_of, tokenize_lines
-from attnviz.models.random import RandomLayer
 from attnviz.run.config import AttentionConfig
+from attnviz.run.run import random_layer
 
 PATTERNS = ("window", "dilated", "global+window")
 PATTERN_LABELS = {"window": N_("local window"), "dilated": N_("dilated window"),
@@ -79,7 +79,7 @@ def long_input(config: AttentionConfig, length: int) -> LongInput:
     seq = tokenize_lines(lines_of(config.text)[:1], config.tokenize_mode)[0]
     tokens = repeat_to(seq, length)
     x = embed_padded([tokens], length, config.d_model, config.positional)  # (1, L, E)
-    module = RandomLayer(config.d_model, config.num_heads, config.seed, config.projections).module
+    module = random_layer(config).module
     dev = resolve_device(config.device)
     if dev.type != "cpu":  # the drawn layer is shared (attnviz.models.random.LAYERS): moved, it is a copy
         module = copy.deepcopy(module).to(dev)

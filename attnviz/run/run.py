@@ -33,10 +33,16 @@ from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 
 
+def random_layer(config: AttentionConfig) -> RandomLayer:
+    """The random layer these settings describe (its width, heads, seed and projections): the one mapping from
+    a config to the layer, for a run and for the Long sequences page's tiles."""
+    return RandomLayer(config.d_model, config.num_heads, config.seed, config.projections)
+
+
 def model_for(config: AttentionConfig) -> Model:
     """The random layer these settings describe, or a pretrained model (loaded once per process)."""
     if config.model == RANDOM:
-        return RandomLayer(config.d_model, config.num_heads, config.seed, config.projections)
+        return random_layer(config)
     return load(config.model)
 
 
