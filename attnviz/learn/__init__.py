@@ -1,7 +1,8 @@
 """Watch attention learn: a tiny attention-only model (``attnviz.models.tiny``) trained on
 a task (``tasks``) in front of the class (``train``), in a worker process shared by every
 session that asks for the same settings (``worker``); its heads' roles on a probe, as the
-explorer names them (``roles``); the finished model loaded back (``trained``).
+explorer names them (``roles``); the finished model loaded back, and the model a patching sweep names
+(``trained``: ``subject_of``).
 
 May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.limits, attnviz.models,
 attnviz.settings.

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import torch
 
+from attnviz.analysis.subjects import Subject, TinySubject, registry_subject
 from attnviz.core.nexttoken import top_tokens
 from attnviz.learn.train import VOCAB, LearnSettings, build, losses
 from attnviz.learn.worker import trained_weights
+from attnviz.models.registry import TRAINED
 from attnviz.models.tiny import AttentionOnly, read_token, token_name
 
 
@@ -65,3 +67,17 @@ def knocked_out_loss(model: AttentionOnly, settings: LearnSettings, layer: int, 
     full, full_other = losses(model, held)
     out, out_other = losses(model, held, mask)
     return {"loss_repeat": full, "loss_other": full_other, "knocked_repeat": out, "knocked_other": out_other}
+
+
+def subject_of(model) -> Subject:
+    """The model a sweep patches (``attnviz.analysis.subjects``), from what the API, the pages and the CLI name it
+    by: a model name, a Hugging Face folder, "watch-it-learn" (this module's trained model) or an
+    ``AttentionOnly``."""
+    if isinstance(model, AttentionOnly):
+        return TinySubject(model, "the tiny model")
+    if model == TRAINED:
+        return TinySubject(trained_model(), TRAINED)
+    if isinstance(model, (str, Path)):
+        return registry_subject(str(model))
+    raise ValueError(f"model must be a model name, a Hugging Face folder, {TRAINED!r} or an attnviz AttentionOnly "
+                     f"model; got {type(model).__name__}.")

@@ -21,7 +21,7 @@ from attnviz.analysis.composition import composition_scores_of
 from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
-from attnviz.notebook.patching import subject_of
+from attnviz.learn.trained import subject_of
 from attnviz.plots.circuit import check_threshold, circuit_figure
 from attnviz.plots.style import FigureStyle
 

@@ -16,25 +16,8 @@ token each, spelled as the model's tokenizer spells it, or its id (an int).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from attnviz.analysis.patching import Attribution, Patching, logit_attribution_of, patch
-from attnviz.analysis.subjects import Subject, TinySubject, registry_subject
-from attnviz.learn.trained import trained_model
-from attnviz.models.registry import TRAINED
-from attnviz.models.tiny import AttentionOnly
-
-
-def subject_of(model) -> Subject:
-    """The model to patch, from what a notebook names it by."""
-    if isinstance(model, AttentionOnly):
-        return TinySubject(model, "the tiny model")
-    if model == TRAINED:
-        return TinySubject(trained_model(), TRAINED)
-    if isinstance(model, (str, Path)):
-        return registry_subject(str(model))
-    raise ValueError(f"model must be a model name, a Hugging Face folder, {TRAINED!r} or an attnviz AttentionOnly "
-                     f"model; got {type(model).__name__}.")
+from attnviz.learn.trained import subject_of
 
 
 def patch_heads(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None) -> Patching:

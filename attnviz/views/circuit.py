@@ -25,7 +25,7 @@ from attnviz.analysis.scoreattr import DEFINITION as SCORES
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job, Jobs
-from attnviz.notebook.patching import subject_of
+from attnviz.learn.trained import subject_of
 from attnviz.plots import matrix_figure
 from attnviz.plots.circuit import check_threshold, circuit_figure, edges, with_cell_clicks
 from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads its clicks through this module

@@ -21,9 +21,9 @@ from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_a
 from attnviz.core.nexttoken import top_tokens
 from attnviz.i18n import _
 from attnviz.jobs import Job, Jobs
+from attnviz.learn.trained import subject_of
 from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
-from attnviz.notebook.patching import subject_of
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
 from attnviz.views.markdown import md

@@ -98,7 +98,7 @@ def test_an_encoder_is_refused(tmp_path):
 
 def test_the_receivers_attention_with_a_path_patched(pair):
     kind, folder, cache = pair
-    from attnviz.notebook.patching import subject_of
+    from attnviz.learn.trained import subject_of
 
     subject = subject_of(str(folder))
     ran = runs(subject, TEXT, "the mat sat on the cat", answer="it")

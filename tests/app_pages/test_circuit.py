@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from attnviz.analysis.examples import example_prompts
+from attnviz.learn.trained import subject_of
 from attnviz.models import registry as R
-from attnviz.notebook.patching import subject_of
 from attnviz.views import circuit as C
 from tests.support.apphelp import after_loads, app, figures
 

@@ -12,7 +12,7 @@ import pytest
 
 import attnviz
 from attnviz.analysis.examples import example_prompts
-from attnviz.notebook.patching import subject_of
+from attnviz.learn.trained import subject_of
 from attnviz.views import circuit as V
 
 

@@ -140,7 +140,7 @@ def _counted(monkeypatch, model_class) -> list:
 def _the_old_way(state) -> tuple:
     """The sweep as it was run before its traces were shared: every part on runs of its own."""
     from attnviz.analysis.patching import logit_attribution_of, patch
-    from attnviz.notebook.patching import subject_of
+    from attnviz.learn.trained import subject_of
 
     subject = subject_of(state.model)
     wrong = state.wrong.strip() or None
@@ -172,7 +172,7 @@ def test_the_page_runs_each_prompt_through_the_model_once(gpt2_state, monkeypatc
     """Its offered answers (the top next tokens after each prompt), the sweep of heads and
     positions, the attribution and the heads drawn: one whole run of the clean prompt and one of
     the corrupted (they were 4 and 3)."""
-    from attnviz.notebook.patching import subject_of
+    from attnviz.learn.trained import subject_of
 
     calls = _counted(monkeypatch, type(subject_of(gpt2_state.model).hf.model))
     V.RESULTS.clear()
