@@ -213,7 +213,8 @@ SAME_MEANING = {
              "ViewState",
 }
 # Module names at several floors, one topic each: its numbers, its figures, its page's views.
-TOPICS = {"contributions", "longseq", "modality", "qkmap", "roles", "learn", "patching", "longcontext", "circuit"}
+TOPICS = {"contributions", "longseq", "modality", "qkmap", "roles", "learn", "patching", "longcontext", "circuit",
+          "attention_file"}
 
 
 def test_one_meaning_per_name_across_the_packages():

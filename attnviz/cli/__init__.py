@@ -14,7 +14,7 @@ stderr and exit code 2, no traceback, no partial file.
 - ``spec``: a batch of them from a TOML file (``attnviz.cli.batch``);
 - ``learn``: a training's record and figures (``attnviz.cli.learn``).
 
-May import: attnviz.i18n, attnviz.learn, attnviz.limits, attnviz.notebook, attnviz.plots, attnviz.settings,
+May import: attnviz.atomic, attnviz.i18n, attnviz.inputs (the attention file format), attnviz.learn, attnviz.limits, attnviz.notebook, attnviz.plots, attnviz.settings,
 attnviz.views. Never ``ui`` or Streamlit.
 """
 

@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from attnviz.atomic import write_atomic
 from attnviz.cli.render import DEFAULT_WIDTH, RenderJob, UsageError, one_line, read_input, start_job, state_from
-from attnviz.plots.export import ImageExporter, write_atomic
+from attnviz.plots.export import ImageExporter
 from attnviz.views.catalogue import PAGE_NAMES, page_of
 
 

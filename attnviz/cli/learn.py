@@ -21,8 +21,9 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz import plots as F
+from attnviz.atomic import write_atomic
 from attnviz.learn.train import LearnSettings, phase_change, train
-from attnviz.plots.export import ImageExporter, check_writable, write_atomic
+from attnviz.plots.export import ImageExporter, check_writable
 from attnviz.views import learn as V
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from attnviz.atomic import write_atomic
 from attnviz.cli.render import UsageError
 from attnviz.notebook.page import to_html
-from attnviz.plots.export import ImageExporter, check_writable, format_of, write_atomic
+from attnviz.plots.export import ImageExporter, check_writable, format_of
 from attnviz.plots.style import FigureStyle
 from attnviz.views.longcontext import (
     LONG_TEXTS,

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
+from attnviz.atomic import write_atomic
 from attnviz.i18n import use
+from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
-from attnviz.notebook.files import load_attention
-from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes, write_atomic
+from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_record, page_result

@@ -12,8 +12,8 @@ offline in Jupyter.
   CircuitsVis's arguments;
 - ``neuron``: ``neuron_view`` (BertViz's neuron view: q, k, q∘k, q·k and the weight of one
   query) for a run, a model name or folder, or an attnviz model;
-- ``files``: ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle),
-  checked from the header against the bounds before anything is decoded;
+- ``save_attention`` / ``load_attention`` (safetensors or npz, never pickle), checked from the header
+  against the bounds before anything is decoded: the format lives in ``attnviz.inputs.attention_file``;
 - ``longcontext``: ``long_view`` (a long text's attention, every head, and a KV-cache policy);
 - ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
   answer, for any causal LM folder and the model Watch it learn trains;
@@ -30,6 +30,7 @@ attnviz.limits, attnviz.models, attnviz.plots, attnviz.run (and numpy, torch, sa
 when it is there, found at run time). Never a view, ``ui`` or Streamlit.
 """
 
+from attnviz.inputs.attention_file import load_attention, save_attention  # noqa: F401
 from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuits import (  # noqa: F401
@@ -41,7 +42,6 @@ from attnviz.notebook.circuits import (  # noqa: F401
     score_attribution,
 )
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
-from attnviz.notebook.files import load_attention, save_attention  # noqa: F401
 from attnviz.notebook.longcontext import long_view  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.page import Rendered, include_plotlyjs, to_html  # noqa: F401

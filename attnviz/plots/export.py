@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -46,22 +45,6 @@ def check_writable(path: str | Path) -> None:
         raise ExportError(f"Cannot write {path}: folder {parent} does not exist.")
     if not os.access(parent, os.W_OK):
         raise ExportError(f"Cannot write {path}: folder {parent} is not writable.")
-
-
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a failure leaves no partial file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.resolve().parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise a docs build
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fix_ids(fig: go.Figure) -> go.Figure:

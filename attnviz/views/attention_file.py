@@ -6,8 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from attnviz.inputs.attention_file import load_attention, save_attention
 from attnviz.models.given import GivenWeights, given_input
-from attnviz.notebook.files import load_attention, save_attention
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute, run

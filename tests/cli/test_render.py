@@ -220,7 +220,7 @@ def test_the_norms_and_neuron_views_put_their_numbers_in_the_json(tmp_path):
 def test_a_file_without_values_is_refused_for_the_norms_in_one_line(tmp_path, capsys):
     import numpy as np
 
-    from attnviz.notebook.files import save_attention
+    from attnviz.inputs.attention_file import save_attention
 
     path = tmp_path / "a.safetensors"
     save_attention(path, np.full((1, 2, 3, 3), 1 / 3, dtype=np.float32), ["a", "b", "c"])

@@ -1,4 +1,4 @@
-"""attnviz.notebook.files: attention files (safetensors, npz) round-trip; pickles, lying headers, huge
+"""attnviz.inputs.attention_file: attention files (safetensors, npz) round-trip; pickles, lying headers, huge
 shapes, NaN and object arrays are refused before anything is decoded."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from attnviz import limits
 from attnviz import notebook as nb
-from attnviz.notebook import files
+from attnviz.inputs import attention_file as files
 from tests.support.weights import LAYERS, TOKENS, H, W, weights
 
 

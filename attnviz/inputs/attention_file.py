@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from attnviz import limits
+from attnviz.atomic import write_atomic
 from attnviz.inputs.handover import Attention, normalise
-from attnviz.plots.export import write_atomic
 
 FORMAT = "attnviz-attention-1"
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".pkl", ".pickle")
