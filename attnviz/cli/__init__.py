@@ -14,8 +14,8 @@ stderr and exit code 2, no traceback, no partial file.
 - ``spec``: a batch of them from a TOML file (``attnviz.cli.batch``);
 - ``learn``: a training's record and figures (``attnviz.cli.learn``).
 
-May import: attnviz.atomic, attnviz.i18n, attnviz.inputs (the attention file format), attnviz.learn, attnviz.limits, attnviz.notebook, attnviz.plots, attnviz.settings,
-attnviz.views. Never ``ui`` or Streamlit.
+May import: attnviz.atomic, attnviz.i18n, attnviz.inputs (the attention file format), attnviz.learn,
+attnviz.limits, attnviz.notebook, attnviz.plots, attnviz.settings, attnviz.views. Never ``ui`` or Streamlit.
 """
 
 from __future__ import annotations

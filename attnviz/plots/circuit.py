@@ -82,9 +82,10 @@ def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: f
                         "range": [-0.5, layers - 0.5]},
               "yaxis": {"title": {"text": _("head")}, "tickmode": "array", "tickvals": list(range(H)),
                         "range": [H - 0.5, -0.7]},
-              "height": max(320, 45 * H + 200), "legend": {"orientation": "h", "y": -0.2}}
-    layout["clickmode"] = "event+select"
-    return figure(traces, layout_for(layout, style, title))
+              "height": max(340, 45 * H + 220), "legend": {"orientation": "h", "y": -0.32, "yanchor": "top"},
+              "clickmode": "event+select"}
+    # room under the plot: the legend goes under the axis title, not on it
+    return figure(traces, layout_for(layout, style, title, room={"l": 60, "b": 110}))
 
 
 def clicked_edge(point: dict) -> str | None:
