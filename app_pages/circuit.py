@@ -7,10 +7,9 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.views import circuit as C
-from attnviz.views import patching as P
 from attnviz.views.markdown import md
 from attnviz.views.selection import style_for
-from ui import compute, loading, picks, session, widgets
+from ui import compute, picks, session, widgets
 from ui.controls import control, row
 
 s = session.current()
@@ -19,16 +18,7 @@ widgets.header(_("How heads work together: the circuit"), _(
     "Path patching (Wang et al. 2022) measures each such path: the earlier head's clean output goes into the later "
     "head's one input only, everything else runs on the corrupted prompt. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
-loading.ready(s.model)  # a folder loads, the trained model trains, in the background
-example = compute.guard(lambda: P.example_for(s, C.PAGE))  # the model's own pair in place of the defaults
-if example:
-    s = session.adopt(example)
-control("clean")
-control("corrupted")
-pair = row()
-control("answer", pair)
-control("wrong", pair)
-s = session.current()
+s = widgets.prompt_pair(C.PAGE)
 
 job = compute.guard(lambda: C.circuit_job(s.model, s.clean, s.corrupted, s.answer, s.wrong, compute.on_worker))
 run = widgets.job_value(

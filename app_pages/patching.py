@@ -6,8 +6,8 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.views import patching as P
-from ui import compute, loading, rendering, session, widgets
-from ui.controls import control, row
+from ui import compute, rendering, session, widgets
+from ui.controls import control
 
 s = session.current()
 widgets.header(_("Which heads cause the answer: activation patching"), _(
@@ -15,12 +15,7 @@ widgets.header(_("Which heads cause the answer: activation patching"), _(
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
     "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
-loading.ready(s.model)  # a folder loads, the trained model trains, in the background
-example = compute.guard(lambda: P.example_for(s, "patching"))  # the model's own pair in place of the defaults
-if example:
-    s = session.adopt(example)
-control("clean")
-control("corrupted")
+s = widgets.prompt_pair("patching")
 
 
 def _picked(source: str, target: str) -> None:
@@ -29,10 +24,6 @@ def _picked(source: str, target: str) -> None:
         st.session_state[target] = value
 
 
-pair = row()
-control("answer", pair)
-control("wrong", pair)
-s = session.current()
 for prompt, source, target, label in ((s.clean, "answer_pick", "answer", _("…or pick the answer")),
                                       (s.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
     top = compute.guard(lambda prompt=prompt: compute.cached(("patch-top", *P.model_identity(s.model), prompt),

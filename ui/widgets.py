@@ -15,7 +15,8 @@ from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
 from attnviz.views.modality import input_view_figure
-from ui import compute
+from attnviz.views.patching import example_for
+from ui import compute, loading, session
 from ui.controls import control, row
 
 _UNESCAPED_BRACKET = re.compile(r"(?<!\\)([\[\]])")
@@ -205,3 +206,20 @@ def job_value(job, progress: str, caption: str = "", *, stop: bool = True):
 def _rerun_when_done(job) -> None:
     if job.done.is_set():
         st.rerun()
+
+
+def prompt_pair(page: str):
+    """Two prompts and the answer (shared by the pages that patch): the model loaded or trained first, the
+    model's own example pair in place of the defaults (``attnviz.views.patching.example_for``), then the
+    prompts' boxes and, side by side, the answer's and the wrong token's. The state with them."""
+    s = session.current()
+    loading.ready(s.model)  # a folder loads, the trained model trains, in the background
+    example = compute.guard(lambda: example_for(s, page))
+    if example:
+        session.adopt(example)
+    control("clean")
+    control("corrupted")
+    pair = row()
+    control("answer", pair)
+    control("wrong", pair)
+    return session.current()
