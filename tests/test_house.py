@@ -343,6 +343,19 @@ def test_a_page_reaches_the_library_through_the_views_only():
     assert not wrong, wrong
 
 
+def test_ui_is_glue_that_names_no_page():
+    """ui/ holds what every page shares: no string in it is a page's name (a page's difference is a flag of
+    its entry in the table, like ``Page.stack``; the home page is ``catalogue.HOME``)."""
+    from attnviz.views.catalogue import PAGE_NAMES
+
+    named = {}
+    for path in sorted((ROOT / "ui").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in PAGE_NAMES:
+                named.setdefault(path.name, []).append((node.lineno, node.value))
+    assert not named, named
+
+
 def test_every_page_is_an_entry_of_the_table_and_every_entry_a_page():
     from attnviz.views.catalogue import PAGES
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz.views.catalogue import HOME
 from ui.navigation import app_pages
 
 _PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
@@ -48,7 +49,7 @@ def opened_point() -> int | None:
 
 
 def open_in_explorer(values: dict) -> None:
-    """Open the explorer with ``values`` (settings by link name), applied as its run starts:
+    """Open the explorer (the home page) with ``values`` (settings by link name), applied as its run starts:
     the link that page then writes is ``attnviz.settings.url``'s for those settings."""
     st.session_state.setdefault(_PENDING, {}).update(values)
-    st.switch_page(app_pages()["explorer"])
+    st.switch_page(app_pages()[HOME])

@@ -23,7 +23,7 @@ from streamlit.web import cli
 import attnviz.cli  # noqa: F401 - the CLI pulls in every view
 from attnviz import AttentionConfig, compute
 from attnviz.learn.worker import TRAININGS
-from attnviz.views.catalogue import VIEWS, views_on
+from attnviz.views.catalogue import HOME, VIEWS, views_on
 from attnviz.views.learn import start_defaults
 from attnviz.views.selection import style_for
 from attnviz.views.state import DEFAULTS
@@ -38,7 +38,7 @@ def preload() -> None:
     first use), with everything a page run needs imported already (above)."""
     result = compute(AttentionConfig(text="warm up", num_heads=2, d_model=8))
     state = DEFAULTS.with_(text="warm up", heads=2, d_model=8)
-    for name in views_on("explorer"):  # the views of a run (the Patching page's reads two: it has its own record)
+    for name in views_on(HOME):  # the views of a run (the Patching page's reads two: it has its own record)
         pio.to_json(VIEWS[name].figure(result, state, style_for(state)), validate=False)
 
 

@@ -129,10 +129,10 @@ def sidebar(page: Page) -> None:
                     model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
         control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
         pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
-        if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.name != "cross-attention":
-            control("stack", sb)  # which of its three attentions (the Cross-attention page always shows cross)
+        if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.stack is None:
+            control("stack", sb)  # which of its three attentions (a page with its own stack always shows that)
         if pretrained and "layer" in live:  # the layers are the chosen model's
-            layers = _layer_count(ss["model"], "cross" if page.name == "cross-attention" else
+            layers = _layer_count(ss["model"], page.stack or
                                   ss.get("stack", "encoder"))
             if not 0 <= int(ss.get("layer", 0)) < layers:
                 ss["layer"] = 0
@@ -141,7 +141,7 @@ def sidebar(page: Page) -> None:
     if pretrained:
         # Its own heads, width and mask, in place of the random layer's settings, which do not
         # apply to it: greyed out they would show another model's values.
-        _model_facts(sb, ss["model"], "cross" if page.name == "cross-attention" else ss.get("stack", "encoder"))
+        _model_facts(sb, ss["model"], page.stack or ss.get("stack", "encoder"))
     elif random_layer:
         # One above the other: side by side they would need a row, one more element on every run.
         control("d_model", sb)

@@ -48,13 +48,15 @@ class Page:
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
     causal_lm: bool = False  # offers causal language model folders and the random layer (Long context)
+    stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
 
 
 PAGES = (
     Page("", "explorer", "explorer.py", N_("Explorer"), "search"),
     Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs"),
     Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True),
-    Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz"),
+    Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz",
+         stack="cross"),
     Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified"),
     Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down"),
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten"),
@@ -75,6 +77,7 @@ PAGES = (
          causal_lm=True),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
+HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
 
 
