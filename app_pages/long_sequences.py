@@ -59,8 +59,9 @@ elif cost.error:
 else:
     sweep = cost.value
     time_fig, mem_fig = V.cost_figures(sweep, style)
-    compute.charts_side_by_side((time_fig, "long_cost_time", "attnviz-long-time"),
-                                (mem_fig, "long_cost_memory", "attnviz-long-memory"))
+    # one above the other, here and below: side by side, a projector's 1024 pixels cut their titles and labels
+    compute.chart(time_fig, key="long_cost_time", filename="attnviz-long-time")
+    compute.chart(mem_fig, key="long_cost_memory", filename="attnviz-long-memory")
     st.caption(_("Measured in this process on {device}, at L = 128 … 8192 with random Q, K, V of these sizes. "
                  "Memory is the peak of live tensors each path created (on a GPU: the allocator's peak); SDPA's fused "
                  "CPU kernel keeps its buffers out of sight, so only its output shows.").format(device=sweep.device))
@@ -75,27 +76,25 @@ st.session_state["tile"] = min(int(st.session_state.get("tile", 0)), n_steps - 1
 control("tile", kind="slider", bounds=(0, max(1, n_steps - 1)), disabled=n_steps == 1)
 step = walk.steps[min(session.current().tile, n_steps - 1)]
 st.latex(r"m_{new} = \max(m_{old}, \max_j s_{ij}),\quad \ell \leftarrow \ell\, e^{m_{old} - m_{new}} + \sum_j "
-         r"e^{s_{ij} - m_{new}},\quad O \leftarrow O\, e^{m_{old} - m_{new}} + e^{S - m_{new}} V")
-c1, c2 = st.columns([3, 2])
-with c1:
-    compute.chart(V.tile_figure(inp, walk, step.key_block, style), key="long_tile", filename="attnviz-long-tile")
-with c2:
-    compute.chart(V.walk_figure(walk, style), key="long_walk", filename="attnviz-long-walk")
-    first = step.key_block == 0
-    st.markdown(_("Queries {q0}–{q1}, **step {i} of {n}**, keys {a}–{z}: the correction exp(m_old − m_new) is {c} "
-                  "(row mean){note}; ℓ is now {ell} (row mean).").format(
-        q0=walk.first_row, q1=inp.L - 1, i=step.key_block + 1, n=n_steps, a=step.keys[0], z=step.keys[1] - 1,
-        c=f"{V.step_numbers(step)['correction']:.4f}",
-        note=_(" — 0 at the first block: nothing came before it") if first else "",
-        ell=f"{V.step_numbers(step)['ell']:.3f}"))
-    if step.key_block == n_steps - 1:
-        st.success(_("Last step: this block's output differs from the naive rows by {d1}, and the whole output "
-                     "from F.scaled_dot_product_attention by {d2}. The full weight matrix never existed: the pass held "
-                     "{peak} of tensors, where the weights alone would take {naive}.").format(
-            d1=f"{walk.block_diff:.1e}", d2=f"{walk.max_diff:.1e}", peak=f"{walk.peak_bytes / 2**20:.1f} MB",
-            naive=f"{walk.naive_bytes / 2**20:.1f} MB"), icon=":material/check_circle:")
-    else:
-        st.caption(_("Move to the last step to compare with the naive output."))
+         r"e^{s_{ij} - m_{new}}")
+st.latex(r"O \leftarrow O\, e^{m_{old} - m_{new}} + e^{S - m_{new}} V")
+compute.chart(V.tile_figure(inp, walk, step.key_block, style), key="long_tile", filename="attnviz-long-tile")
+compute.chart(V.walk_figure(walk, style), key="long_walk", filename="attnviz-long-walk")
+first = step.key_block == 0
+st.markdown(_("Queries {q0}–{q1}, **step {i} of {n}**, keys {a}–{z}: the correction exp(m_old − m_new) is {c} "
+              "(row mean){note}; ℓ is now {ell} (row mean).").format(
+    q0=walk.first_row, q1=inp.L - 1, i=step.key_block + 1, n=n_steps, a=step.keys[0], z=step.keys[1] - 1,
+    c=f"{V.step_numbers(step)['correction']:.4f}",
+    note=_(" — 0 at the first block: nothing came before it") if first else "",
+    ell=f"{V.step_numbers(step)['ell']:.3f}"))
+if step.key_block == n_steps - 1:
+    st.success(_("Last step: this block's output differs from the naive rows by {d1}, and the whole output "
+                 "from F.scaled_dot_product_attention by {d2}. The full weight matrix never existed: the pass held "
+                 "{peak} of tensors, where the weights alone would take {naive}.").format(
+        d1=f"{walk.block_diff:.1e}", d2=f"{walk.max_diff:.1e}", peak=f"{walk.peak_bytes / 2**20:.1f} MB",
+        naive=f"{walk.naive_bytes / 2**20:.1f} MB"), icon=":material/check_circle:")
+else:
+    st.caption(_("Move to the last step to compare with the naive output."))
 st.info(_("What the real FlashAttention adds: the backward pass, which recomputes the tiles from Q, K, V and the saved "
           "m and ℓ instead of storing the weights; and the tiles held in a GPU's on-chip SRAM, read from memory once, "
           "in one fused kernel. Here the tiles are ordinary tensors, for seeing, not for speed."),
@@ -112,8 +111,8 @@ control("pattern", format_func=lambda p, t=fixed(): t(V.PATTERN_LABELS[p]))
 sparse = compute.guard(lambda: compute.cached(("long-sparse", s.config, Ls, s.window),
                                               lambda: V.sparse_patterns(sub, s.window)))
 pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().pattern, sub, style)
-compute.charts_side_by_side((pattern_fig, "long_pattern", "attnviz-long-pattern"),
-                            (moved_fig, "long_moved", "attnviz-long-sparse"))
+compute.chart(pattern_fig, key="long_pattern", filename="attnviz-long-pattern")
+compute.chart(moved_fig, key="long_moved", filename="attnviz-long-sparse")
 st.dataframe(pd.DataFrame({
     _("pattern"): [_(V.PATTERN_LABELS[p.pattern]) for p in sparse],
     _("entries computed"): [f"{p.fraction:.2%}" for p in sparse],
@@ -134,8 +133,8 @@ if int(st.session_state.get("rank", 1)) > Lr:
 control("rank", bounds=(1, Lr))
 lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda: V.low_rank(small, s.seed)))
 spectrum_fig, error_fig = V.low_rank_figures(lr, style)
-compute.charts_side_by_side((spectrum_fig, "long_spectrum", "attnviz-long-spectrum"),
-                            (error_fig, "long_rank_error", "attnviz-long-rank-error"))
+compute.chart(spectrum_fig, key="long_spectrum", filename="attnviz-long-spectrum")
+compute.chart(error_fig, key="long_rank_error", filename="attnviz-long-rank-error")
 k = min(session.current().rank, Lr)
 i = max(j for j, r in enumerate(lr.ranks) if r <= k)
 st.markdown(_("At rank {k}: the truncated weights change the output by {t}, keys and values projected to k segment "

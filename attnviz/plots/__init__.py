@@ -9,6 +9,7 @@ or the settings.
 from attnviz.plots.charts import (  # noqa: F401
     difference_figure,
     lines_figure,
+    stacked_lines_figure,
     token_bars,
 )
 from attnviz.plots.data import (  # noqa: F401

@@ -50,6 +50,31 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
     return figure(traces, layout_for(layout, style, title))
 
 
+def stacked_lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(),
+                         *, x_title: str = "", y_title: str = "", row_px: int = 150) -> go.Figure:
+    """A row per series on one shared x axis, each line titled beside it: series that lie close together
+    (three sparse patterns' output changes per query) stay apart, where one chart would draw them on top of
+    each other. One y range for all rows, so that heights compare."""
+    n = len(series)
+    gap = 0.06
+    height = (1 - gap * (n - 1)) / n
+    values = [v for ys in series.values() for v in ys if v is not None]
+    top = max(values) if values else 1.0
+    traces, layout = [], {"showlegend": False, "annotations": []}
+    for i, (name, ys) in enumerate(series.items()):
+        axis = "" if i == 0 else str(i + 1)
+        lo = 1 - (i + 1) * height - i * gap
+        traces.append({"type": "scatter", "x": x, "y": ys, "name": name, "mode": "lines", "line": {"width": 1.5},
+                       "xaxis": "x", "yaxis": "y" + axis})
+        layout["yaxis" + axis] = {"domain": [lo, lo + height], "range": [0, top * 1.05], "title": {"text": ""}}
+        layout["annotations"].append({"text": name, "xref": "paper", "yref": "paper", "x": 0, "y": lo + height,
+                                      "xanchor": "left", "yanchor": "bottom", "showarrow": False})
+    layout["xaxis"] = {"title": {"text": x_title}, "anchor": "y" + ("" if n == 1 else str(n))}
+    layout["yaxis"]["title"] = {"text": y_title}
+    layout["height"] = 110 + row_px * n
+    return figure(traces, layout_for(layout, style, title))
+
+
 def difference_figure(head_diffs: list[float], row_diffs: list[float], row_tokens: list[str], threshold: float,
                       title: str, style: FigureStyle = FigureStyle(), value_name: str = "") -> go.Figure:
     """Two bar charts on a log axis, per head and per query position, with the pass

@@ -107,13 +107,14 @@ def sparse_figures(result: list[LS.Sparse], pattern: str, inp: LS.LongInput,
     chosen = next(s for s in result if s.pattern == pattern)
     n = min(CORNER, inp.L)
     corner = chosen.mask[:n, :n].float().numpy()
-    fig = F.matrix_figure(corner, inp.tokens[:n], inp.tokens[:n], _("{pattern}: {share} of the matrix computed "
+    fig = F.matrix_figure(corner, inp.tokens[:n], inp.tokens[:n], _("{pattern}: {share} of the matrix computed<br>"
                           "(first {n} × {n} shown)").format(pattern=_(LS.PATTERN_LABELS[pattern]),
                                                             share=f"{chosen.fraction:.1%}", n=n),
                           replace(style, height=style.height or SQUARE), zero_one=True)
-    moved = F.lines_figure(list(range(inp.L)), {_(LS.PATTERN_LABELS[s.pattern]): s.distance for s in result},
-                           _("how far each query's output moves from full attention"), style,
-                           x_title=_("query position"), y_title="‖o − o_full‖ / ‖o_full‖", log_x=False)
+    moved = F.stacked_lines_figure(list(range(inp.L)),
+                                   {_(LS.PATTERN_LABELS[s.pattern]): s.distance for s in result},
+                                   _("how far each query's output moves from full attention"), style,
+                                   x_title=_("query position"), y_title="‖o − o_full‖ / ‖o_full‖")
     return fig, moved
 
 
@@ -138,7 +139,7 @@ def low_rank_figures(lr: LS.LowRank, style: F.FigureStyle) -> tuple[go.Figure, g
 def kernels_figure(times: dict[str, float], style: F.FigureStyle, length: int) -> go.Figure:
     base = times["matmul"]
     labels = [f"{name} ({ms / base:.2f}×)" for name, ms in times.items()]
-    return F.token_bars(labels, {"ms": list(times.values())}, _("the same attention three ways, L = {L} (measured; "
+    return F.token_bars(labels, {"ms": list(times.values())}, _("the same attention three ways, L = {L}<br>(measured; "
                                                                  "ratio to matmul)").format(L=length), style,
                         y_title="ms")
 
