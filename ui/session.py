@@ -135,11 +135,14 @@ def _state(values: tuple) -> ViewState:
     return ViewState.of(**dict(zip(NAMES, values, strict=True)))
 
 
-def adopt(values: dict) -> ViewState:
-    """Settings a page sets for the user before their widgets are drawn (a model's own example pair in
-    place of the defaults); the state with them."""
+def adopt(values: dict, page: str) -> ViewState:
+    """Settings ``page`` sets for the user before their widgets are drawn (a model's own example pair in
+    place of the defaults); the state with them. The link is written again: app.py wrote it before the page
+    ran, without them."""
     st.session_state.update(values)
-    return current()
+    state = current()
+    write_url(state, page)
+    return state
 
 
 def write_url(state: ViewState, page: str) -> None:

@@ -216,7 +216,7 @@ def prompt_pair(page: str):
     loading.ready(s.model)  # a folder loads, the trained model trains, in the background
     example = compute.guard(lambda: example_for(s, page))
     if example:
-        session.adopt(example)
+        session.adopt(example, page)
     control("clean")
     control("corrupted")
     pair = row()

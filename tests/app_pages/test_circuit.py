@@ -114,3 +114,13 @@ def test_a_gpt2_like_folder_gets_its_indirect_object_pair_here_and_on_patching(t
         assert at.text_input(key="clean").value == "When Mary and John went to the store, John gave a drink to"
         assert at.text_input(key="corrupted").value == "When Mary and John went to the store, Tom gave a drink to"
         assert (at.text_input(key="answer").value, at.text_input(key="wrong").value) == ("ĠMary", "ĠJohn")
+
+
+def test_the_adopted_pair_is_in_the_link_even_when_the_sweep_is_cached():
+    """The page adopts the model's pair while it runs, after app.py wrote the link: it writes the link again,
+    so a session whose page finishes in its first run (the sweep cached) gets the pair in its link too."""
+    _run(app(page=PAGE, timeout=120))  # the sweep is cached from here on
+    at = app(page=PAGE, timeout=120)  # a new session, whose page runs once
+    assert not at.get("progress") and not at.exception
+    pair = example_prompts(subject_of("watch-it-learn"), "circuit")
+    assert dict(at.query_params).get("corrupted") == pair["corrupted"]
