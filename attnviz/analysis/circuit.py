@@ -88,7 +88,7 @@ def find_circuit(subject: Subject, clean, corrupted, *, answer, wrong=None, prog
     last = len(ran.clean_ids) - 1
     found.attended = int(ran.clean.weights[found.receiver[0]][0, found.receiver[1], last].argmax())
     a = attribute_score(subject, ran.clean_ids, layer=found.receiver[0], head=found.receiver[1], query=last,
-                        key=found.attended)
+                        key=found.attended, trace=lambda ids: ran.clean)  # the clean prompt's run, not again
     found.key_part = a.key_parts[int(np.argmax(key_side(a)))]
     r, snd = found.receiver, found.sender
     tokens = subject.spelled(ran.clean_ids)

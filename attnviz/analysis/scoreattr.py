@@ -172,9 +172,11 @@ def pattern(scores: torch.Tensor) -> torch.Tensor:
     return torch.softmax(masked, -1)
 
 
-def attribute_score(subject: Subject, text, *, layer: int, head: int, query: int, key: int) -> ScoreAttribution:
+def attribute_score(subject: Subject, text, *, layer: int, head: int, query: int, key: int,
+                    trace=None) -> ScoreAttribution:
     """The score attribution of ``subject``'s head (``layer``, ``head``) at (``query``, ``key``) on ``text``
-    (a text through the tokenizer, or ids: positions count as ``patch_heads`` counts them)."""
+    (a text through the tokenizer, or ids: positions count as ``patch_heads`` counts them). ``trace(ids)``:
+    where the prompt's run comes from (a page's cached run), by default the model now."""
     stack = subject.stack
     ids = subject.ids(text)
     L = len(ids)
@@ -187,7 +189,7 @@ def attribute_score(subject: Subject, text, *, layer: int, head: int, query: int
     if key > query:
         raise ValueError(f"The key {key} is after the query {query}: a causal model's query never sees a later key, so "
                          "that cell is masked and has no score. Pick a key at or before the query.")
-    trace = stack.run(torch.tensor([ids]), weights=True)
+    trace = trace(ids) if trace is not None else stack.run(torch.tensor([ids]), weights=True)
     r = reading(stack, layer)
     names, parts = stream_parts(stack, trace, ids, layer)  # (n, L, E)
     x = trace.resid_pre[layer][0]  # (L, E)

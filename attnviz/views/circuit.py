@@ -266,7 +266,9 @@ def cell_of(view: EdgeView, settings: CircuitSettings) -> tuple[int, int]:
 
 def cell_attribution(model, clean, layer: int, head: int, query: int, key: int) -> ScoreAttribution:
     """The cell's score on the clean prompt (where the circuit carries the answer), split into parts."""
-    return attribute_score(subject_of(model), clean, layer=layer, head=head, query=query, key=key)
+    subject = subject_of(model)
+    return attribute_score(subject, clean, layer=layer, head=head, query=query, key=key,
+                           trace=lambda ids: trace_of(subject, model, ids))  # the run the sweep cached
 
 
 def terms_figure(a: ScoreAttribution, style: FigureStyle) -> go.Figure:

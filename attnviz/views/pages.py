@@ -222,7 +222,7 @@ def _step_by_step(state: ViewState, style: F.FigureStyle, data: bytes | None) ->
 
 def _gradients(state: ViewState, style: F.FigureStyle, data: bytes | None) -> go.Figure:
     state = check_selection(compute(state.config), state)
-    grads = token_gradients(state.config, state.seq, state.query, state.grad_of)
+    grads = gradients_of(state.config, state.seq, state.query, state.grad_of)
     return gradient_figures(grads, grads.tokens[state.query], style)[0]
 
 
@@ -231,9 +231,9 @@ PAGE_FIGURES = {
     "step-by-step": _step_by_step,
     "mask-lab": _mask_lab,
     "cross-attention": _cross,
-    "verify": lambda state, style, data: verify_figure(verify(state.config, float64=state.float64), style),
+    "verify": lambda state, style, data: verify_figure(verify_run(state.config, float64=state.float64), style),
     "gradients": _gradients,
-    "why-scale": lambda state, style, data: scaling_figure(sweep(seed=state.seed, additive=state.additive), style),
+    "why-scale": lambda state, style, data: scaling_figure(scaling_sweep(state.seed, state.additive), style),
     **{page: _input_page(page) for page in INPUT_PAGES},
     "long-sequences": lambda state, style, data: part_figure(state.part, state, style),
     "attention-file": attention_file_figure,
