@@ -3,9 +3,8 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.views.pages import cross_grid_figure, cross_head_figure, cross_query_figure
+from attnviz.views.cross import CROSS_MASK, cross_grid_figure, cross_head_figure, cross_query_figure
 from attnviz.views.selection import file_stem, style_for
-from attnviz.views.state import CROSS_MASK
 from ui import compute, session, widgets
 from ui.controls import control
 

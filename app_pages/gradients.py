@@ -3,8 +3,8 @@
 import streamlit as st
 
 from attnviz.i18n import _, fixed
+from attnviz.views.gradients import GRADIENT_OF, gradient_figures, gradients_of
 from attnviz.views.markdown import md, quoted
-from attnviz.views.pages import GRADIENT_OF, gradient_figures, gradients_of
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control

@@ -5,7 +5,7 @@ import streamlit as st
 
 from attnviz.i18n import _, fixed
 from attnviz.views.markdown import md
-from attnviz.views.pages import MASK_CHOICES, blocked_rows, mask_kinds, mask_lab_figure
+from attnviz.views.masklab import MASK_CHOICES, blocked_rows, mask_kinds, mask_lab_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import MASK_NAMES, control

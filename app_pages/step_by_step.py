@@ -5,8 +5,8 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.views.markdown import md, quoted
-from attnviz.views.pages import output_terms, walk_step_figure, walk_steps
 from attnviz.views.selection import style_for
+from attnviz.views.stepbystep import output_terms, walk_step_figure, walk_steps
 from ui import compute, session, widgets
 
 s = session.current()

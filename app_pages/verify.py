@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.views.pages import verify_figure, verify_run
 from attnviz.views.selection import style_for
+from attnviz.views.verify import verify_figure, verify_run
 from ui import compute, session, widgets
 from ui.controls import control
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.views import pages
+from attnviz.views import whyscale
 from attnviz.views.selection import style_for
 from ui import compute, session
 from ui.controls import control
@@ -16,10 +16,10 @@ st.markdown(_(
     "(saturation), where gradients vanish. Dividing by √d_k keeps the spread at 1 for every d_k."))
 control("additive")
 s = session.current()
-res = compute.cached(("why-scale", s.seed, s.additive), lambda: pages.scaling_sweep(s.seed, s.additive))
+res = compute.cached(("why-scale", s.seed, s.additive), lambda: whyscale.scaling_sweep(s.seed, s.additive))
 style = style_for(s)
-compute.chart(pages.scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
-entropy, largest = pages.saturation_figures(res, style)
+compute.chart(whyscale.scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
+entropy, largest = whyscale.saturation_figures(res, style)
 compute.charts_side_by_side((entropy, "scale_entropy", "attnviz-why-scale-entropy"),
                             (largest, "scale_max", "attnviz-why-scale-max"))
 st.caption(_("16 tokens, 8 random trials per d_k, seed {seed}. At d_k = {dk} the unscaled largest weight averages "

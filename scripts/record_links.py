@@ -53,6 +53,7 @@ def links() -> list[tuple[str, dict]]:
         ("qk-map", {"page": "qk-map", "model": "minilm-l6", "head": 3}),
         ("patching", {"page": "patching", "model": "watch-it-learn"}),
         ("circuit", {"page": "circuit", "model": "watch-it-learn", "circuit_cell": "12.5"}),
+        ("long-context", {"page": "long-context", "long_text": "constitution", "long_blocks": 8}),
     ]
     return out
 

@@ -211,9 +211,15 @@ SAME_MEANING = {
     "main": "a command's entry point (python -m attnviz, python -m ui.server)",
     "parse": "a link's parameters parsed into settings: settings.url's for any settings class, views.state's for "
              "ViewState",
+    # A page module's parts (attnviz.views.<page>), which the table of pages reads (attnviz.views.pages).
+    "Settings": "a page's own settings, nested in ViewState",
+    "main_figure": "a page's figure for the CLI: what render --page writes as .png or .svg",
+    "all_figures": "every figure of a page that draws several: what render --page writes as .html",
+    "numbers": "a page's own record, every number it draws: what render --page writes as .json",
 }
 # Module names at several floors, one topic each: its numbers, its figures, its page's views.
 TOPICS = {"contributions", "longseq", "modality", "qkmap", "roles", "learn", "patching", "longcontext", "circuit",
+          "gradients", "verify",
           "attention_file"}
 
 

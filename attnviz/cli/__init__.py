@@ -26,14 +26,12 @@ from pathlib import Path
 
 from attnviz.cli.batch import run_spec
 from attnviz.cli.learn import learn_command
-from attnviz.cli.longctx import long_command
 from attnviz.cli.render import DEFAULT_WIDTH, RenderJob, UsageError, one_line, read_input, run_job, state_from
 from attnviz.learn.train import LearnSettings
 from attnviz.plots.export import ExportError, ImageExporter
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
 from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page_of
-from attnviz.views.longcontext import PAGE as LONG_PAGE
 from attnviz.views.state import SETTINGS
 
 
@@ -48,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("render", help="render one figure (or a batch from a spec file)",
                        description="Render a view of an attention run to .png, .svg, .html, .json or .csv.")
     add_flags(r, SETTINGS, _FLAG_NOTES)
-    pages = tuple(dict.fromkeys((*PAGE_NAMES, LONG_PAGE)))
-    r.add_argument("--page", choices=pages, help="whose main figure to render (default: from --from-url, "
+    r.add_argument("--page", choices=PAGE_NAMES, help="whose main figure to render (default: from --from-url, "
                                                        "else the explorer)")
     r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
     r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
@@ -89,8 +86,6 @@ def main(argv: list[str] | None = None) -> int:
                 return learn_command(args)
             except ValueError as e:
                 raise UsageError(str(e)) from None
-        if args.page == LONG_PAGE:
-            return long_command(args)
         if args.spec:
             return run_spec(Path(args.spec))
         if not args.out:
@@ -117,10 +112,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _input_page(args) -> tuple[str | None, bytes | None]:
     """--image/--audio/--attention (a file) or their samples, --edges/--graph: which modality page."""
-    for flag, page in (("image", "image-patches"), ("audio", "audio-frames"), ("attention", "attention-file")):
+    for flag, page in (("image", "image-patches"), ("audio", "audio-frames"), ("attention", "attention-file"),
+                       ("text_file", "long-context")):
         path = getattr(args, flag)
         if path:
-            return page, read_input(path, f"--{flag}")
+            return page, read_input(path, "--" + flag.replace("_", "-"))
     if args.image_sample or args.patch or args.stride or args.patch_mask:
         return "image-patches", None
     if args.audio_sample or args.frame or args.hop:

@@ -17,10 +17,11 @@ from attnviz.atomic import write_atomic
 from attnviz.i18n import use
 from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
+from attnviz.notebook.page import to_html
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
 from attnviz.views.exports import run_json, weights_csv
-from attnviz.views.pages import page_figure, page_record, page_result
+from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
 
@@ -43,7 +44,7 @@ class RenderJob:
     scale: float = 1.0
     theme: str = "light"
     page: str = "explorer"
-    data: bytes | None = None  # an image or WAV file, for the modality pages
+    data: bytes | None = None  # the file the page reads: an image, a WAV, an attention file, a text
 
 
 def state_from(settings: dict, from_url: str | None = None) -> ViewState:
@@ -98,6 +99,16 @@ def _figure_for(job: RenderJob) -> go.Figure:
         raise UsageError(str(e)) from None
 
 
+def html_for(job: RenderJob) -> bytes:
+    """The page's figures as one HTML file: all of them where its module draws several."""
+    with use(job.state.lang):
+        try:
+            figs = page_figures(job.page, job.state, style_for(job.state, theme=job.theme), data=job.data)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return html_bytes(figs[0]) if len(figs) == 1 else to_html(figs, title=f"attnviz: {job.page}").encode("utf-8")
+
+
 def _compute(job: RenderJob):
     """The run behind ``job`` (cross-attention for that page) and the state it is read with, its selection checked."""
     try:
@@ -125,16 +136,16 @@ def start_job(job: RenderJob, exporter: ImageExporter):
     check_writable(job.out)
     if fmt in ("json", "csv"):  # a ValueError is one line too (main)
         with use(job.state.lang):
-            data = page_record(job.page, job.state, fmt)  # a page whose numbers are its own
+            data = page_record(job.page, job.state, fmt, job.data)  # a page whose numbers are its own
         if data is None:  # the run's numbers (a view with numbers of its own, norms or neurons, adds them)
             result, state = _compute(job)
             with use(job.state.lang):
                 data = (run_json(result, state) if fmt == "json" else weights_csv(result)).encode("utf-8")
         return lambda: data
-    fig = figure_for(job)
     if fmt == "html":
-        data = html_bytes(fig)
+        data = html_for(job)
         return lambda: data
+    fig = figure_for(job)
     height = int(job.height or fig.layout.height or DEFAULT_HEIGHT)
     return lambda: exporter.render(fig, fmt, width=job.width, height=height, scale=job.scale)
 

@@ -132,6 +132,18 @@ def validate(obj, skip: tuple[str, ...] = ()) -> None:
                                                                       repr(value)[:57] + "...")) from None
 
 
+def layer_head(word: str):
+    """A converter: the setting is ``word`` or a head as layer.head (1.0); the run bounds the numbers."""
+    def convert(raw: str, taken: dict) -> str:
+        raw = raw.strip().lower()
+        if raw != word:
+            layer, _dot, head = raw.partition(".")
+            if not (layer.isdigit() and head.isdigit()):
+                raise Reason(_("must be {word} or layer.head, like 1.0").format(word=word))
+        return raw
+    return convert
+
+
 def as_bool(raw: str) -> bool:
     s = raw.strip().lower()
     if s in ("1", "true", "yes", "on"):

@@ -1,5 +1,8 @@
-"""Attention files (``attnviz.save_attention``'s .safetensors or .npz) as runs: every view of
-the explorer draws them, through the same seam as text (``attnviz.run.run``)."""
+"""The Your attention page: attention files (``attnviz.save_attention``'s .safetensors or .npz) as
+runs, which every view of the explorer draws, through the same seam as text (``attnviz.run.run``).
+
+A page module: no settings of its own (the layer, head, query and view are shared), its run
+(``file_run``) and its figure for the CLI (``figure``)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,10 @@ from attnviz.models.given import GivenWeights, given_input
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute, run
+from attnviz.views.catalogue import VIEWS, check_view
+from attnviz.views.selection import check_selection
+
+PAGE = "attention-file"
 
 
 def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionResult:
@@ -35,3 +42,12 @@ def sample_file() -> tuple[bytes, str]:
         path = Path(d) / "sample.safetensors"
         save_attention(path, r.layer_weights[:, 0].numpy(), r.tokens[0])  # (layers, H, L, S)
         return path.read_bytes(), "sample.safetensors"
+
+
+def main_figure(state, style, data: bytes | None = None):
+    """The chosen view of the file (``data``; None: the shipped sample)."""
+    check_view(PAGE, state)
+    data, name = (data, None) if data is not None else sample_file()
+    result = file_run(data, name, state.layer)
+    state = check_selection(result, state.with_(seq=0))
+    return VIEWS[state.view].figure(result, state, style)

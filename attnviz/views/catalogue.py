@@ -49,32 +49,42 @@ class Page:
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
     causal_lm: bool = False  # offers causal language model folders and the random layer (Long context)
     stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
+    # Its module of the library (attnviz.views.<module>): its own settings, its run, its figure for the CLI
+    # (``main_figure``; a module of several pages names each one's) and, where its
+    # numbers are its own rather than a run's, ``numbers``.
+    module: str = ""
+    figure: str = "main_figure"
+    command: str = ""  # a command of its own instead of ``render --page`` (a training, a text file)
 
 
 PAGES = (
-    Page("", "explorer", "explorer.py", N_("Explorer"), "search"),
-    Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs"),
-    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True),
+    Page("", "explorer", "explorer.py", N_("Explorer"), "search", module="explorer"),
+    Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs", module="stepbystep"),
+    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True, module="masklab"),
     Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz",
-         stack="cross"),
-    Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified"),
-    Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down"),
-    Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten"),
+         stack="cross", module="cross"),
+    Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified", module="verify"),
+    Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down", module="gradients"),
+    Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale"),
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
-         modality=True),
+         modality=True, module="modality", figure="image_figure"),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
-         modality=True),
-    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True),
-    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True),
+         modality=True, module="modality", figure="audio_figure"),
+    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True,
+         module="modality", figure="graph_figure"),
+    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True,
+         module="longseq"),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
-         random=False),
-    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot"),
+         random=False, module="attention_file"),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap"),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
-         random=False),
-    Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True),
-    Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True),
+         random=False, module="learn", command="python -m attnviz learn"),
+    Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
+         module="patching"),
+    Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
+         module="circuit"),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True),
+         causal_lm=True, module="longcontext", command="python -m attnviz render --page long-context --text-file F"),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
@@ -83,6 +93,13 @@ INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and gra
 
 def page(name: str) -> Page:
     return next(p for p in PAGES if p.name == name)
+
+
+def check_view(page: str, state) -> None:
+    """``ValueError`` unless ``page`` draws ``state.view``, naming the page that does."""
+    if state.view not in views_on(page):
+        where = next(p for p in VIEWS[state.view].pages)
+        raise ValueError(f"The view {state.view} is drawn on the {where} page: give --page {where}.")
 
 
 def page_of(url_or_path: str) -> str:

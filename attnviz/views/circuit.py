@@ -282,3 +282,12 @@ def terms_figure(a: ScoreAttribution, style: FigureStyle) -> go.Figure:
 
 def cell_record(a: ScoreAttribution) -> dict:
     return a.to_dict()
+
+
+def main_figure(state, style: FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The page's figure for the CLI."""
+    return circuit_page_figure(state, style)
+
+
+def numbers(state, fmt: str) -> bytes:
+    return page_json(state)

@@ -1,4 +1,5 @@
-"""The "Watch it learn" page's figures: the loss with its phase change, each head's scores
+"""The "Watch it learn" page's settings (``Settings``; its training's are ``LearnSettings``) and figures:
+the loss with its phase change, each head's scores
 over the steps, every head's attention on the probe at one checkpoint (titled with its role),
 one head enlarged, the Head roles table, and which heads carry the repeat (activation patching
 of the trained model and of its one-layer control)."""
@@ -7,13 +8,15 @@ from __future__ import annotations
 
 # The imports "X as X" are what the Watch it learn page reads of the library below, through this module
 # (a page imports no lower floor).
+from dataclasses import dataclass
+
 import numpy as np
 import plotly.graph_objects as go
 
 from attnviz import limits
 from attnviz import plots as F
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
-from attnviz.analysis.examples import example_prompts
+from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import patch
 from attnviz.analysis.probe import PROBE_LENGTH as PROBE_LENGTH
 from attnviz.analysis.probe import PROBE_SEED as PROBE_SEED
@@ -23,8 +26,8 @@ from attnviz.analysis.roles import SCORES
 from attnviz.analysis.subjects import TinySubject
 from attnviz.i18n import N_, _
 from attnviz.learn.train import LENGTH as LENGTH
+from attnviz.learn.train import PAGES, LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.train import VOCAB as VOCAB
-from attnviz.learn.train import LearnSettings, best, phase_change, probe_batch
 from attnviz.learn.trained import knocked_out_loss as knocked_out_loss
 from attnviz.learn.trained import load_trained as load_trained
 from attnviz.learn.trained import parse_sequence as parse_sequence
@@ -35,8 +38,31 @@ from attnviz.learn.worker import key_of as key_of
 from attnviz.models.tiny import AttentionOnly
 from attnviz.plots.circuit import circuit_figure
 from attnviz.plots.patching import head_patching_figure
+from attnviz.settings.spec import layer_head, setting
 from attnviz.views.roles import head_title, role_rows
-from attnviz.views.state import CLEAN, CORRUPTED
+
+
+def _sequence(raw: str, taken: dict) -> str:
+    parse_sequence(raw, LENGTH)  # raises a readable ValueError
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The Watch it learn page's own settings, besides its training's (``LearnSettings``)."""
+
+    checkpoint: int = setting(-1, lo=-1, hi=limits.MAX_LEARN_STEPS // limits.LEARN_EVERY, pages=PAGES,
+                              label=N_("Checkpoint"), help=N_("Which checkpoint's attention to show (-1: the latest)."))
+    control: bool = setting(True, pages=PAGES, label=N_("Train the one-layer control alongside"),
+                            help=N_("The same task with one layer of twice the heads: it cannot form an induction "
+                                    "head."))
+    knockout: str = setting("none", convert=layer_head("none"), pages=PAGES, label=N_("Knock out a head"),
+                            help=N_("none, or layer.head (for example 1.0): that head's output is set to zero."))
+    # A block of 7 tokens seen once, then again up to its 6th: an induction head predicts 25.
+    sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=PAGES,
+                            label=N_("Your sequence"),
+                            help=N_("Token numbers 3–31 (or BOS, MARK, QUERY), separated by spaces."))
+
 
 CHECKPOINT_SCORES = {"prefix_matching": N_("prefix matching"), "previous_token": N_("previous token"),
                      "copying": N_("copying")}
@@ -155,10 +181,10 @@ def summary(checkpoints: list[dict], control: list[dict] | None, change: dict | 
     return text
 
 
-# Which heads carry the repeat: the Patching page's example (``attnviz.views.state``), a repeat whose
+# Which heads carry the repeat: the Patching page's example (``attnviz.analysis.examples``), a repeat whose
 # last token 8 was followed by 12 the first time, against the same tokens with that 12 and an
 # earlier 28 swapped, so that the earlier copy of 8 was followed by 28.
-REPEAT = {"clean": CLEAN, "corrupted": CORRUPTED, "answer": "12", "wrong": "28"}
+REPEAT = {"clean": DEFAULT_PAIR["clean"], "corrupted": DEFAULT_PAIR["corrupted"], "answer": "12", "wrong": "28"}
 CARRIES = 0.5  # a head carries the repeat when it alone brings back this share of the logit difference
 
 

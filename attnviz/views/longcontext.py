@@ -10,6 +10,7 @@ writes the record (``.png``/``.svg``/``.html``: the figures).
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -289,3 +290,30 @@ def strip(kept, n: int, style: FigureStyle):
 def mean_lost(kept) -> float:
     """The share of the last token's attention on evicted tokens, averaged over every layer and head."""
     return float(np.mean(kept.lost))
+
+
+# --- the page for the CLI: ``render --page long-context`` (``data``: a text file's bytes) ----------------
+
+
+def _cli_run(state, data: bytes | None) -> tuple[LongAttention, object | None]:
+    settings = state.long
+    if data is None and settings.text not in LONG_TEXTS:
+        raise ValueError(f"The long-context page reads a text file: give --text-file FILE (or --long-text "
+                         f"{' | '.join(LONG_TEXTS)}, a shipped text).")
+    settings.validate()
+    text = read_text_file(data, "--text-file") if data is not None else long_text(settings.text)
+    return run_long(state.model, text, settings)
+
+
+def all_figures(state, style: FigureStyle, data: bytes | None = None) -> list:
+    """Every figure of the page (what ``--out x.html`` holds)."""
+    return long_figures(*_cli_run(state, data), state.long, style)
+
+
+def main_figure(state, style: FigureStyle, data: bytes | None = None):
+    """The small multiples: what ``--out x.png`` or ``.svg`` holds."""
+    return all_figures(state, style, data)[0]
+
+
+def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
+    return json.dumps(long_record(*_cli_run(state, data), state.long)).encode("utf-8")

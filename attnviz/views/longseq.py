@@ -1,9 +1,10 @@
-"""The long-sequence page's figures, one builder per part (``attnviz.analysis.longseq``
-computes the numbers). ``part_figure(part, ...)`` is what a link to the page renders."""
+"""The Long sequences page: its settings (``Settings``), and its figures, one builder per part
+(``attnviz.analysis.longseq`` computes the numbers). ``figure`` (the chosen part's) is what a link to
+the page renders from the command line."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
@@ -13,18 +14,41 @@ from attnviz.analysis import longseq as LS
 from attnviz.core.efficient import attention_memory
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job, Jobs
-from attnviz.views.state import ViewState
+from attnviz.settings.spec import setting
+
+PAGES = ("long-sequences",)
 
 CORNER = 96  # the sparse pattern is drawn for its first CORNER × CORNER entries
 SQUARE = 520  # pixels: a tile or a pattern of up to 96 rows fits a half-width column
 
 
-def causal(state: ViewState) -> bool:
+@dataclass(frozen=True)
+class Settings:
+    """The Long sequences page's own settings (the mask and its window are the sidebar's)."""
+
+    length: int = setting(1024, lo=16, hi=limits.MAX_LONG_TOKENS, pages=PAGES, label=N_("Length L (tokens)"),
+                          help=N_("The text's first line, repeated to this many tokens."))
+    block_q: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=PAGES, label=N_("Query block"),
+                           help=N_("Rows of one tile: the queries computed together."))
+    block_k: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=PAGES, label=N_("Key block"),
+                           help=N_("Columns of one tile: the keys one step of the online softmax reads."))
+    tile: int = setting(0, lo=0, hi=limits.MAX_LONG_TOKENS - 1, pages=PAGES, label=N_("Step (key block)"),
+                        help=N_("Which key block of the last query block the walkthrough shows."))
+    pattern: str = setting("window", choices=LS.PATTERNS, pages=PAGES, label=N_("Sparse pattern"),
+                           help=N_("local window; dilated window (every 2nd key, twice as far); the first token "
+                                   "global plus a window. The sidebar's window sets the width."))
+    rank: int = setting(16, lo=1, hi=limits.MAX_LONG_TOKENS, pages=PAGES, label=N_("Rank k"),
+                        help=N_("The Linformer projection's rows, and the truncation's rank."))
+    part: str = setting("cost", choices=LS.PARTS, pages=PAGES, label=N_("Part"),
+                        help=N_("Which part's figure a link renders from the command line."))
+
+
+def causal(state) -> bool:
     """The page's paths are causal when the sidebar's mask is."""
     return state.mask in ("causal", "causal+window")
 
 
-def long_input_of(state: ViewState) -> LS.LongInput:
+def long_input_of(state) -> LS.LongInput:
     return LS.long_input(state.config, state.length)
 
 
@@ -34,7 +58,7 @@ flash_walk, long_input, sparse_patterns, low_rank, kernel_times = (
 PATTERN_LABELS = LS.PATTERN_LABELS
 
 
-def memory(state: ViewState, L: int, H: int, D: int) -> dict[str, int]:
+def memory(state, L: int, H: int, D: int) -> dict[str, int]:
     """Bytes each path holds at ``L`` tokens (``attnviz.core.efficient.attention_memory``), with the state's tiles."""
     return attention_memory(L, L, H, D=D, block_q=state.block_q, block_k=state.block_k)
 
@@ -49,7 +73,7 @@ def longest_naive(L: int, H: int, D: int) -> int:
     return L if naive_fits(L, H, D) else max(n for n in limits.LONG_LENGTHS if naive_fits(n, H, D))
 
 
-def check_blocks(state: ViewState) -> None:
+def check_blocks(state) -> None:
     for name in ("block_q", "block_k"):
         if getattr(state, name) < 1:
             raise ValueError(f"{name} must be at least 1.")
@@ -144,7 +168,7 @@ def kernels_figure(times: dict[str, float], style: F.FigureStyle, length: int) -
                         y_title="ms")
 
 
-def part_figure(part: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
+def part_figure(part: str, state, style: F.FigureStyle) -> go.Figure:
     """The main figure of one part, for a link or the CLI (``--page long-sequences --part …``)."""
     check_blocks(state)
     if part == "cost":
@@ -160,3 +184,7 @@ def part_figure(part: str, state: ViewState, style: F.FigureStyle) -> go.Figure:
     if part == "kernels":
         return kernels_figure(LS.kernel_times(inp), style, inp.L)
     raise ValueError(f"Unknown part {part!r}; choose one of {', '.join(LS.PARTS)}.")
+
+
+def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    return part_figure(state.part, state, style)

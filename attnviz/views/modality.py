@@ -1,26 +1,93 @@
-"""The image, audio and graph pages' runs and figures: each input kind through the same
+"""The image, audio and graph pages' settings, runs and figures: each input kind through the same
 seam as text (``attnviz.run.run``) with the sidebar's random layer, or, on the image page
 with a vision transformer chosen as the model, that model over its own patches.
+
+The module of three pages: each has its own settings (``ImageSettings``, ``AudioSettings``,
+``GraphSettings``) and its figure for the CLI (``image_figure``, ``audio_figure``, ``graph_figure``).
+Whether Q, K and V are projected is shared by the three (the sidebar's, like the model).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
 from attnviz import inputs as I
+from attnviz import limits
 from attnviz import plots as F
-from attnviz.i18n import _
+from attnviz.i18n import N_, _
+from attnviz.inputs.audio import AUDIO_SAMPLES
+from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS
+from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
 from attnviz.models.random import RandomLayer
 from attnviz.models.registry import load, model_kind
 from attnviz.models.vision import image_tokens
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import run
+from attnviz.settings.spec import setting
 from attnviz.views.catalogue import VIEWS, views_on
-from attnviz.views.state import ViewState
+
+IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
 
 # The image page's views under its overlay (its entries in the table of views): the weights (the
 # head grid, with the mean over heads beside it), does the head matter, the neuron view.
 IMAGE_VIEWS = views_on("image-patches")
+
+
+
+
+def _edges(raw: str, taken: dict) -> str:
+    if raw.strip():
+        I.parse_edges(raw)  # raises a readable ValueError naming the bad item
+    return raw
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """The Image patches page's own settings."""
+
+    image_sample: str = setting("shapes", choices=IMAGE_SAMPLES, pages=IMAGE, label=N_("Built-in picture"),
+                                help=N_("Drawn in code: no download."))
+    patch: int = setting(8, lo=2, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Patch size (px)"),
+                         help=N_("Each patch is p × p pixels."))
+    stride: int = setting(8, lo=1, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Stride (px)"),
+                          help=N_("Distance between patches; stride < patch overlaps them."))
+    patch_mask: str = setting(
+        "none", choices=PATCH_MASKS, pages=IMAGE, label=N_("Mask"),
+        help=N_("none; causal in raster order (left to right, top to bottom); window2d: patches within k rows and k "
+                "columns."))
+    patch_k: int = setting(1, lo=0, hi=limits.MAX_PATCH_REACH, pages=IMAGE, label="k (window2d)")
+    patch_at: int = setting(-1, lo=-1, hi=limits.MAX_PATCHES - 1, pages=IMAGE, label=N_("Follow patch"))
+
+
+@dataclass(frozen=True)
+class AudioSettings:
+    """The Audio frames page's own settings."""
+
+    audio_sample: str = setting(
+        "tone-chirp-tone", choices=AUDIO_SAMPLES, pages=AUDIO, label=N_("Built-in sound"),
+        help=N_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
+    frame: int = setting(256, lo=limits.FRAME_SAMPLES[0], hi=limits.FRAME_SAMPLES[1], pages=AUDIO,
+                         label=N_("Frame (samples)"), help=N_("Samples per frame (the STFT's n_fft)."))
+    hop: int = setting(128, lo=1, hi=limits.FRAME_SAMPLES[1], pages=AUDIO, label=N_("Hop (samples)"),
+                       help=N_("Samples between the starts of two frames."))
+    frame_at: int = setting(5, lo=0, hi=limits.MAX_FRAMES - 1, pages=AUDIO, label=N_("Follow frame"))
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    """The Graph nodes page's own settings."""
+
+    graph: str = setting("two-communities", choices=GRAPH_PRESETS, pages=GRAPH, label=N_("Graph"),
+                         help=N_("path, star, 3 × 3 grid, or two communities joined by one edge."))
+    # A typed edge list wins over the preset when not empty.
+    edges: str = setting("", convert=_edges, pages=GRAPH, label=N_("…or type edges"),
+                         help=N_("Pairs of node numbers (0 to 63), separated by commas or new lines. Overrides the "
+                                 "preset."))
+    graph_mask: str = setting("adjacency", choices=GRAPH_MASKS, pages=GRAPH, label=N_("Mask"),
+                              help=N_("adjacency + self-loops (graph attention), or none."))
+    node: int = setting(0, lo=0, hi=limits.MAX_GRAPH_NODES - 1, pages=GRAPH, label=N_("Follow node"))
 
 
 # The pages' own inputs, read through this module: a file's bytes checked (``ValueError`` saying what is wrong),
@@ -33,7 +100,7 @@ def is_vision(model: str) -> bool:
     return model_kind(model) == "vision"
 
 
-def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
+def input_run(page: str, state, data: bytes | None = None) -> tuple:
     """(input, result, image or None) of a modality page, from a file's bytes or the
     state's built-in sample."""
     if page == "image-patches":
@@ -47,7 +114,7 @@ def input_run(page: str, state: ViewState, data: bytes | None = None) -> tuple:
     raise ValueError(f"{page} is not a page of other inputs.")
 
 
-def _run(state: ViewState, inp: I.Input, settings: dict) -> AttentionResult:
+def _run(state, inp: I.Input, settings: dict) -> AttentionResult:
     """Self-attention of the sidebar's random layer over ``inp``, every step kept."""
     model = RandomLayer(state.d_model, state.heads, state.seed, state.input_projections)
     return run(inp, model, device=state.device, keep_steps=True, settings={
@@ -56,7 +123,7 @@ def _run(state: ViewState, inp: I.Input, settings: dict) -> AttentionResult:
         **settings})
 
 
-def image_run(state: ViewState, image) -> tuple:
+def image_run(state, image) -> tuple:
     """(input, result) of the image-patches page for an (H, W, 3) image: the sidebar's
     vision transformer over its own patches, or the random layer over the page's."""
     if model_kind(state.model) == "vision":
@@ -69,19 +136,19 @@ def image_run(state: ViewState, image) -> tuple:
     return inp, _run(state, inp, {"patch": state.patch, "stride": state.stride, "patch_k": state.patch_k})
 
 
-def audio_run(state: ViewState, samples, rate: int) -> tuple:
+def audio_run(state, samples, rate: int) -> tuple:
     inp = I.audio_input(samples, rate, state.frame, state.hop, state.d_model, state.seed)
     return inp, _run(state, inp, {"frame": state.frame, "hop": state.hop, "rate": rate})
 
 
-def graph_run(state: ViewState) -> tuple:
+def graph_run(state) -> tuple:
     n, edges, notes = I.parse_edges(state.edges if state.edges.strip() else I.preset_edges(state.graph))
     inp = I.graph_input(n, edges, state.d_model, state.seed, state.graph_mask)
     inp.notes += notes
     return inp, _run(state, inp, {"nodes": n, "edges": [list(e) for e in edges]})
 
 
-def followed(state: ViewState, inp) -> int:
+def followed(state, inp) -> int:
     """The token a modality page follows: a patch, a frame or a node (clamped)."""
     n = len(inp.labels)
     if inp.kind == "image":
@@ -97,7 +164,7 @@ def followed(state: ViewState, inp) -> int:
     return max(0, min(at, n - 1))
 
 
-def input_figure(inp, result: AttentionResult, state: ViewState, style: F.FigureStyle, image=None) -> go.Figure:
+def input_figure(inp, result: AttentionResult, state, style: F.FigureStyle, image=None) -> go.Figure:
     """What the followed token attends to, drawn on its own data: the image with a
     translucent map per head, the spectrogram with a line per head, or the graph."""
     at = followed(state, inp)
@@ -118,7 +185,7 @@ def input_figure(inp, result: AttentionResult, state: ViewState, style: F.Figure
     return F.graph_figure(inp.meta["n"], inp.meta["edges"], w.mean(0), at, state.seed, style)
 
 
-def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.FigureStyle, image=None) -> go.Figure:
+def input_view_figure(inp, result: AttentionResult, state, style: F.FigureStyle, image=None) -> go.Figure:
     """A modality page's figure for ``state.view``: the mean over heads (pooled, beside the
     grid), a view the image page offers (its entry's figure, with the followed patch, frame or
     node as the query), or (any other view) what the followed token attends to on its own data."""
@@ -129,7 +196,18 @@ def input_view_figure(inp, result: AttentionResult, state: ViewState, style: F.F
     return input_figure(inp, result, state, style, image=image)
 
 
-def followed_state(state: ViewState, inp) -> ViewState:
+def followed_state(state, inp) :
     """``state`` reading sequence 0 with the followed patch, frame or node as its query: the
     neuron view of a modality page (and its JSON) is that token's."""
     return state.with_(seq=0, query=followed(state, inp))
+
+
+def _page_figure(page: str):
+    def figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+        inp, result, image = input_run(page, state, data)
+        return input_view_figure(inp, result, state, style, image=image)
+    figure.__doc__ = f"The {page} page's figure for the CLI: its input's attention in the chosen view."
+    return figure
+
+
+image_figure, audio_figure, graph_figure = (_page_figure(p) for p in (*IMAGE, *AUDIO, *GRAPH))

@@ -15,18 +15,57 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from attnviz import limits
 from attnviz import plots as F
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
 from attnviz.core.nexttoken import top_tokens
-from attnviz.i18n import _
+from attnviz.i18n import N_, _
 from attnviz.jobs import Job, Jobs
 from attnviz.learn.trained import subject_of
 from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
+from attnviz.settings.spec import Reason, layer_head, setting
 from attnviz.views.markdown import md
+
+PAGES = ("patching", "circuit")  # the prompts and the answer: one pair opens both pages
+
+
+def _prompt(raw: str, taken: dict) -> str:
+    text = " ".join(raw.split())  # one line: a prompt is one sequence
+    if not text:
+        raise Reason(_("is empty"))
+    if len(text) > limits.MAX_PROMPT_CHARS:
+        raise Reason(_("is longer than {n} characters").format(n=f"{limits.MAX_PROMPT_CHARS:,}"))
+    return text
+
+
+def _token_text(raw: str, taken: dict) -> str:
+    if len(raw) > limits.MAX_TOKEN_CHARS or "\n" in raw:
+        raise Reason(_("must be one token, at most {n} characters").format(n=limits.MAX_TOKEN_CHARS))
+    return raw
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The Patching page's own settings; its prompts and answer are the Circuit page's too (one link opens
+    both pages on the same pair). The defaults are the pair on the model Watch it learn trains
+    (``attnviz.analysis.examples``): a block repeated, the corrupted prompt swapping the answer with an
+    earlier token. Another model's own pair replaces them on the page (``example_for``)."""
+
+    clean: str = setting(DEFAULT_PAIR["clean"], convert=_prompt, pages=PAGES, label=N_("Clean prompt"),
+                         help=N_("A prompt whose next token the model gets right: the answer."))
+    corrupted: str = setting(DEFAULT_PAIR["corrupted"], convert=_prompt, pages=PAGES, label=N_("Corrupted prompt"),
+                             help=N_("The same number of tokens, one or two changed so that the answer changes."))
+    answer: str = setting(DEFAULT_PAIR["answer"], convert=_token_text, pages=PAGES, label=N_("Answer"),
+                          help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
+    wrong: str = setting(DEFAULT_PAIR["wrong"], convert=_token_text, pages=PAGES, label=N_("Wrong token"),
+                         help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
+    patched: str = setting("best", convert=layer_head("best"), pages=PAGES[:1], label=N_("Chosen head"),
+                           help=N_("best (the head that brings back the most of the answer), or layer.head, for "
+                                   "example 1.0. A click on a head of the heatmap picks it."))
 
 
 @dataclass
@@ -269,3 +308,12 @@ def patching_json(state) -> bytes:
                        "answer": state.answer, "wrong": state.wrong.strip() or None},
             "definition": DEFINITION, **record(run, state)}
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The page's figure for the CLI: the heads patched (its view's figure in the table of views)."""
+    return draw_heads(run_of(with_example(state, "patching")), state, style)
+
+
+def numbers(state, fmt: str) -> bytes:
+    return patching_json(with_example(state, "patching"))

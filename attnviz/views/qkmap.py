@@ -10,17 +10,22 @@ writes the same record (``.json``) or figure (``.png``/``.html``).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from attnviz.analysis import qkcorpus as Q
+from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, NORMALISATIONS, TRUST_MARGIN, trusted
 from attnviz.analysis.qkmap import K_NEIGHBOURS as K_NEIGHBOURS  # the page reads these through this module
-from attnviz.analysis.qkmap import TRUST_MARGIN, trusted
 from attnviz.analysis.qkmap import trust_warning as trust_warning
 from attnviz.i18n import N_, _, use
 from attnviz.inputs.corpus import default_corpus
 from attnviz.inputs.corpus import read_corpus as read_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
-from attnviz.views.state import ViewState
+from attnviz.settings.spec import setting
+
+PAGES = ("qk-map",)
+QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS
+QK_COLORS = ("position", "kind", "sentence")
 
 COLOR_LABELS = {"position": N_("position in the sentence"), "kind": N_("token kind"), "sentence": N_("sentence")}
 METHOD_LABELS = {"pca": N_("PCA (exact)"), "tsne": N_("t-SNE (seeded)")}
@@ -29,7 +34,25 @@ NORM_LABELS = {"mips": N_("max inner product → nearest neighbour"),
                "attentionviz": N_("AttentionViz (scale, translate)")}
 
 
-def head_record(state: ViewState, lines: list[str] | None = None, progress=None) -> dict:
+@dataclass(frozen=True)
+class Settings:
+    """The Q/K map page's own settings (the head and the layer are shared)."""
+
+    qk_method: str = setting("pca", choices=QK_METHODS, pages=PAGES, label=N_("Projection"),
+                             help=N_("PCA: exact and deterministic. t-SNE: keeps neighbours together (seeded, so the "
+                                     "map is stable), slower."))
+    qk_norm: str = setting(DEFAULT_NORMALISATION, choices=NORMALISATIONS, pages=PAGES, label=N_("Normalisation"),
+                           help=N_("Before projecting. mips: each key gets one more coordinate so that, for every "
+                                   "query, a nearer key has a larger dot product. attentionviz: AttentionViz's "
+                                   "scaling and translation (a key of large norm can win from far away)."))
+    qk_color: str = setting("position", choices=QK_COLORS, pages=PAGES, label=N_("Colour by"),
+                            help=N_("The token's position in its sentence, its kind (word, punctuation, special) or "
+                                    "its sentence."))
+    qk_part: str = setting("map", choices=("map", "overview"), pages=PAGES, label=N_("Show"),
+                           help=N_("One head's map, or every head of the layer as small multiples (PCA)."))
+
+
+def head_record(state, lines: list[str] | None = None, progress=None) -> dict:
     """The map of ``state``'s model, layer and head over ``lines`` (default: the shipped
     corpus) by ``state.qk_norm`` and ``state.qk_method``, seeded by ``state.seed``."""
     lines = default_corpus() if lines is None else lines
@@ -37,11 +60,11 @@ def head_record(state: ViewState, lines: list[str] | None = None, progress=None)
     return Q.head_map(crun, state.head, method=state.qk_method, seed=state.seed, normalisation=state.qk_norm)
 
 
-def head_map_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
+def head_map_figure(state, style: FigureStyle, lines: list[str] | None = None):
     return map_figure(head_record(state, lines), state.qk_color, style)
 
 
-def overview_records(state: ViewState, lines: list[str] | None = None, progress=None) -> list[dict]:
+def overview_records(state, lines: list[str] | None = None, progress=None) -> list[dict]:
     lines = default_corpus() if lines is None else lines
 
     def part(lo, hi):
@@ -61,7 +84,7 @@ def untrusted_line(records: list[dict]) -> str | None:
              "as attention.").format(heads=", ".join(bad), n=len(records), m=100 * TRUST_MARGIN)
 
 
-def explorer_values(record: dict, index: int, state: ViewState) -> dict:
+def explorer_values(record: dict, index: int, state) -> dict:
     """The settings that open point ``index``'s sentence in the explorer at the map's head,
     with that token as the query (by link name: what ``ViewState.with_`` and the session take)."""
     points = record["points"]
@@ -74,29 +97,29 @@ def explorer_values(record: dict, index: int, state: ViewState) -> dict:
     return values
 
 
-def explorer_link(record: dict, index: int, state: ViewState, base: str = "/") -> str:
+def explorer_link(record: dict, index: int, state, base: str = "/") -> str:
     """The explorer's link for point ``index`` (``attnviz.settings.url``'s query string)."""
     return base + "?" + state.with_(**explorer_values(record, index, state)).query_string()
 
 
-def overview_job(state: ViewState, lines: list[str] | None = None):
+def overview_job(state, lines: list[str] | None = None):
     """The (one, shared) overview job of ``state``'s model, layer and corpus (``attnviz.jobs``)."""
     return Q.overview_in_background(state.config, default_corpus() if lines is None else lines, state.seed,
                                     state.qk_norm)
 
 
-def overview_key_of(state: ViewState, lines: list[str]) -> tuple:
+def overview_key_of(state, lines: list[str]) -> tuple:
     return Q.overview_key(state.config, lines, state.seed, state.qk_norm)
 
 
-def qk_page_figure(state: ViewState, style: FigureStyle, lines: list[str] | None = None):
+def qk_page_figure(state, style: FigureStyle, lines: list[str] | None = None):
     """The page's main figure for ``state.qk_part`` (the overview computed here, in this thread)."""
     if state.qk_part == "overview":
         return overview_figure(overview_records(state, lines), style, layer=state.layer)
     return head_map_figure(state, style, lines)
 
 
-def qk_record_json(state: ViewState, fmt: str, lines: list[str] | None = None) -> bytes:
+def qk_record_json(state, fmt: str, lines: list[str] | None = None) -> bytes:
     """What ``render --page qk-map --out map.json`` writes: one head's record (or, with
     ``qk_part=overview``, every head's) over ``lines`` (default: the shipped corpus), in
     the state's language."""
@@ -105,3 +128,12 @@ def qk_record_json(state: ViewState, fmt: str, lines: list[str] | None = None) -
     with use(state.lang):
         record = overview_records(state, lines) if state.qk_part == "overview" else head_record(state, lines)
     return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
+def main_figure(state, style: FigureStyle, data: bytes | None = None):
+    """The page's figure for the CLI (``data``: a corpus file's bytes; None: the shipped corpus)."""
+    return qk_page_figure(state, style, None if data is None else read_corpus(data))
+
+
+def numbers(state, fmt: str) -> bytes:
+    return qk_record_json(state, fmt)

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from attnviz.views.state import CROSS_SOURCES
+from attnviz.views.cross import CROSS_SOURCES
 
 pytest.importorskip("transformers", reason="pip install transformers (in requirements.txt)")
 

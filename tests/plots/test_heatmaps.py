@@ -157,7 +157,7 @@ def test_every_page_figure_is_valid_plotly(page):
 
 def test_verify_figure_shows_where_differences_sit():
     from attnviz.analysis.verify import Verification
-    from attnviz.views.pages import verify_figure
+    from attnviz.views.verify import verify_figure
 
     v = Verification([], "float32", "cpu", 0, [], 1e-5, [0.0, 3e-4], [1e-8, 0.0, 2e-3], ["a", "b", "c"])
     fig = verify_figure(v, F.FigureStyle())

@@ -48,16 +48,37 @@ def test_a_click_on_a_head_sets_what_its_view_says():
     assert heatmap.opens is pick_head and VIEWS["grid"].parts[0].opens is open_head
 
 
-def test_every_page_of_the_table_has_its_figure_and_the_cli_offers_it():
-    """One table: app.py's navigation, the CLI's --page choices and the figure a link renders."""
+def test_every_page_of_the_table_has_its_module_and_the_cli_offers_it():
+    """One table: app.py's navigation, the CLI's --page choices and the module whose figure a link renders."""
     from attnviz.cli import build_parser
-    from attnviz.views.pages import OWN_COMMAND, PAGE_FIGURES, PAGE_RECORDS
+    from attnviz.views.pages import module_of
 
-    assert sorted((*PAGE_FIGURES, *OWN_COMMAND)) == sorted(PAGE_NAMES)
-    assert set(PAGE_RECORDS) <= set(PAGE_FIGURES)
+    for p in PAGES:
+        if not p.command.startswith("python -m attnviz learn"):  # a training has a command of its own
+            assert callable(getattr(module_of(p.name), p.figure)), p.name
     render = build_parser()._subparsers._group_actions[0].choices["render"]
     page = next(a for a in render._actions if a.dest == "page")
     assert sorted(page.choices) == sorted(PAGE_NAMES)
+
+
+def test_a_pages_own_settings_are_declared_in_its_module_and_the_state_keeps_the_shared_ones():
+    """A setting that one page reads is a field of a settings dataclass that the page's module declares
+    or imports (one that Circuit reads too, Patching's prompts, is its first page's); ``ViewState``'s own
+    fields are read by several pages."""
+    from attnviz.views.pages import module_of
+    from attnviz.views.state import SETTINGS, ViewState
+
+    own = 0
+    for url, e in SETTINGS.items():
+        pages = e.spec.pages
+        if len(e.path) == 1:  # ViewState's own: shared
+            assert pages == ("*",) or len(pages) > 1, url
+        elif e.path[0] != "config":  # the run's settings are shared by every page that runs the text
+            cls = type(getattr(ViewState(), e.path[0]))
+            assert pages != ("*",), url
+            assert getattr(module_of(pages[0]), cls.__name__, None) is cls, url
+            own += 1
+    assert own >= 50  # every page's own settings, not a few
 
 
 def test_a_page_with_a_command_of_its_own_says_which():

@@ -6,7 +6,8 @@ from urllib.parse import urlencode
 import pytest
 
 from attnviz.views.catalogue import PAGES
-from attnviz.views.state import CROSS_SOURCES, DEFAULTS, SETTINGS, ViewState, link_query, parse, reads
+from attnviz.views.cross import CROSS_SOURCES
+from attnviz.views.state import DEFAULTS, SETTINGS, ViewState, link_query, parse, reads
 
 
 def test_the_default_explorer_link_is_empty_and_three_changes_write_three_parameters():

@@ -1,0 +1,43 @@
+"""The Step by step page: one head's computation as the formulas write it, each step with its
+formula, its matrix and the followed token's row (``attnviz.analysis.walkthrough``).
+
+A page module: it has no settings of its own (the head and the query are shared with the pages
+that follow one); its run is the text's, and its figure for the CLI is the weights step (``figure``).
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from attnviz import plots as F
+from attnviz.analysis.walkthrough import walkthrough, weighted_sum_terms
+from attnviz.i18n import _
+from attnviz.run.result import AttentionResult
+from attnviz.run.run import compute
+from attnviz.views.selection import check_selection
+
+
+def walk_steps(result: AttentionResult, seq: int, head: int, query: int):
+    """The page's steps: each with its formula, its matrix and the followed token's row."""
+    return walkthrough(result, seq, head, query)
+
+
+def walk_step_figure(step, head: int, query: int, style: F.FigureStyle) -> go.Figure:
+    """One step's matrix, for ``head`` where it is per head, the followed token's row outlined."""
+    title = _("{step} — head {h}").format(step=step.title, h=head) if step.per_head else step.title
+    return F.matrix_figure(step.matrix, step.rows, step.cols, title, style,
+                           zero_one=step.key in ("Weights", "After dropout"),
+                           highlight_row=query if step.query_side else None)
+
+
+def output_terms(result: AttentionResult, seq: int, head: int, query: int) -> list[tuple[str, float]]:
+    """The followed token's head output as a weighted sum: (key, weight), largest first."""
+    return weighted_sum_terms(result, seq, head, query)
+
+
+def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The weights step for the followed head, its token outlined."""
+    result = compute(state.config)
+    state = check_selection(result, state)
+    step = next(s for s in walk_steps(result, state.seq, state.head, state.query) if s.key == "Weights")
+    return walk_step_figure(step, state.head, state.query, style)
