@@ -12,11 +12,13 @@ An entry larger than the whole budget is computed and returned but not kept. A c
 knows an entry's size before computing it (a model's weight files) says so, and room is
 made first, so the new entry never sits beside what it replaces.
 
-It is the one byte-bounded cache of the package: the shared results (``attnviz.run.run``),
-the app's figures, the loaded models (``attnviz.models.registry``), the random layer's
-weights and the Q/K map's corpus runs are each one of these.
+It is the one byte-bounded cache of the package, and a process's caches are named in one
+registry (``named``, ``CACHES``), each sized from the one table of bounds: the shared results
+(``attnviz.run.run``), the app's figures, the random layer's weights and the Q/K map's corpus
+runs take their shares of ``ATTNVIZ_CACHE_MB`` (``attnviz.limits.CACHE_SHARES``), the loaded
+models (``attnviz.models.registry``) ``ATTNVIZ_MAX_LOADED_MB``.
 
-May import: nothing of attnviz (numpy and torch, to size what it holds).
+May import: attnviz.limits (numpy and torch, to size what it holds).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from attnviz.limits import cache_bytes
 
 # The types of a plain value (a setting, a label, a timing): what a list can hold and still be
 # sized, or shared by a figure, without a call per item.
@@ -169,3 +173,21 @@ class ByteBudgetCache:
         with self._lock:
             self._entries.clear()
             self.total_bytes = 0
+
+
+CACHES: dict[str, ByteBudgetCache] = {}  # every cache of this process, by name
+_NAMING = threading.Lock()
+
+
+def named(name: str, size_of: Callable[[Any], int] = nbytes) -> ByteBudgetCache:
+    """The process's one cache called ``name`` (made now, bounded by ``limits.cache_bytes(name)``,
+    if it is the first to ask)."""
+    with _NAMING:
+        if name not in CACHES:
+            CACHES[name] = ByteBudgetCache(cache_bytes(name), size_of=size_of)
+        return CACHES[name]
+
+
+def held() -> dict[str, tuple[int, int]]:
+    """Every cache's (bytes held, bytes allowed) now, by name: what the process holds for reuse."""
+    return {name: (c.total_bytes, c.max_bytes) for name, c in CACHES.items()}

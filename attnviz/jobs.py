@@ -8,8 +8,9 @@ the one job of that key (started now if no one started it, or started again if i
 ``fraction`` and ``words`` while it runs, and reads ``value`` (or ``error``) once ``done`` is set.
 A classroom opening the same link starts one job, not thirty.
 
-Each kind of job has its share of the server, declared once (``attnviz.limits.JOB_SHARES``): at
-most ``running`` jobs of that kind run at once, each on a thread that takes the kind's waiting jobs
+A process has one registry of jobs (``kind``, ``REGISTRY``): one ``Jobs`` per kind, each with its share
+of the server, declared once (``attnviz.limits.JOB_SHARES``): at most ``running`` jobs of that kind run
+at once, each on a thread that takes the kind's waiting jobs
 in turn and ends when none is left, and at most ``waiting`` more wait, holding no thread. Past
 that, a new job is refused with ``Busy`` (a ``ValueError`` whose words say the server is busy and
 to try again shortly): nothing waits silently, a client sending many prompts cannot make a thread
@@ -56,12 +57,13 @@ class Job:
 
 
 class Jobs:
-    """Jobs of one kind by key, the last ``keep`` kept (least recently asked for leave first), run
-    within the kind's share (``JOB_SHARES[name]``: running, waiting)."""
+    """Jobs of one kind by key, run within the kind's share and the last ``keep`` finished ones kept
+    (least recently asked for leave first): ``JOB_SHARES[name]`` (running, waiting, kept), or ``share``.
+    The product's kinds are the registry's (``kind``)."""
 
-    def __init__(self, keep: int, name: str, share: tuple[int, int] | None = None) -> None:
-        self.keep, self.name = int(keep), name
-        self.running, self.waiting = JOB_SHARES[name] if share is None else share
+    def __init__(self, name: str, share: tuple[int, int, int] | None = None) -> None:
+        self.name = name
+        self.running, self.waiting, self.keep = JOB_SHARES[name] if share is None else share
         self._jobs: OrderedDict[Hashable, Job] = OrderedDict()
         self._queue: deque[tuple[Job, Callable[[Job], Any]]] = deque()
         self._workers = 0  # threads taking this kind's jobs now
@@ -83,9 +85,7 @@ class Jobs:
                 self._jobs.move_to_end(key)
                 return job
             if self._workers + len(self._queue) >= self.running + self.waiting:
-                raise Busy(_("The server is busy: {n} {kind} jobs are running or waiting, as many as it takes at "
-                             "once. Try again in a moment.").format(n=self._workers + len(self._queue),
-                                                                     kind=_(KIND_NAMES.get(self.name, self.name))))
+                raise refusal(self.name, self._workers + len(self._queue))
             job = self._jobs[key] = Job(words=words if self._workers < self.running else N_("waiting for its turn"))
             self._queue.append((job, work, words))
             while len(self._jobs) > self.keep:
@@ -135,4 +135,29 @@ class Jobs:
 
 # Each kind's name in the busy message, marked for translation.
 KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview"),
-              "long-cost": N_("cost-measuring"), "long-context": N_("long-context")}
+              "long-cost": N_("cost-measuring"), "long-context": N_("long-context"), "circuit": N_("circuit"),
+              "training": N_("training")}
+
+
+def refusal(kind: str, n: int) -> Busy:
+    """The one refusal past a kind's share, in the page, the CLI and the API alike."""
+    return Busy(_("The server is busy: {n} {kind} jobs are running or waiting, as many as it takes at once. Try "
+                  "again in a moment.").format(n=n, kind=_(KIND_NAMES.get(kind, kind))))
+
+
+REGISTRY: dict[str, Jobs] = {}  # the process's one job of each key, by kind
+_REGISTERING = threading.Lock()
+
+
+def kind(name: str) -> Jobs:
+    """The process's ``Jobs`` of kind ``name`` (made now, with its share from ``JOB_SHARES``, if it is the
+    first to ask)."""
+    with _REGISTERING:
+        if name not in REGISTRY:
+            REGISTRY[name] = Jobs(name)
+        return REGISTRY[name]
+
+
+def busy_now() -> dict[str, int]:
+    """Jobs running or waiting now, by kind: the registry's threads' work."""
+    return {name: jobs.busy() for name, jobs in REGISTRY.items()}

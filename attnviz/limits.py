@@ -9,7 +9,8 @@ Two bounds are read from the environment when the process starts, so a server ca
 be sized without editing code:
 
 - ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 448): the most one run may hold.
-- ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared result/figure caches hold.
+- ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared caches hold, all of them together
+  (``CACHE_SHARES``: results, figures, the Q/K map's runs, the random layers).
 
 The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
 about 0.5 GB for Python, torch and Streamlit, at most two runs computing at once
@@ -71,10 +72,6 @@ LONG_BLOCKS = 256  # blocks per side of a long overview, by default
 MAX_LONG_BLOCKS = 1024  # blocks per side of a long overview
 MAX_LONG_RATIO = 0.99  # the fraction of a KV cache a policy may evict (kvpress: [0, 1))
 MAX_LONG_WINDOW = 128  # a close-up's rows and columns
-# Finished Long context jobs a server keeps (attnviz.views.longcontext.JOBS, attentions and policies
-# together): one attention at 32k tokens on a 24-layer × 14-head model holds its q and k within the
-# memory budget and ~0.2 GB of overviews at 256 blocks, so a handful, not dozens.
-LONG_JOBS_KEPT = 4
 MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its weights held)
 MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
 # Watch it learn: the tiny model trained on the page, in a worker process.
@@ -84,7 +81,6 @@ LEARN_WIDTHS = (16, 32, 64)
 MAX_LEARN_STEPS = 5000
 LEARN_EVERY = 50  # steps between checkpoints
 MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps
-MAX_TRAININGS = max(1, (os.cpu_count() or 1))  # at once per process: one per core
 
 # The Q/K map (attnviz.analysis.qkmap): a corpus of sentences, one a line, each token's query
 # and key of one head projected into one 2-D map. Pasted lines and an uploaded .txt are
@@ -94,8 +90,6 @@ MAX_CORPUS_LINE_CHARS = 300  # characters of one sentence
 MAX_CORPUS_BYTES = 256 * 2**10  # an uploaded .txt
 MAX_CORPUS_TOKENS = 8000  # real tokens over the whole corpus: a map has twice as many points
 QK_BATCH = 64  # sentences per forward pass at most (fewer when the budget says so)
-QK_CACHE_BYTES = 64 * 2**20  # the corpus runs (every head's Q and K at one layer) kept per process
-QK_OVERVIEWS = 8  # small-multiples overviews kept per process (each a few MB at most)
 QK_OVERVIEW_POINTS = 400  # points drawn per head in the overview (every point is in its map's numbers)
 
 # An attention run keeps, per (sequence, head, query, key): the scores, the scaled
@@ -133,13 +127,25 @@ def max_loaded_bytes() -> int:
     return int(_env_mb("ATTNVIZ_MAX_LOADED_MB", 2048, lowest=0) * 2**20)
 
 
-# The random model's layers kept once drawn (``attnviz.models.random.LAYERS``): a
-# d_model=64 layer is 66 KB, so about 250 of them; the widest (512) 4.2 MB.
-LAYER_CACHE_BYTES = 16 * 2**20
-
-
 def cache_budget_bytes() -> int:
     return int(_env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20)
+
+
+# Every byte-bounded cache of a process (``attnviz.cache.named``), by name: its share of
+# ``ATTNVIZ_CACHE_MB``, so that all of them together hold at most that. The loaded models are bounded
+# apart, by ``ATTNVIZ_MAX_LOADED_MB`` ("models").
+CACHE_SHARES = {
+    "results": 0.65,  # runs, traces, sweeps and the pages' numbers (attnviz.run.run.RESULTS)
+    "figures": 0.20,  # the app's frozen figures (ui.compute.FIGURES)
+    "qk-runs": 0.125,  # the Q/K map's corpus runs: every head's q and k at one layer (64 MB by default)
+    "layers": 0.025,  # the random layers drawn: d_model 64 is 66 KB, so about 190; the widest (512) 4.2 MB
+}
+
+
+def cache_bytes(name: str) -> int:
+    """The bytes cache ``name`` may hold: the loaded models' bound for "models", else its share of the cache
+    budget (``CACHE_SHARES``)."""
+    return max_loaded_bytes() if name == "models" else int(cache_budget_bytes() * CACHE_SHARES[name])
 
 
 def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:
@@ -238,17 +244,23 @@ MAX_PATCH_TOKENS = 128
 # Tokens of patched runs in one batch (rows × prompt tokens): one batch is one turn on the compute
 # workers, under a second for a GPT-2-small on 2 cores however long the sweep (bench_patching --server).
 PATCH_BATCH_TOKENS = 512
-# Background jobs (attnviz.jobs), per kind: (running at once, waiting beyond those). A kind's jobs
-# run on at most `running` threads, which end when no job waits; past running + waiting a new job is
-# refused with "the server is busy, try again shortly". A model's load has its own share, so it
-# never waits behind sweeps. Every share's threads together: the most a server adds for jobs.
+# Background jobs (attnviz.jobs), per kind: (running at once, waiting beyond those, finished ones
+# kept to answer whoever asks again). A kind's jobs run on at most `running` threads, which end when
+# no job waits; past running + waiting a new job is refused with "the server is busy, try again
+# shortly". A model's load has its own share, so it never waits behind sweeps. Every share's threads
+# together: the most a server adds for jobs. A training (Watch it learn) is a process, not a thread:
+# one per core, none waiting; its record is a file, so none is kept here.
 JOB_SHARES = {
-    "load": (2, 8),  # model folders read from disk: I/O-bound, two at once
-    "patching": (2, 14),  # sweeps: each takes the compute workers one batch at a time
-    "qk-overview": (1, 4),  # every head of a layer projected (t-SNE is the slow part)
-    "long-context": (1, 6),
-    "long-cost": (1, 6),  # the Long sequences page's cost sweep (seconds at L = 8192)
-    "circuit": (1, 6),
+    "load": (2, 8, 64),  # model folders read from disk: I/O-bound, two at once
+    "patching": (2, 14, 16),  # sweeps: each takes the compute workers one batch at a time
+    "qk-overview": (1, 4, 8),  # every head of a layer projected (t-SNE is the slow part)
+    # One attention at 32k tokens on a 24-layer × 14-head model holds ~0.2 GB of overviews at 256 blocks,
+    # so a handful kept, not dozens (attentions and policies together).
+    "long-context": (1, 6, 4),
+    "long-cost": (1, 6, 8),  # the Long sequences page's cost sweep (seconds at L = 8192)
+    "circuit": (1, 6, 8),
+    "training": (max(1, (os.cpu_count() or 1)), 0, 0),
 }
-MAX_JOB_THREADS = sum(running for running, _waiting in JOB_SHARES.values())
+MAX_TRAININGS = JOB_SHARES["training"][0]
+MAX_JOB_THREADS = sum(running for kind, (running, _w, _k) in JOB_SHARES.items() if kind != "training")
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -12,7 +12,7 @@ from attnviz.jobs import Busy, Jobs
 
 
 def test_one_job_per_key_however_many_ask_and_its_progress():
-    jobs, gate, calls = Jobs(keep=4, name="test", share=(1, 8)), threading.Event(), []
+    jobs, gate, calls = Jobs("test", share=(1, 8, 4)), threading.Event(), []
 
     def work(job):
         calls.append(1)
@@ -28,7 +28,7 @@ def test_one_job_per_key_however_many_ask_and_its_progress():
 
 
 def test_an_error_is_kept_as_words_and_a_failed_job_starts_again():
-    jobs, tries = Jobs(keep=4, name="test", share=(1, 8)), []
+    jobs, tries = Jobs("test", share=(1, 8, 4)), []
 
     def work(job):
         tries.append(1)
@@ -47,7 +47,7 @@ def test_an_error_is_kept_as_words_and_a_failed_job_starts_again():
 
 
 def test_the_last_keep_jobs_are_kept_least_recently_asked_first_out():
-    jobs = Jobs(keep=2, name="test", share=(1, 8))
+    jobs = Jobs("test", share=(1, 8, 2))
     a = jobs.start("a", lambda job: 1)
     b = jobs.start("b", lambda job: 2)
     assert a.done.wait(10) and b.done.wait(10)
@@ -65,7 +65,7 @@ def _threads(name: str) -> list[threading.Thread]:
 def test_a_kind_runs_and_queues_within_its_share_and_refuses_past_it():
     """Jobs running or waiting are bounded, not only those kept: past the share a new job is
     refused with words that say the server is busy, and the waiting ones hold no thread."""
-    jobs, gate, order = Jobs(keep=16, name="bounded", share=(1, 2)), threading.Event(), []
+    jobs, gate, order = Jobs("bounded", share=(1, 2, 16)), threading.Event(), []
 
     def work(i):
         def run(job):
@@ -91,9 +91,9 @@ def test_a_kind_runs_and_queues_within_its_share_and_refuses_past_it():
 
 
 def test_every_kind_has_a_declared_share_and_a_load_never_waits_behind_sweeps():
-    assert limits.MAX_JOB_THREADS == sum(r for r, _w in limits.JOB_SHARES.values()) <= 24
-    sweeps, loads, gate = Jobs(keep=64, name="patching"), Jobs(keep=64, name="load"), threading.Event()
-    running, waiting = limits.JOB_SHARES["patching"]
+    assert limits.MAX_JOB_THREADS == sum(r for k, (r, _w, _k) in limits.JOB_SHARES.items() if k != "training") <= 24
+    sweeps, loads, gate = Jobs("patching"), Jobs("load"), threading.Event()
+    running, waiting, _kept = limits.JOB_SHARES["patching"]
     held = [sweeps.start(("sweep", i), lambda job: gate.wait(10)) for i in range(running + waiting)]
     with pytest.raises(Busy):
         sweeps.start(("sweep", "one more"), lambda job: 1)
@@ -101,3 +101,48 @@ def test_every_kind_has_a_declared_share_and_a_load_never_waits_behind_sweeps():
     assert load.done.wait(10) and load.value == "loaded"  # its own share: not behind the sweeps
     gate.set()
     assert all(j.done.wait(10) for j in held)
+
+
+def test_the_product_makes_its_jobs_and_caches_through_the_one_registry():
+    """Process-wide state in one place: each kind of job is one ``Jobs`` of the registry with its share
+    from ``limits.JOB_SHARES``, each cache one of ``attnviz.cache``'s, bounded by its share of
+    ``ATTNVIZ_CACHE_MB`` (the models: ``ATTNVIZ_MAX_LOADED_MB``); no module makes its own."""
+    import re
+    from pathlib import Path
+
+    import ui.compute  # noqa: F401 - the app's figures
+    from attnviz import cache, jobs
+    from attnviz.views import pages  # noqa: F401 - every page's module, through the table
+    from attnviz.views.catalogue import PAGES
+    from attnviz.views.pages import module_of
+
+    for p in PAGES:
+        module_of(p.name)
+    root = Path(__file__).resolve().parent.parent
+    own = [f"{path.relative_to(root)}:{n + 1}" for folder in ("attnviz", "ui", "app_pages")
+           for path in sorted((root / folder).rglob("*.py")) if path.name not in ("jobs.py", "cache.py")
+           for n, line in enumerate(path.read_text(encoding="utf-8").splitlines())
+           if re.search(r"\b(Jobs|ByteBudgetCache)\(", line)]
+    assert not own, own
+    assert set(jobs.REGISTRY) == set(limits.JOB_SHARES) - {"training"}  # a training is a process (learn.worker)
+    for name, kind in jobs.REGISTRY.items():
+        assert (kind.running, kind.waiting, kind.keep) == limits.JOB_SHARES[name] and jobs.kind(name) is kind
+    assert set(cache.CACHES) == {*limits.CACHE_SHARES, "models"}
+    assert all(c.max_bytes == limits.cache_bytes(name) for name, c in cache.CACHES.items())
+    shared = sum(c.max_bytes for name, c in cache.CACHES.items() if name != "models")
+    assert shared <= limits.cache_budget_bytes() and cache.CACHES["models"].max_bytes == limits.max_loaded_bytes()
+
+
+def test_a_training_past_its_share_gets_the_busy_message(tmp_path, monkeypatch):
+    from attnviz.learn import worker
+    from attnviz.learn.train import LearnSettings
+
+    class Running:  # a training process that has not ended
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(worker, "runs_dir", lambda: tmp_path)
+    trainings = worker.Trainings()
+    trainings._jobs = {f"k{i}": Running() for i in range(limits.MAX_TRAININGS)}
+    with pytest.raises(Busy, match="server is busy: .* training jobs"):
+        trainings.start(LearnSettings(seed=12345))

@@ -28,18 +28,18 @@ import streamlit as st
 from _plotly_utils.basevalidators import is_homogeneous_array
 from _plotly_utils.utils import is_skipped_key, plotlyjsShortTypes, to_typed_array_spec
 
-from attnviz import AttentionConfig, AttentionResult
+from attnviz import AttentionConfig, AttentionResult, cache
 from attnviz.analysis.describe import describe_figure
-from attnviz.cache import PLAIN_TYPES, ByteBudgetCache
+from attnviz.cache import PLAIN_TYPES
 from attnviz.i18n import _, language
-from attnviz.limits import MAX_CONCURRENT_RUNS, cache_budget_bytes
+from attnviz.limits import MAX_CONCURRENT_RUNS
 from attnviz.plots.style import PlainFigure, apply_template, plain_figures
 from attnviz.run.run import RESULTS, shared_result
 from ui.loading import ready
 
 # A frozen figure's size: the length of its JSON, made once when it is frozen. The results hold
 # the other three quarters of the cache budget (attnviz.run.run.RESULTS).
-FIGURES = ByteBudgetCache(cache_budget_bytes() // 4, size_of=lambda fig: 2 * len(fig.to_dict().json))
+FIGURES = cache.named("figures", size_of=lambda fig: 2 * len(fig.to_dict().json))
 
 
 class FrozenSpec(dict):

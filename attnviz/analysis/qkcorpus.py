@@ -14,12 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnviz import limits
+from attnviz import cache, jobs, limits
 from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, K_NEIGHBOURS, map_record
-from attnviz.cache import ByteBudgetCache
 from attnviz.i18n import _
 from attnviz.inputs.corpus import corpus_digest
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.run.run import model_for, run
 
 
@@ -43,7 +42,7 @@ class CorpusRun:
         return self.q.shape[1]
 
 
-RUNS = ByteBudgetCache(limits.QK_CACHE_BYTES)
+RUNS = cache.named("qk-runs")
 
 
 def corpus_run(config, lines: list[str], progress: Callable[[float], None] | None = None) -> CorpusRun:
@@ -157,7 +156,7 @@ def layer_overview(crun: CorpusRun, *, seed: int = 0, k: int = K_NEIGHBOURS,
     return out
 
 
-OVERVIEWS = Jobs(keep=limits.QK_OVERVIEWS, name="qk-overview")  # every head of a layer, by model, corpus, layer
+OVERVIEWS = jobs.kind("qk-overview")  # every head of a layer, by model, corpus, layer
 
 
 def overview_key(config, lines: list[str], seed: int, normalisation: str = DEFAULT_NORMALISATION) -> tuple:
@@ -168,7 +167,7 @@ def overview_in_background(config, lines: list[str], seed: int = 0,
                            normalisation: str = DEFAULT_NORMALISATION) -> Job:
     """The (one, shared) overview of ``config``'s model and layer over ``lines``: finished, or
     being computed by a background thread started now if no one started it. A class opening the
-    same link computes it once; the last ``limits.QK_OVERVIEWS`` are kept. Its ``value`` is
+    same link computes it once; the last few are kept (``limits.JOB_SHARES``). Its ``value`` is
     ``layer_overview``'s records."""
     def work(job: Job) -> list[dict]:
         crun = cached_corpus_run(config, lines, lambda f: job.report(0.5 * f))

@@ -4,6 +4,6 @@ session that asks for the same settings (``worker``); its heads' roles on a prob
 explorer names them (``roles``); the finished model loaded back, and the model a patching sweep names
 (``trained``: ``subject_of``).
 
-May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.limits, attnviz.models,
+May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.jobs, attnviz.limits, attnviz.models,
 attnviz.settings.
 """

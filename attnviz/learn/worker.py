@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnviz import limits
+from attnviz.jobs import refusal
 from attnviz.learn.train import LearnSettings, train
 
 RUNS_ENV = "ATTNVIZ_LEARN_DIR"
@@ -117,16 +118,19 @@ class Trainings:
                     return key
                 (folder / f"{key}.json").unlink(missing_ok=True)
                 (folder / f"{key}.jsonl").unlink(missing_ok=True)
-            running = sum(1 for j in self._jobs.values() if j.poll() is None)
-            if running >= limits.MAX_TRAININGS:
-                raise ValueError(f"{running} trainings are running on this server (one per core): wait for one to "
-                                 f"finish, or open a link whose training already ran.")
+            running = self.busy()
+            if running >= limits.MAX_TRAININGS:  # the kind's share (limits.JOB_SHARES["training"])
+                raise refusal("training", running)
             (folder / f"{key}.stop").unlink(missing_ok=True)
             with open(folder / f"{key}.log", "wb") as log:
                 self._jobs[key] = subprocess.Popen(
                     [sys.executable, "-m", "attnviz.learn.worker", json.dumps(asdict(settings)), str(folder), key],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return key
+
+    def busy(self) -> int:
+        """Trainings running now (the caller holds the lock)."""
+        return sum(1 for j in self._jobs.values() if j.poll() is None)
 
     def progress(self, key: str) -> Progress:
         base = runs_dir() / key

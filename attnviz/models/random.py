@@ -12,8 +12,7 @@ import copy
 
 import torch
 
-from attnviz import limits
-from attnviz.cache import ByteBudgetCache
+from attnviz import cache, limits
 from attnviz.core.multihead import MultiHeadAttention
 from attnviz.inputs.record import Input
 from attnviz.inputs.text import text_input, tokenize_lines
@@ -23,8 +22,8 @@ RANDOM = "random"
 
 # The layers drawn so far and the generator's state after each, shared read-only by the
 # runs (as a pretrained model's layers are): (d_model, heads, seed, projections) -> both.
-LAYERS = ByteBudgetCache(limits.LAYER_CACHE_BYTES,
-                         size_of=lambda drawn: 4 * sum(p.numel() for p in drawn[0].parameters()) + drawn[1].numel())
+LAYERS = cache.named("layers",
+                     size_of=lambda drawn: 4 * sum(p.numel() for p in drawn[0].parameters()) + drawn[1].numel())
 
 
 class RandomLayer:

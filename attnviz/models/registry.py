@@ -32,9 +32,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnviz.cache import ByteBudgetCache
+from attnviz import cache, jobs
 from attnviz.i18n import N_, _
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.limits import max_loaded_bytes
 from attnviz.models.base import ModelError
 from attnviz.models.bert import BertConfig, BertModel
@@ -250,8 +250,8 @@ def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
 PHASES = {"download": (0.02, N_("downloading its files")),
           "config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
           "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
-LOADED = ByteBudgetCache(max_loaded_bytes())  # the loaded models, by _key, sized by their weight files
-LOADING = Jobs(keep=64, name="load")  # their background loads, by _key
+LOADED = cache.named("models")  # the loaded models, by _key, sized by their weight files
+LOADING = jobs.kind("load")  # their background loads, by _key
 _LOAD_ONE = threading.Lock()  # one model loads at a time, within the memory bound
 
 

@@ -18,8 +18,7 @@ from dataclasses import fields
 
 import torch
 
-from attnviz import limits
-from attnviz.cache import ByteBudgetCache
+from attnviz import cache, limits
 from attnviz.core.devices import resolve_device
 from attnviz.core.masks import WINDOW_KINDS, build_mask
 from attnviz.core.multihead import MultiHeadSteps
@@ -47,7 +46,7 @@ def model_for(config: AttentionConfig) -> Model:
 
 
 # Three quarters of the cache budget: the app's figures (ui.compute) hold the last quarter.
-RESULTS = ByteBudgetCache(limits.cache_budget_bytes() * 3 // 4)
+RESULTS = cache.named("results")
 
 
 def shared_result(config: AttentionConfig, compute_with=None) -> AttentionResult:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz import jobs
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.composition import MODES, composition_scores_of
 from attnviz.analysis.patching import runs
@@ -24,7 +25,7 @@ from attnviz.analysis.pathpatch import edge_attention
 from attnviz.analysis.scoreattr import DEFINITION as SCORES
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.i18n import N_, _
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.learn.trained import subject_of
 from attnviz.plots import matrix_figure
 from attnviz.plots.circuit import check_threshold, circuit_figure, edges, with_cell_clicks
@@ -104,7 +105,7 @@ def circuit_run(model, clean, corrupted, answer, wrong=None, progress=None, step
     return CircuitRun(found, {m: composition_scores_of(subject.stack, m).numpy() for m in MODES})
 
 
-CIRCUITS = Jobs(keep=8, name="circuit")  # by model and prompts
+CIRCUITS = jobs.kind("circuit")  # by model and prompts
 
 
 def circuit_key(model, clean, corrupted, answer, wrong) -> tuple:

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attnviz import limits
+from attnviz import jobs, limits
 from attnviz.analysis.kvcache import POLICIES, kv_keep
 from attnviz.analysis.longcontext import DEFINITIONS, LongAttention, long_attention
 from attnviz.i18n import N_, _
 from attnviz.inputs.longtexts import LONG_TEXTS, long_text, long_texts
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.models.base import ModelError
 from attnviz.models.random import RANDOM
 from attnviz.models.registry import model_key
@@ -171,7 +171,7 @@ def long_figures(result: LongAttention, kept, settings: LongSettings, style: Fig
 
 TEXT_TITLES = {**long_texts(), "paste": N_("paste a text"), "upload": N_("upload a .txt file")}
 # The page's sweeps: attentions by model, text and blocks; policies by model, text, policy and ratio.
-JOBS = Jobs(keep=limits.LONG_JOBS_KEPT, name="long-context")
+JOBS = jobs.kind("long-context")
 CLOSE_UP = 64  # a close-up's rows and columns on the page (at most limits.MAX_LONG_WINDOW)
 CLICK_GRID = 48  # places a side where a click on a head's overview opens a close-up (markers: 48² at most)
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 
-from attnviz import limits
+from attnviz import jobs, limits
 from attnviz import plots as F
 from attnviz.analysis import longseq as LS
 from attnviz.core.efficient import attention_memory
 from attnviz.i18n import N_, _
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.settings.spec import setting
 
 PAGES = ("long-sequences",)
@@ -79,7 +79,7 @@ def check_blocks(state) -> None:
             raise ValueError(f"{name} must be at least 1.")
 
 
-COSTS = Jobs(keep=8, name="long-cost")  # the cost sweeps, by heads, width, device, tiles and mask
+COSTS = jobs.kind("long-cost")  # the cost sweeps, by heads, width, device, tiles and mask
 
 
 def cost_job(heads: int, head_dim: int, device: str, block_q: int, block_k: int, causal: bool) -> Job:

@@ -15,13 +15,13 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from attnviz import limits
+from attnviz import jobs, limits
 from attnviz import plots as F
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
 from attnviz.core.nexttoken import top_tokens
 from attnviz.i18n import N_, _
-from attnviz.jobs import Job, Jobs
+from attnviz.jobs import Job
 from attnviz.learn.trained import subject_of
 from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
@@ -111,7 +111,7 @@ def run_of(state, progress=None, step=None) -> PatchRun:
     return PatchRun(p, attribution, *weights)
 
 
-SWEEPS = Jobs(keep=16, name="patching")  # the page's sweeps, by model and prompts
+SWEEPS = jobs.kind("patching")  # the page's sweeps, by model and prompts
 
 
 def model_identity(model: str) -> tuple:
