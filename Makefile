@@ -50,7 +50,8 @@ test: $(TEST_STAMP) system-packages
 # which git ignores, so that it leaves the tree as it found it).
 screenshots: $(TEST_STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
-		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py
+		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py \
+		tests/app/test_browser_circuit.py tests/app/test_browser_longcontext.py tests/app/test_browser_first_screen.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

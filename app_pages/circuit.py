@@ -13,37 +13,49 @@ from ui import compute, picks, session, widgets
 from ui.controls import control, row
 
 s = session.current()
-widgets.header(_("How heads work together: the circuit"), _(
+widgets.header(_("How heads work together: the circuit"), "" if s.present else _(
     "A later head can read what an earlier head wrote, through its queries, keys or values (Elhage et al. 2021). "
     "Path patching (Wang et al. 2022) measures each such path: the earlier head's clean output goes into the later "
     "head's one input only, everything else runs on the corrupted prompt. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
-s = widgets.prompt_pair(C.PAGE)
+# On a projector the graph is the first screen: the prompts, the definitions and the graph's settings fold
+# away above it.
+inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.present else st.container()
+with inputs:
+    s = widgets.prompt_pair(C.PAGE)
 
 job = compute.guard(lambda: C.circuit_job(s.model, s.clean, s.corrupted, s.answer, s.wrong, compute.on_worker))
 run = widgets.job_value(
     job, _("Patching every head, then every path through queries, keys and values: {p:.0%}").format(p=job.fraction),
     _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
-st.markdown("\n".join(f"- **{_(C.DEFINITION_NAMES[name])}**: {md(words)}" for name, words in C.DEFINITIONS.items()))
-st.info(md(run.found.message), icon=":material/account_tree:")
+with inputs:
+    st.markdown("\n".join(f"- **{_(C.DEFINITION_NAMES[name])}**: {md(words)}" for name, words in C.DEFINITIONS.items()))
+if run.found.receiver is None or not s.present:  # on a projector, the sentence goes under its graph
+    st.info(md(run.found.message), icon=":material/account_tree:")
 if run.found.receiver is None:  # one layer: no later head to compose with
     st.stop()
 
-pair = row()
-control("circuit_threshold", pair, step=0.01)
-control("circuit_composition", pair)
+with inputs if s.present else st.container():
+    pair = row()
+    control("circuit_threshold", pair, step=0.01)
+    control("circuit_composition", pair)
 s = session.current()
 style = style_for(s)
 key = C.circuit_key(s.model, s.clean, s.corrupted, s.answer, s.wrong)
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "graph", s.circuit.threshold, s.circuit.composition, compute.style_key(style)),
     lambda: C.draw(run, s.circuit.threshold, C.composition_mode(s.circuit), style)))
-st.caption(_("Heads sized and coloured by what each brings back patched alone; a path's colour is the input it "
-             "reaches, its width the share it brings back. A click on an edge's diamond opens it below."))
+legend = _("Heads sized and coloured by what each brings back patched alone; a path's colour is the input it "
+           "reaches, its width the share it brings back. A click on an edge's diamond opens it below.")
+if not s.present:
+    st.caption(legend)
 for point in compute.clicked_points(fig, key="circuit_graph", filename="circuit"):
     picked = C.clicked_edge(point)
     if picked and picked != s.circuit.edge:
         picks.pick({"circuit_edge": picked, "circuit_cell": ""}, ("circuit_edge", picked))
+if s.present:
+    st.info(md(run.found.message), icon=":material/account_tree:")
+    st.caption(legend)
 
 edge = compute.guard(lambda: C.edge_of(run, s.circuit))
 st.subheader(_("One path: {edge}").format(edge=edge.words()))

@@ -91,6 +91,7 @@ def describe_figure(fig) -> str:
     layout = d.get("layout", {})
     title = (layout.get("title") or {}).get("text", "") if isinstance(layout.get("title"), dict) else ""
     traces = d.get("data", [])
+    title = title.replace("<br>", " — ")  # a title's line break, read as a pause
     parts = [title + "." if title else ""]
     heat = [t for t in traces if t.get("type") == "heatmap" and t.get("opacity", 1) > 0]
     lines = [t for t in traces if t.get("type") in ("bar", "scatter") and t.get("name")]

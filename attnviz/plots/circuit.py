@@ -78,14 +78,17 @@ def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: f
                    "customdata": [[layer, h] for layer in range(layers) for h in range(H)],
                    "hovertemplate": "%{text}: " + _("patched alone, brings back") +
                                     " %{marker.color:.2f}<extra></extra>"})
+    grow = max(1.0, style.font_size / 12)  # presenter mode's larger text needs as much more room
     layout = {"xaxis": {"title": {"text": _("layer")}, "tickmode": "array", "tickvals": list(range(layers)),
                         "range": [-0.5, layers - 0.5]},
               "yaxis": {"title": {"text": _("head")}, "tickmode": "array", "tickvals": list(range(H)),
-                        "range": [H - 0.5, -0.7]},
-              "height": max(340, 45 * H + 220), "legend": {"orientation": "h", "y": -0.32, "yanchor": "top"},
+                        "range": [H - 0.5, -0.7 - 0.4 * (grow - 1)]},  # the top row's labels stay under the title
+              # half as much taller again: a projector's 768 pixels hold the graph under the page's title
+              "height": round(max(340, 45 * H + 220) * (1 + (grow - 1) / 2)),
+              # at the figure's foot, under the axis title, whatever the plot's height
+              "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
               "clickmode": "event+select"}
-    # room under the plot: the legend goes under the axis title, not on it
-    return figure(traces, layout_for(layout, style, title, room={"l": 60, "b": 110}))
+    return figure(traces, layout_for(layout, style, title, room={"l": 60, "b": round(110 * grow)}))
 
 
 def clicked_edge(point: dict) -> str | None:

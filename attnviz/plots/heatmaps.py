@@ -49,11 +49,14 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                   "title": {"text": _("query") if not diverging else _("token")}},
         "xaxis": {"type": "category" if not diverging else "linear",
                   "title": {"text": _("key") if not diverging else _("dimension")},
-                  "side": "top" if not diverging else "bottom"},
+                  "side": "top" if not diverging else "bottom",
+                  # upright on top: a slanted label Plotly picks itself runs into the axis title above it
+                  **({"tickangle": -90} if not diverging else {})},
     }
     fs = style.font_size
     room = {"l": margins.left(d.y, fs, title=True), "r": margins.colorbar("", fs, d.zmin, d.zmax),
-            "b": margins.bottom((), fs, title=True) if diverging else fs}
+            "b": margins.bottom((), fs, title=True) if diverging else fs,
+            **({} if diverging else {"t": margins.top(d.x, fs, d.title)})}
     return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
                   layout_for(layout, style, d.title, top_axis=not diverging, room=room))
 
@@ -303,13 +306,14 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
              "hovertemplate": f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{_('may attend')}: %{{z}}<extra></extra>"}
     layout = {"yaxis": {**rows_down(len(d.y)), "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
               "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": _("key")},
-                        **_every_tick(d.x)}}
+                        **({"tickangle": -90} if key_axis_top else {}), **_every_tick(d.x)}}  # as heatmap_figure
     if not key_axis_top:
-        layout["height"] = matrix_height(len(d.y))
+        layout["height"] = matrix_height(len(d.y), style.font_size)
     fs = style.font_size
-    room = {"l": margins.left(d.y, fs, title=True), "b": fs if key_axis_top else margins.bottom(d.x, fs, title=True)}
-    return figure([trace], layout_for(layout, style, d.title + " " + _("(dark = blocked)"), top_axis=key_axis_top,
-                                      room=room))
+    title = d.title + " " + _("(dark = blocked)")
+    room = {"l": margins.left(d.y, fs, title=True), "b": fs if key_axis_top else margins.bottom(d.x, fs, title=True),
+            **({"t": margins.top(d.x, fs, title)} if key_axis_top else {})}
+    return figure([trace], layout_for(layout, style, title, top_axis=key_axis_top, room=room))
 
 
 # Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
@@ -320,9 +324,11 @@ def _every_tick(labels: list[str]) -> dict:
     return {"tickmode": "array", "tickvals": labels, "ticktext": labels} if len(labels) <= EVERY_TICK_UP_TO else {}
 
 
-def matrix_height(rows: int) -> int:
-    """Tall enough for a readable label per row."""
-    return max(300, 22 * rows + 150)
+def matrix_height(rows: int, font_size: int = 12) -> int:
+    """Tall enough for a readable label per row, and (larger text: presenter mode) for the title, the column
+    labels and the rows' own labels at that size."""
+    grow = max(1.0, font_size / 12)
+    return round(max(300, (22 * rows + 150) * grow))
 
 
 def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: str,
@@ -349,7 +355,8 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
         trace["colorbar"] = {"title": {"text": bar_title}}
     x, y = trace["x"], trace["y"]
     layout: dict = {"yaxis": {**rows_down(len(y)), "type": "category", **_every_tick(y)},
-                    "xaxis": {"type": "category", **_every_tick(x)}, "height": matrix_height(len(rows))}
+                    "xaxis": {"type": "category", **_every_tick(x)},
+                    "height": matrix_height(len(rows), style.font_size)}
     if highlight_row is not None:  # categories sit at 0, 1, ...: the row spans r ± 0.5
         layout["shapes"] = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y",
                              "y0": highlight_row - 0.5, "y1": highlight_row + 0.5,

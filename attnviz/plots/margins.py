@@ -80,6 +80,13 @@ def bottom(labels: Iterable[str], font_size: int, *, angle: int = 0, title: bool
     return math.ceil(labels_px + (font_size + 15 if title else 0))
 
 
+def top(labels: Iterable[str], font_size: int, title: str = "") -> int:
+    """The room above a plot whose x axis is on top, its labels upright: the figure's title (each of its
+    lines), the axis title, then the widest label, so that neither title runs into the other."""
+    lines = 1 + title.count("<br>")
+    return math.ceil(45 + lines * 1.69 * font_size + bottom(labels, font_size, angle=90, title=True))
+
+
 def ticks_em(lo: float, hi: float) -> float:
     """The widest tick label of a colour bar from ``lo`` to ``hi``, in em: Plotly steps by
     1, 2 or 5 × 10ᵏ; a step of a twelfth of the range is as fine as it goes."""

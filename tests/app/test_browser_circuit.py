@@ -4,7 +4,14 @@ holds both."""
 
 import pytest
 
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch, streamlit_server
+from tests.support.browserkit import (
+    HOW_TO_GET_CHROMIUM,
+    SHOTS,
+    chromium_path,
+    full_page_screenshot,
+    launch,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
@@ -56,4 +63,26 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
         page.wait_for_function("() => location.search.includes('circuit_cell=12.5')", timeout=30_000)
         assert "L1 H1, query" in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                                "g => g.layout.title.text).join(' | ')")
+        full_page_screenshot(page, SHOTS / "circuit.png")
+        browser.close()
+
+
+def test_on_a_projector_the_graph_is_the_first_screen(learned_defaults):
+    """Presenter mode at 1024 × 768: the circuit's graph, whole, in the first screen (the prompts, the
+    definitions and the threshold folded away above it), its sentence under it."""
+    env = {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
+    with streamlit_server(env=env) as base, sync_api.sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1024, "height": 768})
+        page.goto(base + "/circuit?model=watch-it-learn&present=1")
+        _wait_chart(page, "the circuit found by the numbers", timeout=300_000)
+        _wait_text(page, "brings back")
+        page.wait_for_timeout(500)
+        box = page.evaluate("""() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(
+            g => g.layout.title.text.includes('the circuit found')); const b = g.getBoundingClientRect();
+            return [b.top, b.bottom, window.scrollY]; }""")
+        assert box[2] == 0 and 0 <= box[0] and box[1] <= 768, box
+        assert page.get_by_text("Prompts, answer, definitions and threshold").is_visible()
+        assert not page.get_by_text("Clean prompt").is_visible()  # folded
+        page.screenshot(path=str(SHOTS / "circuit-presenter.png"))  # the projector's first screen
         browser.close()

@@ -3,7 +3,14 @@ exact close-up of that block, its queries and keys where the click was, and the 
 
 import pytest
 
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, launch, streamlit_server
+from tests.support.browserkit import (
+    HOW_TO_GET_CHROMIUM,
+    SHOTS,
+    chromium_path,
+    full_page_screenshot,
+    launch,
+    streamlit_server,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
@@ -44,6 +51,9 @@ def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
         page.wait_for_function("(want) => [...document.querySelectorAll('.js-plotly-plot')].some("
                                "g => g.layout.title && g.layout.title.text.includes(want))", arg=want,
                                timeout=180_000)
+        page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some("
+                               "g => g.layout.title && g.layout.title.text.includes('evicted'))", timeout=180_000)
+        full_page_screenshot(page, SHOTS / "long-context.png")
         browser.close()
     assert want not in before and int(q) > 0 and int(k) > 0
     assert f"long_q0={int(q)}" in link and f"long_k0={int(k)}" in link
