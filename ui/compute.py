@@ -37,8 +37,8 @@ from attnviz.plots.style import PlainFigure, apply_template, plain_figures
 from attnviz.run.run import RESULTS, shared_result
 from ui.loading import ready
 
-# A frozen figure's size: the length of its JSON, made once when it is frozen. The results hold
-# the other three quarters of the cache budget (attnviz.run.run.RESULTS).
+# A frozen figure's size: the length of its JSON, made once when it is frozen. Its share of the cache
+# budget: limits.CACHE_SHARES["figures"].
 FIGURES = cache.named("figures", size_of=lambda fig: 2 * len(fig.to_dict().json))
 
 

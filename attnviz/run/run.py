@@ -45,7 +45,8 @@ def model_for(config: AttentionConfig) -> Model:
     return load(config.model)
 
 
-# Three quarters of the cache budget: the app's figures (ui.compute) hold the last quarter.
+# Its share of the cache budget (limits.CACHE_SHARES): the app's figures (ui.compute), the Q/K map's runs and
+# the random layers hold the rest.
 RESULTS = cache.named("results")
 
 

@@ -35,6 +35,8 @@ class RunReport:
     messages: int = 0  # every message of the run, script_finished included
     alerts: list[str] = field(default_factory=list)  # the bodies of st.error/warning/info/success
     progress: list[str] = field(default_factory=list)  # the texts of its progress bars
+    # The page asked for another run (st.rerun: a model it waited for is ready), with no exception.
+    rerun: bool = False
 
 
 @dataclass
@@ -105,8 +107,9 @@ class Session:
                     alerts.append(el.alert.body)
             elif kind == "script_finished":
                 ok = fwd.script_finished in FINISHED_OK and not error
+                rerun = fwd.script_finished == ForwardMsg.FINISHED_EARLY_FOR_RERUN and not error
                 return RunReport(time.perf_counter() - t0, received, ok, error, elements, charts, messages, alerts,
-                                 progress)
+                                 progress, rerun)
             elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
                 error = "compile error"
 
