@@ -187,7 +187,3 @@ def named(name: str, size_of: Callable[[Any], int] = nbytes) -> ByteBudgetCache:
             CACHES[name] = ByteBudgetCache(cache_bytes(name), size_of=size_of)
         return CACHES[name]
 
-
-def held() -> dict[str, tuple[int, int]]:
-    """Every cache's (bytes held, bytes allowed) now, by name: what the process holds for reuse."""
-    return {name: (c.total_bytes, c.max_bytes) for name, c in CACHES.items()}

@@ -156,8 +156,3 @@ def kind(name: str) -> Jobs:
         if name not in REGISTRY:
             REGISTRY[name] = Jobs(name)
         return REGISTRY[name]
-
-
-def busy_now() -> dict[str, int]:
-    """Jobs running or waiting now, by kind: the registry's threads' work."""
-    return {name: jobs.busy() for name, jobs in REGISTRY.items()}

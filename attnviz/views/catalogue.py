@@ -54,7 +54,7 @@ class Page:
     # numbers are its own rather than a run's, ``numbers``.
     module: str = ""
     figure: str = "main_figure"
-    command: str = ""  # a command of its own instead of ``render --page`` (a training, a text file)
+    command: str = ""  # a command of its own instead of ``render --page`` (a training)
 
 
 PAGES = (
@@ -84,7 +84,7 @@ PAGES = (
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
          module="circuit"),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True, module="longcontext", command="python -m attnviz render --page long-context --text-file F"),
+         causal_lm=True, module="longcontext"),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head

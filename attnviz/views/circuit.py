@@ -290,5 +290,5 @@ def main_figure(state, style: FigureStyle, data: bytes | None = None) -> go.Figu
     return circuit_page_figure(state, style)
 
 
-def numbers(state, fmt: str) -> bytes:
+def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
     return page_json(state)

@@ -6,14 +6,13 @@
 A page module (``attnviz.views.<module>``) owns its settings (a dataclass of ``setting(...)`` fields,
 nested in ``ViewState``), its run, ``main_figure(state, style, data)`` (``data``: the bytes of the file the
 page reads, an image, a WAV, an attention file, a corpus or a text; None: its sample), optionally
-``all_figures`` (every figure, for ``--out x.html``) and ``numbers(state, fmt[, data])`` (its record: every
+``all_figures`` (every figure, for ``--out x.html``) and ``numbers(state, fmt, data)`` (its record: every
 number it draws, for ``--out x.json``).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from types import ModuleType
 
 import plotly.graph_objects as go
@@ -37,7 +36,7 @@ def _check(name: str) -> None:
     known = {p.name for p in PAGES}
     if name not in known:
         raise ValueError(f"Unknown page {name!r}; choose one of {', '.join(known)}.")
-    if page(name).command and not page(name).command.startswith("python -m attnviz render"):
+    if page(name).command:
         raise ValueError(f"The {name} page has a command of its own: {page(name).command}.")
 
 
@@ -69,8 +68,7 @@ def page_record(name: str, state: ViewState, fmt: str, data: bytes | None = None
         return None
     if fmt != "json":
         raise ValueError(f"The {name} page writes .json, .png, .svg or .html.")
-    takes_data = len(inspect.signature(module.numbers).parameters) > 2
-    return module.numbers(state, fmt, data) if takes_data else module.numbers(state, fmt)
+    return module.numbers(state, fmt, data)
 
 
 def page_result(name: str, state: ViewState, data: bytes | None = None) -> tuple[AttentionResult, ViewState]:

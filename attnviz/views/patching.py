@@ -315,5 +315,5 @@ def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Fi
     return draw_heads(run_of(with_example(state, "patching")), state, style)
 
 
-def numbers(state, fmt: str) -> bytes:
+def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
     return patching_json(with_example(state, "patching"))

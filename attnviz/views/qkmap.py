@@ -135,5 +135,5 @@ def main_figure(state, style: FigureStyle, data: bytes | None = None):
     return qk_page_figure(state, style, None if data is None else read_corpus(data))
 
 
-def numbers(state, fmt: str) -> bytes:
-    return qk_record_json(state, fmt)
+def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
+    return qk_record_json(state, fmt, None if data is None else read_corpus(data))

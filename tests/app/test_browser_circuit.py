@@ -2,6 +2,8 @@
 and without it patched), a click on a cell of that attention opens its score in parts, and the link then
 holds both."""
 
+from contextlib import contextmanager
+
 import pytest
 
 from tests.support.browserkit import (
@@ -40,12 +42,20 @@ def _wait_chart(page, title: str, timeout: int = 60_000) -> None:
                            timeout=timeout)
 
 
-def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(learned_defaults):
+@contextmanager
+def _circuit(learned_defaults, width: int, query: str):
+    """The Circuit page on the trained defaults, ``query`` added to the model's, in a window ``width`` × 768."""
     env = {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
     with streamlit_server(env=env) as base, sync_api.sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        page.goto(base + "/circuit?model=watch-it-learn&circuit_threshold=0&circuit_composition=none")
+        page = browser.new_page(viewport={"width": width, "height": 768})
+        page.goto(base + "/circuit?model=watch-it-learn&" + query)
+        yield page
+        browser.close()
+
+
+def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(learned_defaults):
+    with _circuit(learned_defaults, 1366, "circuit_threshold=0&circuit_composition=none") as page:
         _wait_text(page, "One path: L0 H", timeout=300_000)
         # another edge than the circuit's own: the value path from L0 H1 into L1 H1
         _wait_chart(page, "the circuit found by the numbers")
@@ -64,17 +74,12 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
         assert "L1 H1, query" in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                                "g => g.layout.title.text).join(' | ')")
         full_page_screenshot(page, SHOTS / "circuit.png")
-        browser.close()
 
 
 def test_on_a_projector_the_graph_is_the_first_screen(learned_defaults):
     """Presenter mode at 1024 × 768: the circuit's graph, whole, in the first screen (the prompts, the
     definitions and the threshold folded away above it), its sentence under it."""
-    env = {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
-    with streamlit_server(env=env) as base, sync_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1024, "height": 768})
-        page.goto(base + "/circuit?model=watch-it-learn&present=1")
+    with _circuit(learned_defaults, 1024, "present=1") as page:
         _wait_chart(page, "the circuit found by the numbers", timeout=300_000)
         _wait_text(page, "brings back")
         page.wait_for_timeout(500)
@@ -85,4 +90,3 @@ def test_on_a_projector_the_graph_is_the_first_screen(learned_defaults):
         assert page.get_by_text("Prompts, answer, definitions and threshold").is_visible()
         assert not page.get_by_text("Clean prompt").is_visible()  # folded
         page.screenshot(path=str(SHOTS / "circuit-presenter.png"))  # the projector's first screen
-        browser.close()
