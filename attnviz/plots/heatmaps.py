@@ -120,9 +120,10 @@ def thinning_note(plan: GridPlan, L: int, S: int) -> str | None:
     """What the page says when the grid labels only some tokens (None: every one)."""
     if not plan.thinned:
         return None
-    return _("Every {kx}th key and {ky}th query is labelled ({S} keys, {L} queries do not all fit at a readable "
-             "size); hover a cell for its tokens, or open One head, which labels each.").format(
-        kx=plan.every_x, ky=plan.every_y, S=S, L=L)
+    keys = _("every key") if plan.every_x == 1 else _("one key in {k}").format(k=plan.every_x)
+    queries = _("every query") if plan.every_y == 1 else _("one query in {k}").format(k=plan.every_y)
+    return _("Labelled: {keys} and {queries} ({S} keys, {L} queries do not all fit at a readable size); hover a "
+             "cell for its tokens, or open One head, which labels each.").format(keys=keys, queries=queries, S=S, L=L)
 
 
 def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
@@ -230,7 +231,11 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         x_ticks = [x_lab[c * (S + gap_x) + k] for c in range(cols) for k in range(0, S, plan.every_x)
                    if c * (S + gap_x) + k < C]
         y_ticks = [y_lab[r * (L + gap_y) + k] for r in range(rows) for k in range(0, L, plan.every_y)]
-        tick = {"tickmode": "array", "tickfont": {"size": TICK_PX}}
+        # The margins are reserved for these labels below, so Plotly need not measure them: with
+        # automargin (the template's) or a title standoff it took every label's box, one layout
+        # each (~70 ms of the first paint at 64 tokens × 8 heads; bench/bench_browser.py).
+        tick = {"tickmode": "array", "tickfont": {"size": TICK_PX}, "automargin": False,
+                "title": {"standoff": None}}
         layout["xaxis"].update(tick, tickvals=x_ticks, ticktext=[plain_label(t) for t in x_ticks])
         layout["yaxis"].update(tick, tickvals=y_ticks, ticktext=[plain_label(t) for t in y_ticks])
         room.update(l=margins.left(y_ticks, TICK_PX), b=margins.bottom(x_ticks, TICK_PX, angle=90))

@@ -131,7 +131,8 @@ def test_grid_thins_labels_past_what_fits_and_says_so():
     fig = F.grid_figure(F.grid_data(r), F.FigureStyle())
     assert len(fig.layout.xaxis.tickvals) == len(range(0, 80, plan.every_x))
     note = F.thinning_note(plan, 80, 80)
-    assert f"Every {plan.every_x}th key" in note and "One head" in note
+    assert f"one key in {plan.every_x}" in note and "One head" in note
+    assert "every key" in F.thinning_note(F.GridPlan(1, 1, 1, 3), 80, 80)  # only the queries thinned
     assert F.thinning_note(F.grid_plan(8, 13, 13, 12), 13, 13) is None
     assert F.grid_figure(F.grid_data(r), F.FigureStyle(height=300)).layout.height == 300
 
