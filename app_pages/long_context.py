@@ -47,13 +47,14 @@ st.caption(_("**{model}**: {n:,} tokens; layers × heads: {layers} × {heads} ({
                                                b=result.block))
 for note in result.notes:
     st.info(md(note), icon=":material/info:")
-st.markdown("\n".join(f"- **{name}**: {md(words)}" for name, words in V.DEFINITIONS.items())
-            + f"\n- **{_('label')}**: {md(V.HEAD_RULE)}")
-
 st.subheader(_("Every layer × head"))
 fig = compute.guard(lambda: compute.cached_figure((*key, "multiples", compute.style_key(style)),
                                                   lambda: V.multiples(result, style)))
 compute.chart(fig, key="long_multiples", filename="long-context-heads")
+# What each number of the chart and of the table below means, under the chart: above it, the
+# list pushed the chart off a laptop's first screen.
+st.markdown("\n".join(f"- **{name}**: {md(words)}" for name, words in V.DEFINITIONS.items())
+            + f"\n- **{_('label')}**: {md(V.HEAD_RULE)}")
 
 # --- the policy: started now, so that it runs while the heads are read ---------------------------------------
 pair = row()

@@ -42,9 +42,10 @@ def draw(kind: str) -> None:
     compute.guard(r.require_complete)
     st.subheader(_("mask = {kind}").format(kind=_(MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]
-    # Two figures per row: wide enough for a label on every token of the default sentence.
+    # Two figures per row: wide enough for a label on every token of the default sentence; one per row
+    # on a projector, where presenter mode's titles and labels would not fit half its width.
     for row in (("mask", "before"), ("after", "weights")):
-        for column, part in zip(st.columns(2), row, strict=True):
+        for column, part in zip([st.container(), st.container()] if s.present else st.columns(2), row, strict=True):
             with column:
                 chart(part, kind, lambda part=part: mask_lab_figure(r, part, seq, head, style))
     full = [f"{i}: {toks[i]}" for i in r.fully_masked_rows(seq)]

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
+from attnviz.plots import margins
 from attnviz.plots.style import FigureStyle, axis_labels, figure, layout_for
 
 
@@ -105,7 +106,8 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
                         "y0": math.log10(threshold), "y1": math.log10(threshold),
                         "line": {"color": "#d62728", "dash": "dash", "width": 2}}
     layout = {
-        "showlegend": False, "height": 360,
+        # Taller with presenter mode's font, which otherwise squeezed three decades of log axis into a few lines.
+        "showlegend": False, "height": 360 + 12 * max(0, style.font_size - 12),
         "xaxis": {"domain": [0, 0.3], "type": "category", "title": {"text": _("head")}},
         "xaxis2": {"domain": [0.4, 1], "type": "category", "title": {"text": _("query token")}, "anchor": "y2"},
         "yaxis": {**axis, "anchor": "x"}, "yaxis2": {**axis, "anchor": "x2", "title": {"text": ""}},
@@ -115,4 +117,6 @@ def difference_figure(head_diffs: list[float], row_diffs: list[float], row_token
                          "y": math.log10(threshold), "xanchor": "right", "yanchor": "bottom", "showarrow": False,
                          "font": {"color": "#d62728"}}],
     }
-    return figure(traces, layout_for(layout, style, title))
+    # The log axis's labels ("10⁻⁶") and its title, beside it: the template's automargin left the title cut.
+    return figure(traces, layout_for(layout, style, title, room={"l": margins.left(["10-16"], style.font_size,
+                                                                                     title=True)}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.plots.style import FigureStyle
+from attnviz.plots.style import FigureStyle, wrap_title
 
 MULTIPLES_CELLS = 60_000  # cells of the small multiples at most, every head together
 MULTIPLES_SIDE = (4, 32)  # blocks a side of one small multiple: at least, at most
@@ -41,6 +41,12 @@ def _log(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, np.maximum(out, FLOOR), np.nan).astype(np.float32)
 
 
+def _frame(title: str, style: FigureStyle) -> dict:
+    """The title (in lines a projector holds), theme and font every figure here shares."""
+    return {"title": wrap_title(title, style.font_size), "font": {"size": style.font_size},
+            "template": "plotly_dark" if style.theme == "dark" else "plotly_white"}
+
+
 def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.ndarray, style: FigureStyle, *,
                            title: str) -> go.Figure:
     """overview (layers, H, B, B): one panel per head (columns) and layer (rows), pooled; the hover
@@ -61,8 +67,7 @@ def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.
         colorbar={"title": "log10 max weight"},
         hovertemplate="layer %{customdata[0]:.0f} · head %{customdata[1]:.0f}<br>sink share %{customdata[2]:.3f}"
                       "<br>mean distance %{customdata[3]:.1f} tokens<br>log10 block max %{z:.2f}<extra></extra>"))
-    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
-                      font={"size": style.font_size}, height=max(300, 60 + 22 * layers * step // 2))
+    fig.update_layout(**_frame(title, style), height=max(300, 60 + 22 * layers * step // 2))
     fig.update_xaxes(tickvals=[h * step + s / 2 for h in range(H)], ticktext=[f"H{h}" for h in range(H)],
                      showgrid=False)
     fig.update_yaxes(tickvals=[layer * step + s / 2 for layer in range(layers)],
@@ -87,8 +92,7 @@ def head_figure(overview: np.ndarray, block: int, n: int, style: FigureStyle, *,
                                  marker={"size": 14, "opacity": 0.01, "color": "#000000"},
                                  hovertemplate="queries %{y}…, keys %{x}…: click for the exact weights<extra></extra>"))
         fig.update_layout(clickmode="event+select")
-    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
-                      font={"size": style.font_size}, xaxis_title=f"key (of {n:,})", yaxis_title="query")
+    fig.update_layout(**_frame(title, style), xaxis_title=f"key (of {n:,})", yaxis_title="query")
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -111,8 +115,7 @@ def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *
     fig = go.Figure(go.Heatmap(z=np.stack(rows).astype(np.float32), x=np.arange(len(rows[0])) * b, y=labels,
                                colorscale=style.colors, zmin=0, zmax=1, colorbar={"title": "kept"},
                                hovertemplate="%{y}, tokens %{x}…: %{z:.0%} kept<extra></extra>"))
-    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
-                      font={"size": style.font_size}, xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
+    fig.update_layout(**_frame(title, style), xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -127,8 +130,7 @@ def window_figure(weights: np.ndarray, tokens: list[str], q0: int, k0: int, styl
     fig = go.Figure(go.Heatmap(z=weights.astype(np.float32), x=xs, y=ys, colorscale=style.colors, zmin=0,
                                colorbar={"title": "weight"},
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
-    fig.update_layout(title=title, template="plotly_dark" if style.theme == "dark" else "plotly_white",
-                      font={"size": style.font_size}, xaxis_title="key", yaxis_title="query", height=600)
+    fig.update_layout(**_frame(title, style), xaxis_title="key", yaxis_title="query", height=600)
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category", showticklabels=cols <= 32)
     return fig

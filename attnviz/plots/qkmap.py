@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
-from attnviz.plots.style import FigureStyle, colorscale, escape_label, figure, layout_for
+from attnviz.plots.style import FigureStyle, colorscale, escape_label, figure, layout_for, wrap_title
 
 SYMBOLS = {"query": "circle", "key": "diamond"}
 NORM_NAMES = {"mips": "MIPS→NN", "attentionviz": "AttentionViz"}  # the normalisation, named in the title
@@ -89,9 +89,14 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
     layout = {"height": 640, "xaxis": {"showticklabels": False, "zeroline": False, "title": {"text": ""}},
               "yaxis": {"showticklabels": False, "zeroline": False, "scaleanchor": "x"},
               "legend": {"orientation": "h", "y": -0.04}, "hovermode": "closest", "clickmode": "event+select",
-              "annotations": [{"text": agreement_line(record), "xref": "paper", "yref": "paper", "x": 0, "y": 1.02,
-                               "showarrow": False, "xanchor": "left", "yanchor": "bottom"}]}
-    return figure(traces, layout_for(layout, style, title, room={"t": 90 + style.font_size, "b": 40}))
+              "annotations": [{"text": wrap_title(agreement_line(record), style.font_size), "xref": "paper",
+                               "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left", "align": "left",
+                               "yanchor": "bottom"}]}
+    # Room above the plot for the title's lines (Plotly centres them in the margin) and, below them, the
+    # agreement's, each in lines as long as a projector holds: 2 × the agreement's height keeps the two apart.
+    fs, lines = style.font_size, lambda text: wrap_title(text, style.font_size).count("<br>") + 1
+    top = max(90 + fs, round(1.3 * 1.3 * fs * lines(title) + 2 * 1.3 * fs * lines(agreement_line(record)) + 40))
+    return figure(traces, layout_for(layout, style, title, room={"t": top, "b": 40}))
 
 
 def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, layer: int = 0) -> go.Figure:

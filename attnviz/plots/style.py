@@ -269,10 +269,37 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=data, layout=layout, _validate=False)
 
 
+TITLE_LINE_EM = 44  # the characters of a title line that a projector's full-width chart holds at presenter size
+_BREAKS = (" — ", " · ", ", ", ": ", " ")  # where a title line may break, the stronger first
+
+
+def wrap_title(title: str, font_size: int) -> str:
+    """``title`` in lines that fit a full-width chart: at presenter mode's size (a font over 14 px) a
+    line longer than ``TITLE_LINE_EM`` characters breaks (``<br>``) at its last separator that
+    keeps the first part in bounds (Plotly draws a title on one line, and a 1024 px projector cut
+    "… float32 on cp"). At the laptop's size titles stay as written."""
+    if font_size <= 14:
+        return title
+    limit = round(TITLE_LINE_EM * 24 / font_size)
+    lines = []
+    for line in title.split("<br>"):
+        while len(line) > limit:
+            # The strongest separator in the line's second half, else the last space.
+            found = [(b, line.rfind(b, 0, limit)) for b in _BREAKS]
+            sep, cut = next(((b, i) for b, i in found if i > limit // 2), found[-1])
+            if cut <= 0:
+                break  # one long word: Plotly's own clip beats a break inside it
+            lines.append(line[:cut + len(sep.rstrip())])
+            line = line[cut + len(sep):]
+        lines.append(line)
+    return "<br>".join(lines)
+
+
 def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool = False,
                room: dict[str, int] | None = None) -> dict:
     """``room``: the left, right or bottom margin a builder reserved for its labels, colour
     bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
+    title = wrap_title(title, style.font_size)
     # A key axis drawn on top needs room between it and the title; so does each further line
     # of a title (``<br>``) above the first.
     top = (60 + style.font_size + (6 * style.font_size if top_axis else 0)

@@ -98,3 +98,21 @@ def test_invisible_suffixes_take_no_room_and_escapes_count_as_the_character_show
     assert margins.text_em("the\u200b\u200c\u2060") == margins.text_em("the")
     assert margins.text_em("&amp;") == margins.text_em("&")
     assert margins.labels_em(["a" * 200]) == margins.LONGEST_EM
+
+
+def test_a_long_title_breaks_into_lines_a_projector_holds_and_keeps_its_words():
+    from attnviz.plots.style import TITLE_LINE_EM, layout_for, wrap_title
+
+    title = "|difference| of the weights ÷ tolerance, float32 on cpu<br>agreement 50% (random placement 35%; k = 3)"
+    wrapped = wrap_title(title, PRESENTER_FONT)
+    lines = wrapped.split("<br>")
+    assert len(lines) > title.count("<br>") + 1  # it broke
+    assert all(len(line) <= round(TITLE_LINE_EM * 24 / PRESENTER_FONT) for line in lines)
+    assert lines[0].endswith("tolerance,")  # at the comma, not at the last space that fits
+    assert wrapped.replace("<br>", " ").split() == title.replace("<br>", " ").split()  # every word, in order
+    assert wrap_title(title, 12) == title  # a laptop's charts keep it as written
+    assert wrap_title("x" * 80, PRESENTER_FONT) == "x" * 80  # no break inside a word
+    # The top margin makes room for the added lines.
+    one = layout_for({}, FigureStyle(font_size=PRESENTER_FONT), "short")["margin"]["t"]
+    many = layout_for({}, FigureStyle(font_size=PRESENTER_FONT), title)
+    assert many["title"]["text"] == wrapped and many["margin"]["t"] > one
