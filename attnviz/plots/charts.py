@@ -48,6 +48,25 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
                              "y1": 1, "line": {"dash": "dot", "color": "#d62728"}}]
         layout["annotations"] = [{"x": mark[0], "y": 1, "xref": "x", "yref": "paper", "text": mark[1],
                                   "showarrow": False, "yanchor": "bottom", "font": {"color": "#d62728"}}]
+        # The data's own range: Plotly widens an axis to hold an annotation's text, and a projector's
+        # font ran the step axis from −2000.
+        xs = [v for v in x if isinstance(v, (int, float)) and (v > 0 or not log_x)]
+        if xs:
+            lo, hi = (math.log10(min(xs)), math.log10(max(xs))) if log_x else (min(xs), max(xs))
+            pad = 0.03 * (hi - lo or 1)
+            layout["xaxis"]["range"] = [lo - pad, hi + pad]
+    if style.font_size > 14 and len(traces) > 1:
+        # On a projector a legend beside the plot took half its width: below it, in rows.
+        per_row = max(1, int(900 // (margins.labels_em([t["name"] for t in traces]) * style.font_size + 60)))
+        rows = math.ceil(len(traces) / per_row)
+        axis_px = margins.bottom(["1"], style.font_size, title=bool(x_title))  # the x labels and title
+        room = {"b": axis_px + round(1.6 * style.font_size) * rows}
+        layout["height"] = 450 + room["b"]
+        layout = layout_for(layout, style, title, room=room)
+        plot_px = layout["height"] - layout["margin"]["t"] - room["b"]
+        layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": -axis_px / max(1, plot_px),
+                            "yanchor": "top"}
+        return figure(traces, layout)
     return figure(traces, layout_for(layout, style, title))
 
 

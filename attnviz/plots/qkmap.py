@@ -90,8 +90,8 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
               "yaxis": {"showticklabels": False, "zeroline": False, "scaleanchor": "x"},
               "legend": {"orientation": "h", "y": -0.04}, "hovermode": "closest", "clickmode": "event+select",
               "annotations": [{"text": wrap_title(agreement_line(record), style.font_size), "xref": "paper",
-                               "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left", "align": "left",
-                               "yanchor": "bottom"}]}
+                               "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left",
+                               "align": "left", "yanchor": "bottom"}]}
     # Room above the plot for the title's lines (Plotly centres them in the margin) and, below them, the
     # agreement's, each in lines as long as a projector holds: 2 × the agreement's height keeps the two apart.
     fs, lines = style.font_size, lambda text: wrap_title(text, style.font_size).count("<br>") + 1

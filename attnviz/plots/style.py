@@ -301,9 +301,10 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
     bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
     title = wrap_title(title, style.font_size)
     # A key axis drawn on top needs room between it and the title; so does each further line
-    # of a title (``<br>``) above the first.
+    # of a title (``<br>``) above the first: twice its height, as Plotly centres the lines in the
+    # margin from the first one down (with one, a projector's second line ran into the panel titles).
     top = (60 + style.font_size + (6 * style.font_size if top_axis else 0)
-           + title.count("<br>") * round(style.font_size * 1.3 * 1.3))
+           + 2 * title.count("<br>") * round(style.font_size * 1.3 * 1.3))
     layout.update(
         template=template(style.theme),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
