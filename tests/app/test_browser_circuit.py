@@ -22,7 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r req
 # title holds ``title``; ``pick`` chooses the point from the trace's customdata.
 POINT = """([title, name, pick]) => {
     const g = [...document.querySelectorAll('.js-plotly-plot')].find(
-        g => g.layout.title && g.layout.title.text.includes(title));
+        g => g.layout.title && g.layout.title.text.replace(/<br>/g, " ").includes(title));
     g.scrollIntoView({block: 'center'});
     const t = name ? g._fullData.find(t => t.name === name) : g._fullData[g._fullData.length - 1];
     const i = t.customdata.findIndex(c => JSON.stringify(c) === JSON.stringify(pick));
@@ -37,8 +37,9 @@ def _wait_text(page, text: str, timeout: int = 120_000) -> None:
 
 
 def _wait_chart(page, title: str, timeout: int = 60_000) -> None:
-    page.wait_for_function("(t) => [...document.querySelectorAll('.js-plotly-plot')].some("
-                           "g => g.layout && g.layout.title && g.layout.title.text.includes(t))", arg=title,
+    # A title in lines (presenter mode's wrap_title) is matched as one line.
+    page.wait_for_function("(t) => [...document.querySelectorAll('.js-plotly-plot')].some(g => g.layout && "
+                           "g.layout.title && g.layout.title.text.replace(/<br>/g, ' ').includes(t))", arg=title,
                            timeout=timeout)
 
 
