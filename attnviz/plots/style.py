@@ -269,7 +269,7 @@ def figure(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=data, layout=layout, _validate=False)
 
 
-TITLE_LINE_EM = 44  # the characters of a title line that a projector's full-width chart holds at presenter size
+TITLE_LINE_EM = 50  # the characters of a title line that a projector's full-width chart holds at presenter size
 _BREAKS = (" — ", " · ", ", ", ": ", " ")  # where a title line may break, the stronger first
 
 
@@ -299,12 +299,17 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
                room: dict[str, int] | None = None) -> dict:
     """``room``: the left, right or bottom margin a builder reserved for its labels, colour
     bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
-    title = wrap_title(title, style.font_size)
+    wrapped = wrap_title(title, style.font_size)
+    line_px = round(style.font_size * 1.3 * 1.3)
+    added = wrapped.count("<br>") - title.count("<br>")  # lines a projector's width broke off
     # A key axis drawn on top needs room between it and the title; so does each further line
-    # of a title (``<br>``) above the first: twice its height, as Plotly centres the lines in the
-    # margin from the first one down (with one, a projector's second line ran into the panel titles).
+    # of a title (``<br>``) above the first, and twice that for each line the wrap added (Plotly
+    # centres the lines from the first down: a second line ran into Image patches' panel titles).
     top = (60 + style.font_size + (6 * style.font_size if top_axis else 0)
-           + 2 * title.count("<br>") * round(style.font_size * 1.3 * 1.3))
+           + title.count("<br>") * line_px + 2 * added * line_px)
+    title = wrapped
+    if added and "height" in layout:  # a builder's height keeps its plot: the room comes on top
+        layout["height"] += 2 * added * line_px
     layout.update(
         template=template(style.theme),
         title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
