@@ -55,19 +55,20 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
             lo, hi = (math.log10(min(xs)), math.log10(max(xs))) if log_x else (min(xs), max(xs))
             pad = 0.03 * (hi - lo or 1)
             layout["xaxis"]["range"] = [lo - pad, hi + pad]
+    room, legend_gap = None, None
     if style.font_size > 14 and len(traces) > 1:
         # On a projector a legend beside the plot took half its width: below it, in rows.
         per_row = max(1, int(900 // (margins.labels_em([t["name"] for t in traces]) * style.font_size + 60)))
         rows = math.ceil(len(traces) / per_row)
-        axis_px = margins.bottom(["1"], style.font_size, title=bool(x_title))  # the x labels and title
-        room = {"b": axis_px + round(1.6 * style.font_size) * rows}
+        legend_gap = margins.bottom(["1"], style.font_size, title=bool(x_title))  # the x labels and title
+        room = {"b": legend_gap + round(1.6 * style.font_size) * rows}
         layout["height"] = 450 + room["b"]
-        layout = layout_for(layout, style, title, room=room)
+    layout = layout_for(layout, style, title, room=room)
+    if legend_gap is not None:
         plot_px = layout["height"] - layout["margin"]["t"] - room["b"]
-        layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": -axis_px / max(1, plot_px),
+        layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": -legend_gap / max(1, plot_px),
                             "yanchor": "top"}
-        return figure(traces, layout)
-    return figure(traces, layout_for(layout, style, title))
+    return figure(traces, layout)
 
 
 def stacked_lines_figure(x: list, series: dict[str, list[float]], title: str, style: FigureStyle = FigureStyle(),

@@ -15,7 +15,14 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
-from attnviz.plots.style import FigureStyle, colorscale, escape_label, figure, layout_for, wrap_title
+from attnviz.plots.style import (
+    FigureStyle,
+    colorscale,
+    escape_label,
+    figure,
+    layout_for,
+    wrap_title,
+)
 
 SYMBOLS = {"query": "circle", "key": "diamond"}
 NORM_NAMES = {"mips": "MIPS→NN", "attentionviz": "AttentionViz"}  # the normalisation, named in the title
@@ -94,8 +101,9 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
                                "align": "left", "yanchor": "bottom"}]}
     # Room above the plot for the title's lines (Plotly centres them in the margin) and, below them, the
     # agreement's, each in lines as long as a projector holds: 2 × the agreement's height keeps the two apart.
-    fs, lines = style.font_size, lambda text: wrap_title(text, style.font_size).count("<br>") + 1
-    top = max(90 + fs, round(1.3 * 1.3 * fs * lines(title) + 2 * 1.3 * fs * lines(agreement_line(record)) + 40))
+    fs, agreement = style.font_size, layout["annotations"][0]["text"]  # the agreement, already wrapped
+    top = max(90 + fs, round(1.3 * 1.3 * fs * (wrap_title(title, fs).count("<br>") + 1)
+                             + 2 * 1.3 * fs * (agreement.count("<br>") + 1) + 40))
     return figure(traces, layout_for(layout, style, title, room={"t": top, "b": 40}))
 
 

@@ -273,6 +273,11 @@ TITLE_LINE_EM = 50  # the characters of a title line that a projector's full-wid
 _BREAKS = (" — ", " · ", ", ", ": ", " ")  # where a title line may break, the stronger first
 
 
+def title_line_px(font_size: int) -> int:
+    """The height of one line of a chart title (drawn at 1.3 × the font, lines 1.3 apart)."""
+    return round(font_size * 1.3 * 1.3)
+
+
 def wrap_title(title: str, font_size: int) -> str:
     """``title`` in lines that fit a full-width chart: at presenter mode's size (a font over 14 px) a
     line longer than ``TITLE_LINE_EM`` characters breaks (``<br>``) at its last separator that
@@ -300,7 +305,7 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
     """``room``: the left, right or bottom margin a builder reserved for its labels, colour
     bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
     wrapped = wrap_title(title, style.font_size)
-    line_px = round(style.font_size * 1.3 * 1.3)
+    line_px = title_line_px(style.font_size)
     added = wrapped.count("<br>") - title.count("<br>")  # lines a projector's width broke off
     # A key axis drawn on top needs room between it and the title; so does each further line
     # of a title (``<br>``) above the first, and twice that for each line the wrap added (Plotly
