@@ -22,7 +22,9 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
     A near-invisible marker at each patch centre makes a click pick that patch."""
     nH, nW = grid
     H, W = image.shape[:2]
-    cols = min(len(panels), 4)
+    # Three across on a projector: a panel's title at presenter size ("mean over heads") is wider than a
+    # quarter of 1024 px and was cut at the figure's edge; 4 or 8 heads and the mean take as many rows.
+    cols = min(len(panels), 3 if style.presenting else 4)
     rows = math.ceil(len(panels) / cols)
     gap_x, gap_y = 0.04, 0.1 / max(1, rows - 1) if rows > 1 else 0.0
     w = (1 - gap_x * (cols - 1)) / cols
