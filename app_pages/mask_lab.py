@@ -1,5 +1,7 @@
 """Mask lab: masks side by side, what they change, and fully masked rows."""
 
+from contextlib import nullcontext
+
 import pandas as pd
 import streamlit as st
 
@@ -43,9 +45,10 @@ def draw(kind: str) -> None:
     st.subheader(_("mask = {kind}").format(kind=_(MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]
     # Two figures per row: wide enough for a label on every token of the default sentence; one per row
-    # on a projector, where presenter mode's titles and labels would not fit half its width.
+    # on a projector, where presenter mode's titles and labels would not fit half its width (in the page
+    # itself: no container per chart).
     for row in (("mask", "before"), ("after", "weights")):
-        for column, part in zip([st.container(), st.container()] if s.present else st.columns(2), row, strict=True):
+        for column, part in zip([nullcontext()] * 2 if s.present else st.columns(2), row, strict=True):
             with column:
                 chart(part, kind, lambda part=part: mask_lab_figure(r, part, seq, head, style))
     full = [f"{i}: {toks[i]}" for i in r.fully_masked_rows(seq)]

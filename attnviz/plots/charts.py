@@ -56,7 +56,7 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
             pad = 0.03 * (hi - lo or 1)
             layout["xaxis"]["range"] = [lo - pad, hi + pad]
     room, legend_gap = None, None
-    if style.font_size > 14 and len(traces) > 1:
+    if style.presenting and len(traces) > 1:
         # On a projector a legend beside the plot took half its width: below it, in rows.
         per_row = max(1, int(900 // (margins.labels_em([t["name"] for t in traces]) * style.font_size + 60)))
         rows = math.ceil(len(traces) / per_row)

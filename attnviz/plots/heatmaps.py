@@ -22,6 +22,7 @@ from attnviz.plots.style import (
     invisible_suffix,
     layout_for,
     plain_label,
+    presenting,
     rows_down,
 )
 from attnviz.run.result import AttentionResult
@@ -98,14 +99,14 @@ def grid_plan(H: int, L: int, S: int, font_size: int, cols: int | None = None) -
     """The widest row of heads (4, 2, 1) whose keys all fit across at ``LABEL_PITCH_PX``,
     every label drawn; past what one head a row holds, every k-th label. Presenter mode
     (a font over 14 px) fits all rows of heads in one projector screen."""
-    presenting = font_size > 14
-    across = PLOT_PX[presenting] // LABEL_PITCH_PX  # categories a row can label
+    projector = presenting(font_size)
+    across = PLOT_PX[projector] // LABEL_PITCH_PX  # categories a row can label
     if cols is None:
         cols = next((c for c in COLS if c <= H and c * S + (c - 1) * _gap_x(S) <= across), 1)
     cols = max(1, min(cols, H))
     rows = math.ceil(H / cols)
     every_x = max(1, math.ceil((cols * S + (cols - 1) * _gap_x(S)) / across))
-    row_px = ROW_PX[presenting] // rows if presenting else ROW_PX[presenting]
+    row_px = ROW_PX[projector] // rows if projector else ROW_PX[projector]
     down = max(1, (row_px - 2 * LABEL_PITCH_PX) // LABEL_PITCH_PX)  # labels a block holds, its title aside
     return GridPlan(rows, cols, every_x, max(1, math.ceil(L / down)))
 

@@ -54,6 +54,15 @@ class FigureStyle:
     height: int | None = None
     lang: str = "en"  # the language of titles and labels (part of a cached figure's key)
 
+    @property
+    def presenting(self) -> bool:
+        return presenting(self.font_size)
+
+
+def presenting(font_size: int) -> bool:
+    """Whether a figure is drawn for a projector: presenter mode raises the font over the laptop's 14 px."""
+    return font_size > 14
+
 
 def rows_down(n: int) -> dict:
     """A categorical y axis of ``n`` rows, the first at the top, as a fixed range.
@@ -283,7 +292,7 @@ def wrap_title(title: str, font_size: int) -> str:
     line longer than ``TITLE_LINE_EM`` characters breaks (``<br>``) at its last separator that
     keeps the first part in bounds (Plotly draws a title on one line, and a 1024 px projector cut
     "… float32 on cp"). At the laptop's size titles stay as written."""
-    if font_size <= 14:
+    if not presenting(font_size):
         return title
     limit = round(TITLE_LINE_EM * 24 / font_size)
     lines = []
