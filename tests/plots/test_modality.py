@@ -38,9 +38,9 @@ def test_every_panel_title_stays_in_the_figure_and_off_its_neighbours(heads, fon
     fig = overlay_figure(np.zeros((16, 16, 3), dtype=np.uint8), panels, (2, 2), 8, 8, 0,
                          FigureStyle(font_size=font_size))
     # The page's content column (a 1024 px projector without the sidebar; a 1366 px laptop with it)
-    # less the margins and the colour bar, which takes its room out of the plot.
+    # less the margins and the colour bar (its title's widest line), which takes its room out of the plot.
     m = fig.layout.margin
-    width = (864 if font_size > 14 else 1000) - m.l - m.r - margins.colorbar("(0–0.250)", font_size, 0, 0.25)  # its widest line
+    width = (864 if font_size > 14 else 1000) - m.l - m.r - margins.colorbar("(0–0.250)", font_size, 0, 0.25)
     domains = sorted({tuple(ax["domain"]) for name, ax in fig.layout.to_plotly_json().items()
                       if name.startswith("xaxis")})
     pitch = (domains[1][0] - domains[0][0]) * width  # one panel and its gap
