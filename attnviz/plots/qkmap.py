@@ -99,12 +99,8 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
               "annotations": [{"text": wrap_title(agreement_line(record), style.font_size), "xref": "paper",
                                "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left",
                                "align": "left", "yanchor": "bottom"}]}
-    # Room above the plot for the title's lines (Plotly centres them in the margin) and, below them, the
-    # agreement's, each in lines as long as a projector holds: 2 × the agreement's height keeps the two apart.
-    fs, agreement = style.font_size, layout["annotations"][0]["text"]  # the agreement, already wrapped
-    top = max(90 + fs, round(1.3 * 1.3 * fs * (wrap_title(title, fs).count("<br>") + 1)
-                             + 2 * 1.3 * fs * (agreement.count("<br>") + 1) + 40))
-    return figure(traces, layout_for(layout, style, title, room={"t": top, "b": 40}))
+    agreement = layout["annotations"][0]["text"]  # already wrapped: the room above the plot holds its lines
+    return figure(traces, layout_for(layout, style, title, room={"b": 40}, note_lines=agreement.count("<br>") + 1))
 
 
 def overview_figure(records: list[dict], style: FigureStyle = FigureStyle(), *, layer: int = 0) -> go.Figure:

@@ -310,9 +310,11 @@ def wrap_title(title: str, font_size: int) -> str:
 
 
 def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool = False,
-               room: dict[str, int] | None = None) -> dict:
+               room: dict[str, int] | None = None, note_lines: int = 0) -> dict:
     """``room``: the left, right or bottom margin a builder reserved for its labels, colour
-    bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once."""
+    bar or legend (``attnviz.plots.margins``), so that Plotly draws the figure once.
+    ``note_lines``: the lines of a note a builder sets between the title and the plot (an
+    annotation anchored at the plot's top, as Q/K map's agreement line)."""
     wrapped = wrap_title(title, style.font_size)
     line_px = title_line_px(style.font_size)
     added = wrapped.count("<br>") - title.count("<br>")  # lines a projector's width broke off
@@ -320,7 +322,8 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
     # of a title (``<br>``) above the first, and twice that for each line the wrap added (Plotly
     # centres the lines from the first down: a second line ran into Image patches' panel titles).
     top = (60 + style.font_size + (6 * style.font_size if top_axis else 0)
-           + title.count("<br>") * line_px + 2 * added * line_px)
+           + title.count("<br>") * line_px + 2 * added * line_px
+           + 2 * note_lines * round(1.3 * style.font_size))  # twice, as the wrap's: the title is centred above
     title = wrapped
     if added and "height" in layout:  # a builder's height keeps its plot: the room comes on top
         layout["height"] += 2 * added * line_px

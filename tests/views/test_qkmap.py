@@ -60,3 +60,24 @@ def test_each_normalisation_has_its_own_overview_job():
         assert job.done.wait(60) and not job.error
         assert {r["normalisation"]["name"] for r in job.value} == {norm} and all("warning" in r for r in job.value)
 
+
+
+def test_the_agreement_line_sits_between_the_title_and_the_map_at_both_sizes():
+    """The map's title (centred in the top margin, its lines from the first down) ends above the
+    agreement line, which the builder anchors at the plot's top: on a projector both wrap."""
+    from attnviz.plots.style import FigureStyle, title_line_px
+
+    points = [{"kind": kind, "token": "a", "x": float(i), "y": 0.0, "sentence": 0, "position": 0, "token_kind": "word"}
+              for i, kind in enumerate(("query", "key"))]
+    rec = fake(3, 0.12) | {"layer": 4, "method": "tsne", "normalisation": {"name": "attentionviz"},
+                           "sentences": ["a"], "points": points}
+    for fs in (12, 24):
+        lay = map_figure(rec, "kind", FigureStyle(font_size=fs)).layout
+        t, plot_h = lay.margin.t, lay.height - lay.margin.t - lay.margin.b
+        title_lines = lay.title.text.count("<br>") + 1
+        note_lines = lay.annotations[0].text.count("<br>") + 1
+        title_bottom = t / 2 + (title_lines - 0.5) * title_line_px(fs)
+        note_top = t - lay.annotations[0].y % 1 * plot_h - note_lines * 1.3 * fs
+        assert title_bottom <= note_top, (fs, title_bottom, note_top)
+        if fs == 24:
+            assert note_lines > 1 and title_lines > 1  # the case the room is for
