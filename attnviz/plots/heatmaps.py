@@ -98,7 +98,7 @@ def _gap_x(S: int) -> int:
 def grid_plan(H: int, L: int, S: int, font_size: int, cols: int | None = None) -> GridPlan:
     """The widest row of heads (4, 2, 1) whose keys all fit across at ``LABEL_PITCH_PX``,
     every label drawn; past what one head a row holds, every k-th label. Presenter mode
-    (a font over 14 px) fits all rows of heads in one projector screen."""
+    (``presenting``) fits all rows of heads in one projector screen."""
     projector = presenting(font_size)
     across = PLOT_PX[projector] // LABEL_PITCH_PX  # categories a row can label
     if cols is None:

@@ -6,7 +6,7 @@ import pytest
 
 from attnviz.plots import margins
 from attnviz.plots.modality import graph_figure, overlay_figure, relative_luminance
-from attnviz.plots.style import FigureStyle, colorscale
+from attnviz.plots.style import FigureStyle, colorscale, presenting
 
 
 def _luminance(hex_or_rgb: str) -> float:
@@ -40,7 +40,7 @@ def test_every_panel_title_stays_in_the_figure_and_off_its_neighbours(heads, fon
     # The page's content column (a 1024 px projector without the sidebar; a 1366 px laptop with it)
     # less the margins and the colour bar (its title's widest line), which takes its room out of the plot.
     m = fig.layout.margin
-    width = (864 if font_size > 14 else 1000) - m.l - m.r - margins.colorbar("(0–0.250)", font_size, 0, 0.25)
+    width = (864 if presenting(font_size) else 1000) - m.l - m.r - margins.colorbar("(0–0.250)", font_size, 0, 0.25)
     domains = sorted({tuple(ax["domain"]) for name, ax in fig.layout.to_plotly_json().items()
                       if name.startswith("xaxis")})
     pitch = (domains[1][0] - domains[0][0]) * width  # one panel and its gap

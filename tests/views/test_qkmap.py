@@ -61,7 +61,6 @@ def test_each_normalisation_has_its_own_overview_job():
         assert {r["normalisation"]["name"] for r in job.value} == {norm} and all("warning" in r for r in job.value)
 
 
-
 def test_the_agreement_line_sits_between_the_title_and_the_map_at_both_sizes():
     """The map's title (centred in the top margin, its lines from the first down) ends above the
     agreement line, which the builder anchors at the plot's top: on a projector both wrap."""
