@@ -17,12 +17,13 @@ CLEAN, CORRUPTED = "BOS 5 9 12 7 5 9", "BOS 5 9 14 7 5 9"
 
 @pytest.fixture(scope="module")
 def model():
-    m = AttentionOnly(vocab=32, length=19, layers=3, heads=2, d_model=32, seed=3).eval()
-    with torch.no_grad():  # sharper attention, larger writes: paths that move the answer
+    # Sharper attention and larger writes than at initialisation (paths that move the answer), well inside
+    # float32's range: saturated softmaxes make paths equal up to rounding, which differs by machine.
+    m = AttentionOnly(vocab=32, length=19, layers=3, heads=2, d_model=32, seed=0).eval()
+    with torch.no_grad():
         for layer in m.layers:
-            layer.in_proj_weight.mul_(4)
-            layer.out_proj.weight.mul_(4)
-        m.unembed.mul_(5)
+            layer.in_proj_weight.mul_(1.5)
+            layer.out_proj.weight.mul_(1.5)
     return m
 
 
