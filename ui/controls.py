@@ -42,8 +42,8 @@ def control(name: str, where=None, *, kind: str | None = None, options=None, bou
     where = where or st
     spec = SETTINGS[name].spec
     if name not in st.session_state:  # without its value a widget would start from its own default, not the link's
-        raise KeyError(f"The setting {name!r} is drawn on a page that its declaration (pages=…) does not name, so "
-                       "ui.session.keep() did not put it in the session state.")
+        raise KeyError(f"The setting {name!r} is drawn on a page that does not read it (its entry's reads, or its own "
+                       "declaration's pages), so ui.session.keep() did not put it in the session state.")
     label = kw.pop("label", None) or label_of(name)
     help_text = kw.pop("help", None) or help_of(name, **kw.pop("help_values", {}))
     if help_text and suffix:

@@ -18,24 +18,11 @@ from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
 from attnviz.models.hf import STACKS
 from attnviz.models.registry import INSTALL, MINILM, available_models
-from attnviz.settings.spec import Reason, Unavailable, setting, validate
+from attnviz.settings.spec import BY_ENTRY, Reason, Unavailable, setting, validate
 
-# The pages that read each setting (``Spec.pages``): the sidebar draws a setting only on a page that
-# reads it, and a link writes only those (``attnviz.views.state.link_query``).
-TEXT_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "verify", "gradients")
-# The pages that run the random layer over a text of their own (the corpus, a text repeated): they read
-# how a text is embedded and masked, though not the sidebar's text itself.
-OWN_TEXT_PAGES = ("long-sequences", "qk-map")
-MASK_PAGES = ("explorer", "step-by-step", "mask-lab", "verify", "gradients", *OWN_TEXT_PAGES)  # cross: padding only
-EMBED_PAGES = (*TEXT_PAGES, *OWN_TEXT_PAGES)  # tokens, padding, dropout, positions, projections
-INPUT_PAGES = ("image-patches", "audio-frames", "graph-nodes")
-# The random layer's width, heads and seed: every page that runs it.
-RANDOM_PAGES = (*TEXT_PAGES, *INPUT_PAGES, "long-sequences", "qk-map")
-# A model other than the random layer (Long context: a causal LM folder, or the random layer's defaults).
-MODEL_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "circuit", "long-context")
-# A layer of a model, or of an attention file (Long context picks its layer and head on the page: long_layer).
-LAYER_PAGES = (*TEXT_PAGES, "image-patches", "qk-map", "patching", "circuit", "attention-file")
-DEVICE_PAGES = (*RANDOM_PAGES, "patching", "circuit")
+# The settings here are shared: the pages that read each one say so in their entries
+# (``attnviz.views.catalogue.Page.reads``); the sidebar draws a setting only on a page that reads it, and a
+# link writes only those (``attnviz.views.state.reads``).
 RANDOM_ONLY = N_("(the random model only)")
 
 
@@ -94,49 +81,49 @@ class AttentionConfig:
     """
 
     tokenize_mode: str = setting(
-        "auto", sidebar=True, url="tokenize", choices=MODES, pages=EMBED_PAGES, label=N_("Tokens"),
+        "auto", sidebar=True, url="tokenize", choices=MODES, pages=BY_ENTRY, label=N_("Tokens"),
         help=N_("auto: words, and one token per CJK character; word; char."))
     text: str = setting(
-        DEFAULT_TEXT, sidebar=True, convert=_text, pages=(*TEXT_PAGES, "long-sequences"),
+        DEFAULT_TEXT, sidebar=True, convert=_text, pages=BY_ENTRY,
         label=N_("Text — one sentence per line"),
         help=N_("Several lines (up to {lines}) form a padded batch. Up to {tokens} tokens per line."))
     model: str = setting(
-        "random", sidebar=True, convert=_model, choices=_models, pages=MODEL_PAGES, label=N_("Model"),
+        "random", sidebar=True, convert=_model, choices=_models, pages=BY_ENTRY, label=N_("Model"),
         help=N_("random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
                 "WordPiece tokens through all its layers, offline."))
     stack: str = setting(
-        "encoder", sidebar=True, choices=STACKS, pages=TEXT_PAGES, label=N_("Attention"),
+        "encoder", sidebar=True, choices=STACKS, pages=BY_ENTRY, label=N_("Attention"),
         help=N_("An encoder–decoder model (T5, BART) has three: the encoder's self-attention, the decoder's causal "
                 "self-attention, and cross-attention (decoder tokens over the encoder's). The encoder reads the "
                 "Cross-attention page's source, or else the text; the decoder reads the text."))
-    layer: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LAYERS - 1, pages=LAYER_PAGES, label=N_("Layer"),
+    layer: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LAYERS - 1, pages=BY_ENTRY, label=N_("Layer"),
                          help=N_("Which layer's attention the views show."))
-    d_model: int = setting(64, sidebar=True, choices=limits.D_MODELS, pages=RANDOM_PAGES, label="d_model",
+    d_model: int = setting(64, sidebar=True, choices=limits.D_MODELS, pages=BY_ENTRY, label="d_model",
                            help=N_("Width E of the embeddings and of the output."))
     num_heads: int = setting(4, sidebar=True, url="heads", lo=1, hi=limits.MAX_HEADS, convert=_heads,
-                             pages=RANDOM_PAGES, label=N_("Heads"),
+                             pages=BY_ENTRY, label=N_("Heads"),
                              help=N_("Only counts that divide d_model: each head gets d_model / heads features."))
     mask: str = setting(
-        "causal", sidebar=True, choices=MASK_KINDS, pages=MASK_PAGES, label=N_("Mask"),
+        "causal", sidebar=True, choices=MASK_KINDS, pages=BY_ENTRY, label=N_("Mask"),
         help=N_("causal: no looking ahead; padding: pads are never keys; window: |i−j| ≤ w. Every mask but 'none' "
                 "also blocks [PAD] keys."))
-    window: int = setting(2, sidebar=True, lo=0, hi=limits.MAX_WINDOW, pages=MASK_PAGES,
+    window: int = setting(2, sidebar=True, lo=0, hi=limits.MAX_WINDOW, pages=BY_ENTRY,
                           label=N_("Window"),
                           help=N_("Local window: query i sees keys j with |i − j| ≤ window."))
-    pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=EMBED_PAGES, label=N_("Pad to"),
+    pad_to: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_TOKENS, pages=BY_ENTRY, label=N_("Pad to"),
                           help=N_("Pad every sentence to at least this many tokens with [PAD]."))
-    device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, pages=DEVICE_PAGES,
+    device: str = setting("cpu", sidebar=True, convert=_device, choices=_devices, pages=BY_ENTRY,
                           label=N_("Device"),
                           help=N_("Where the computation runs. Only devices found on this machine."))
-    seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, pages=(*RANDOM_PAGES, "why-scale"),
+    seed: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_SEED, pages=BY_ENTRY,
                         label=N_("Seed"),
                         help=N_("Seeds the projection weights and dropout: same seed, same numbers."))
-    dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=EMBED_PAGES, label=N_("Dropout p"),
+    dropout: float = setting(0.0, sidebar=True, lo=0.0, hi=limits.MAX_DROPOUT, pages=BY_ENTRY, label=N_("Dropout p"),
                              help=N_("Dropout on the weights (off by default); seeded, so reproducible."))
-    positional: bool = setting(True, sidebar=True, pages=EMBED_PAGES, label=N_("Positional encoding"),
+    positional: bool = setting(True, sidebar=True, pages=BY_ENTRY, label=N_("Positional encoding"),
                                help=N_("Add sinusoidal position vectors to the token embeddings."))
     projections: bool = setting(
-        True, sidebar=True, pages=EMBED_PAGES, label=N_("Q/K/V projections"),
+        True, sidebar=True, pages=BY_ENTRY, label=N_("Q/K/V projections"),
         help=N_("Off: Q = K = V = X, no learned projections, so attention is plain similarity of the inputs."))
     source: str = ""  # cross-attention's keys/values (the page's own setting fills it)
     max_tokens: int = limits.MAX_TOKENS

@@ -23,6 +23,9 @@ from functools import cache
 from attnviz.i18n import _
 
 ALL_PAGES = ("*",)
+# A setting several pages share (the text, the model, the followed head…): read by the pages whose entry in the
+# table of pages names it (``attnviz.views.catalogue.Page.reads``), so that no list of page names is kept here.
+BY_ENTRY: tuple[str, ...] = ()
 
 
 class Reason(ValueError):

@@ -55,36 +55,59 @@ class Page:
     module: str = ""
     figure: str = "main_figure"
     command: str = ""  # a command of its own instead of ``render --page`` (a training)
+    # The shared settings it reads, by link name (its own are declared for it in its module): its sidebar
+    # draws these, its link writes them (``attnviz.views.state.reads``). The one place that says who reads what.
+    reads: tuple[str, ...] = ()
+
+
+# Groups of shared settings, by link name, for the entries below.
+RANDOM = ("d_model", "heads", "seed")  # the random layer
+EMBED = ("tokenize", "pad_to", "dropout", "positional", "projections")  # how a text is embedded
+MASK = ("mask", "window")
+MODEL = ("model", "layer", "device")  # a model and the layer followed
+TEXT_RUN = ("text", "seq", "stack", *MODEL, *RANDOM, *EMBED)  # a run of the sidebar's text (and its mask: MASK)
+INPUT_RUN = ("device", *RANDOM, "input_projections")  # the random layer over an image, a sound or a graph
+PAIR = ("clean", "corrupted", "answer", "wrong")  # two prompts and the answer: one pair opens Patching and Circuit
 
 
 PAGES = (
-    Page("", "explorer", "explorer.py", N_("Explorer"), "search", module="explorer"),
-    Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs", module="stepbystep"),
-    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True, module="masklab"),
+    Page("", "explorer", "explorer.py", N_("Explorer"), "search", module="explorer",
+         reads=(*TEXT_RUN, *MASK, "head", "query", "view")),
+    Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs", module="stepbystep",
+         reads=(*TEXT_RUN, *MASK, "head", "query")),
+    Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True, module="masklab",
+         reads=(*TEXT_RUN, *MASK, "head")),
     Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz",
-         stack="cross", module="cross"),
-    Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified", module="verify"),
-    Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down", module="gradients"),
-    Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale"),
+         stack="cross", module="cross", reads=(*TEXT_RUN, "head", "query")),  # padding only: no MASK
+    Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified", module="verify",
+         reads=(*TEXT_RUN, *MASK)),
+    Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down", module="gradients",
+         reads=(*TEXT_RUN, *MASK, "query")),
+    Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale",
+         reads=("seed",)),
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
-         modality=True, module="modality", figure="image_figure"),
+         modality=True, module="modality", figure="image_figure",
+         reads=(*INPUT_RUN, "model", "layer", "head", "view")),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
-         modality=True, module="modality", figure="audio_figure"),
+         modality=True, module="modality", figure="audio_figure", reads=INPUT_RUN),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True,
-         module="modality", figure="graph_figure"),
+         module="modality", figure="graph_figure", reads=INPUT_RUN),
+    # Long sequences and the Q/K map run the random layer over a text of their own (a text repeated, the
+    # corpus): they read how a text is embedded and masked, though not the sidebar's sentence to show.
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True,
-         module="longseq"),
+         module="longseq", reads=("text", "device", *RANDOM, *EMBED, *MASK)),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
-         random=False, module="attention_file"),
-    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap"),
+         random=False, module="attention_file", reads=("layer", "head", "query", "view")),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap",
+         reads=(*MODEL, *RANDOM, *EMBED, *MASK, "head")),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
          random=False, module="learn", command="python -m attnviz learn"),
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
-         module="patching"),
+         module="patching", reads=(*MODEL, *PAIR)),
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
-         module="circuit"),
+         module="circuit", reads=(*MODEL, *PAIR)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True, module="longcontext"),
+         causal_lm=True, module="longcontext", reads=("model",)),  # a causal LM folder, or the random layer's defaults
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head

@@ -21,11 +21,11 @@ from attnviz import limits
 from attnviz.i18n import LANGUAGES, N_
 from attnviz.learn.train import LearnSettings
 from attnviz.plots.style import COLOR_SCALES
-from attnviz.run.config import TEXT_PAGES, AttentionConfig
+from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
-from attnviz.settings.spec import Unavailable, setting
+from attnviz.settings.spec import BY_ENTRY, Unavailable, setting
 from attnviz.views import cross
-from attnviz.views.catalogue import VIEW_NAMES
+from attnviz.views.catalogue import PAGES, VIEW_NAMES
 from attnviz.views.circuit import CircuitSettings
 from attnviz.views.cross import Settings as CrossSettings
 from attnviz.views.explorer import Settings as ExplorerSettings
@@ -40,10 +40,6 @@ from attnviz.views.qkmap import Settings as QKSettings
 from attnviz.views.verify import Settings as VerifySettings
 from attnviz.views.whyscale import Settings as WhyScaleSettings
 
-INPUTS = ("image-patches", "audio-frames", "graph-nodes")
-HEAD_PAGES = ("explorer", "step-by-step", "mask-lab", "cross-attention", "attention-file", "image-patches", "qk-map")
-QUERY_PAGES = ("explorer", "step-by-step", "cross-attention", "gradients", "attention-file")
-VIEW_PAGES = ("explorer", "attention-file", "image-patches")
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
     "device": N_("URL parameter device={value} is not available on this machine (available: {choices}); "
@@ -72,22 +68,22 @@ class ViewState:
                           help=N_("Viridis and Cividis read well for colour-blind viewers and in greyscale."))
     present: bool = setting(False, sidebar=True, label=N_("Presenter mode"),
                             help=N_("Large fonts, collapsed sidebar, one view per screen — for a projector."))
-    seq: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LINES - 1, pages=TEXT_PAGES, label=N_("Sentence to show"),
+    seq: int = setting(0, sidebar=True, lo=0, hi=limits.MAX_LINES - 1, pages=BY_ENTRY, label=N_("Sentence to show"),
                        help=N_("Which line of the padded batch the views show."))
     # The image/audio/graph pages start from plain similarity (Q = K = V = X): the first
     # thing a class should see on pixels and sound.
     input_projections: bool = setting(
-        False, pages=INPUTS, label=N_("Q/K/V projections"),
+        False, pages=BY_ENTRY, label=N_("Q/K/V projections"),
         help=N_("Off (the default here): Q = K = V = X, so attention is plain similarity of the inputs. On: "
                 "seeded projections, as in a Transformer layer."))
     # What the pages that draw a run's heads follow: which head, which query, which picture of it.
-    head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, pages=HEAD_PAGES, label=N_("Head"),
+    head: int = setting(0, lo=0, hi=limits.MAX_HEADS - 1, pages=BY_ENTRY, label=N_("Head"),
                         help=N_("Which head to follow."))
     # The followed query token; -1 = the last real token (it sees the most keys).
-    query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, pages=QUERY_PAGES, label=N_("Query token"),
+    query: int = setting(-1, lo=-1, hi=limits.MAX_TOKENS - 1, pages=BY_ENTRY, label=N_("Query token"),
                          help=N_("Which query token to follow (the last one sees the most keys under a causal "
                                  "mask)."))
-    view: str = setting("grid", choices=VIEW_NAMES, pages=VIEW_PAGES, label=N_("View"),
+    view: str = setting("grid", choices=VIEW_NAMES, pages=BY_ENTRY, label=N_("View"),
                         help=N_("Which picture of the result to show."))
     # Each page's own settings, declared in its module (attnviz.views.<page>).
     explorer: ExplorerSettings = ExplorerSettings()
@@ -147,9 +143,11 @@ query_dict = U.query_dict
 
 def reads(page: str) -> frozenset[str]:
     """The settings ``page`` reads, by link name: its sidebar draws these, and its link writes those
-    of them that differ from their defaults."""
+    of them that differ from their defaults. Every page reads the settings declared for all; the shared
+    ones its entry in the table names (``Page.reads``); and its own, declared for it in its module."""
+    shared = next((p.reads for p in PAGES if p.name == page), ())
     return _READS.get(page) or _READS.setdefault(page, frozenset(
-        k for k, e in SETTINGS.items() if "*" in e.spec.pages or page in e.spec.pages))
+        k for k, e in SETTINGS.items() if "*" in e.spec.pages or page in e.spec.pages or k in shared))
 
 
 _READS: dict[str, frozenset[str]] = {}
