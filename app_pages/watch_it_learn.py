@@ -168,8 +168,9 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
         control_file = V.TRAININGS.weights_file(keys[1]) if pc is not None and pc.done else None
         control_model = None if control_file is None else compute.cached(
             ("learn-model", keys[1]), lambda: V.load_trained(control_settings, control_file), limited=False)
-        carry = compute.cached(("learn-carry", keys[0], keys[1] if control_model is not None else None),
-                               lambda: V.carry_repeat(model, control_model), limited=False)
+        trained = (keys[0], keys[1] if control_model is not None else None)  # the trainings patched: runs kept by them
+        carry = compute.cached(("learn-carry", *trained), lambda: V.carry_repeat(model, control_model, trained),
+                               limited=False)
         st.caption(_("Activation patching: the model runs on a repeat ({clean}) and on the same tokens with the "
                      "earlier copy of 8 followed by 28 instead of 12 ({corrupted}); each head's output is then "
                      "taken from the first run into the second, alone. A cell is the share of the logit difference "
@@ -186,8 +187,8 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
                      "prompts."))
 
         st.subheader(_("The circuit, found by the numbers"))
-        found = compute.cached(("learn-circuit", keys[0], keys[1] if control_model is not None else None),
-                               lambda: V.learned_circuit(model, control_model))  # on a compute worker
+        found = compute.cached(("learn-circuit", *trained),
+                               lambda: V.learned_circuit(model, control_model, trained))  # on a compute worker
         pair = found["model"]
         st.caption(_("Every head patched, then every path from an earlier head into a later one through its queries, "
                      "keys or values (path patching), on the repeat ({clean}) against the earlier {a} replaced "

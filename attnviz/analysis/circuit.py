@@ -64,11 +64,12 @@ class FoundCircuit:
 
 
 def find_circuit(subject: Subject, clean, corrupted, *, answer, wrong=None, progress=None, step=None,
-                 trace=None) -> FoundCircuit:
+                 trace=None, keep=None) -> FoundCircuit:
     """The circuit of ``subject`` between two prompts, found by the numbers (see the module doc);
-    ``step`` runs each batch of patched runs, ``trace(ids)`` gives a prompt's run (``patching.runs``)."""
+    ``step`` runs each batch of patched runs, ``trace(ids)`` gives a prompt's run (``patching.runs``),
+    ``keep(key, sweep)`` where the head sweep is kept (``patching.patch``: the Patching page's too)."""
     ran = runs(subject, clean, corrupted, answer=answer, wrong=wrong, trace=trace)
-    p = patch(subject, clean, corrupted, answer=answer, wrong=wrong, ran=ran, step=step)
+    p = patch(subject, clean, corrupted, answer=answer, wrong=wrong, ran=ran, step=step, keep=keep)
     heads = p.normalised(p.heads)  # (layers, H)
     found = FoundCircuit(subject.name, str(clean), str(corrupted), p.answer, p.wrong, heads)
     if subject.stack.layers < 2:

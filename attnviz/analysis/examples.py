@@ -30,7 +30,7 @@ IOI = "When {a} and {b} went to the store, {c} gave a drink to"
 PAGES = ("patching", "circuit")
 
 
-def _tiny(subject: TinySubject, page: str) -> dict:
+def _tiny(subject: TinySubject, page: str, trace=None) -> dict:
     if page == "patching":
         return dict(DEFAULT_PAIR)
     words = REPEAT.split()
@@ -38,7 +38,9 @@ def _tiny(subject: TinySubject, page: str) -> dict:
     spare = next(t for t in range(FIRST_TOKEN, subject.vocabulary) if t not in held)
     words[EARLIER_A] = token_name(spare)
     corrupted = " ".join(words)
-    logits = subject.stack.run(torch.tensor([subject.ids(corrupted)])).logits[0]  # (V,)
+    ids = subject.ids(corrupted)
+    run = trace(ids) if trace is not None else subject.stack.run(torch.tensor([ids]))
+    logits = run.logits[0].clone()  # (V,): a copy, as a kept run is shared
     logits[subject.token("12", "answer")] = float("-inf")
     return {"clean": REPEAT, "corrupted": corrupted, "answer": "12", "wrong": token_name(int(logits.argmax()))}
 
@@ -56,13 +58,14 @@ def _names(subject: HFSubject) -> list[str] | None:
     return None
 
 
-def example_prompts(subject: Subject, page: str = "patching") -> dict | None:
+def example_prompts(subject: Subject, page: str = "patching", trace=None) -> dict | None:
     """{"clean", "corrupted", "answer", "wrong"} for ``subject`` on ``page`` ("patching" or
-    "circuit"), or None where no pair is known to mean something for it (see the module doc)."""
+    "circuit"), or None where no pair is known to mean something for it (see the module doc).
+    ``trace(ids)``: where a prompt's run comes from (the app's kept runs; by default the model now)."""
     if page not in PAGES:
         raise ValueError(f"page must be one of {', '.join(PAGES)}; got {page!r}.")
     if isinstance(subject, TinySubject):
-        return _tiny(subject, page)
+        return _tiny(subject, page, trace)
     names = _names(subject) if isinstance(subject, HFSubject) else None
     if names is None:
         return None

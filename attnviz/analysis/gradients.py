@@ -17,7 +17,7 @@ import torch
 from attnviz.core.devices import resolve_device
 from attnviz.i18n import N_
 from attnviz.run.config import AttentionConfig
-from attnviz.run.run import compute
+from attnviz.run.run import shared_result
 
 SCALARS = ("sum", "norm", "dim0")
 SCALAR_LABELS = {"sum": N_("sum of the output vector"), "norm": N_("length ‖o‖ of the output vector"),
@@ -49,7 +49,7 @@ def token_gradients(config: AttentionConfig, seq: int = 0, query: int = 0, scala
     Runs on ``config.device``, like the forward pass; the norms come back on the CPU.
     """
     config = config.with_(dropout=0.0)  # a gradient of a random mask teaches nothing
-    result = compute(config)  # the same model, inputs and mask as the pages show
+    result = shared_result(config)  # the run the pages show (the shared results): its inputs and mask
     result.require_complete()  # autograd keeps every step: the same budget as the teaching pages
     if not 0 <= seq < len(result.tokens):
         raise ValueError(f"Sentence {seq + 1} does not exist (the text has {len(result.tokens)}).")

@@ -258,11 +258,14 @@ def runs(subject: Subject, clean, corrupted, *, answer, wrong=None, trace=None) 
 
 def patch(subject: Subject, clean, corrupted, *, answer, wrong=None, heads: bool = True,
           residual: bool = False, progress: Callable[[float], None] | None = None,
-          step: Callable | None = None, ran: Runs | None = None) -> Patching:
+          step: Callable | None = None, ran: Runs | None = None,
+          keep: Callable[[tuple, Callable[[], np.ndarray]], np.ndarray] | None = None) -> Patching:
     """Patching of ``subject`` between two prompts (texts or token ids of one length): every head
     (``heads``) and every layer × position of the residual stream (``residual``); ``step(work)``
     runs each batch of patched runs (at most ``PATCH_BATCH_TOKENS`` tokens). ``ran``: both prompts'
-    runs where they were made already (``runs``)."""
+    runs where they were made already (``runs``). ``keep(key, sweep)``: where a sweep is kept, by
+    ``key`` (which sweep, both prompts' ids, the answer and the wrong token): the app's results cache,
+    so that the Patching and Circuit pages, which both sweep the heads of a pair, sweep them once."""
     t0 = time.perf_counter()
     ran = ran or runs(subject, clean, corrupted, answer=answer, wrong=wrong)
     stack, a, w, tc, tk = subject.stack, ran.answer, ran.wrong, ran.clean, ran.corrupted
@@ -274,7 +277,9 @@ def patch(subject: Subject, clean, corrupted, *, answer, wrong=None, heads: bool
     for i, part in enumerate(parts):
         report = None if progress is None else (lambda f, i=i: progress((i + f) / len(parts)))
         sweep = sweep_heads if part == "heads" else sweep_residual
-        setattr(out, part, sweep(stack, tc, tk, a, w, report, step))
+        work = lambda sweep=sweep, report=report: sweep(stack, tc, tk, a, w, report, step)  # noqa: E731
+        key = (part, tuple(ran.clean_ids), tuple(ran.corrupted_ids), a, w)
+        setattr(out, part, work() if keep is None else keep(key, work))
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -19,9 +19,10 @@ from torch import nn
 
 from attnviz.core.devices import resolve_device
 from attnviz.core.masks import to_torch_mha_mask
+from attnviz.core.multihead import MultiHeadSteps
 from attnviz.i18n import N_, _
 from attnviz.run.config import AttentionConfig
-from attnviz.run.run import compute
+from attnviz.run.run import shared_result
 
 # torch.testing.assert_close's defaults (its _DTYPE_PRECISIONS): (rtol, atol).
 TOLERANCE = {torch.float32: (1.3e-6, 1e-5), torch.float64: (1e-7, 1e-7)}
@@ -68,7 +69,14 @@ def verify(config: AttentionConfig, *, float64: bool = False) -> Verification:
     if config.dropout:
         notes.append(_("Dropout p={p} is random by design; it is switched off to compare.").format(p=config.dropout))
         config = config.with_(dropout=0.0)
-    return verify_result(compute(config), float64=float64, notes=notes)
+    return verify_result(shared_result(config), float64=float64, notes=notes)
+
+
+def _on(steps: MultiHeadSteps, device: torch.device) -> MultiHeadSteps:
+    """``steps`` with every tensor on ``device`` (a result keeps its steps on the CPU)."""
+    move = lambda t: t.to(device)  # noqa: E731
+    return MultiHeadSteps(move(steps.q), move(steps.k), move(steps.v), steps.attention.map(move), move(steps.joined),
+                          move(steps.output))
 
 
 def verify_result(result, *, float64: bool = False, notes: list[str] | None = None) -> Verification:
@@ -84,7 +92,10 @@ def verify_result(result, *, float64: bool = False, notes: list[str] | None = No
     mask = None if result.mask is None else result.mask.to(device)
     with torch.no_grad():
         x_kv = result.source_embeddings.to(device=device, dtype=dtype) if cross else x  # (N, S, E)
-        steps = ours.steps(x, None if not cross else x_kv, None, mask)
+        if dtype == result.steps.q.dtype:  # the run's own steps: attnviz's side is not run again
+            steps = _on(result.steps, device)
+        else:  # the same module in another precision: a run of its own
+            steps = ours.steps(x, None if not cross else x_kv, None, mask)
         N, H, L, S = steps.weights.shape
 
         mha = nn.MultiheadAttention(ours.d_model, ours.num_heads, batch_first=True, device=device, dtype=dtype)

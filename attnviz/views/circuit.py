@@ -33,7 +33,7 @@ from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import Reason, setting, validate
-from attnviz.views.patching import model_identity, trace_of, with_example
+from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example
 
 PAGE = "circuit"
 PAGES = (PAGE,)
@@ -101,7 +101,7 @@ def circuit_run(model, clean, corrupted, answer, wrong=None, progress=None, step
     subject = subject_of(model)
     wrong = None if wrong is None or str(wrong).strip() == "" else wrong
     found = find_circuit(subject, clean, corrupted, answer=answer, wrong=wrong, progress=progress, step=step,
-                         trace=lambda ids: trace_of(subject, model, ids))
+                         trace=lambda ids: trace_of(subject, model, ids), keep=kept_sweep(model))
     return CircuitRun(found, {m: composition_scores_of(subject.stack, m).numpy() for m in MODES})
 
 

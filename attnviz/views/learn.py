@@ -17,7 +17,7 @@ from attnviz import limits
 from attnviz import plots as F
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
-from attnviz.analysis.patching import patch
+from attnviz.analysis.patching import patch, runs
 from attnviz.analysis.probe import PROBE_LENGTH as PROBE_LENGTH
 from attnviz.analysis.probe import PROBE_SEED as PROBE_SEED
 from attnviz.analysis.probe import tiny_model_scores as tiny_model_scores
@@ -39,6 +39,7 @@ from attnviz.models.tiny import AttentionOnly
 from attnviz.plots.circuit import circuit_figure
 from attnviz.plots.patching import head_patching_figure
 from attnviz.settings.spec import layer_head, setting
+from attnviz.views.patching import kept_runs
 from attnviz.views.roles import head_title, role_rows
 
 
@@ -188,19 +189,36 @@ REPEAT = {"clean": DEFAULT_PAIR["clean"], "corrupted": DEFAULT_PAIR["corrupted"]
 CARRIES = 0.5  # a head carries the repeat when it alone brings back this share of the logit difference
 
 
-def carry_repeat(model: AttentionOnly, control: AttentionOnly | None = None) -> dict:
+def _kept(subject: TinySubject, key: str | None) -> dict:
+    """``trace`` and ``keep`` for a trained model's prompts and sweeps: from the results cache by its
+    training's ``key`` (``patching.kept_runs``), shared by this page's patching and circuit; none without one."""
+    if key is None:
+        return {}
+    trace, keep = kept_runs(subject, ("learn", key))
+    return {"trace": trace, "keep": keep}
+
+
+def _patch_repeat(subject: TinySubject, key: str | None):
+    kept = _kept(subject, key)
+    ran = runs(subject, REPEAT["clean"], REPEAT["corrupted"], answer=REPEAT["answer"], wrong=REPEAT["wrong"],
+               trace=kept.get("trace"))
+    return patch(subject, REPEAT["clean"], REPEAT["corrupted"], answer=REPEAT["answer"], wrong=REPEAT["wrong"],
+                 ran=ran, keep=kept.get("keep"))
+
+
+def carry_repeat(model: AttentionOnly, control: AttentionOnly | None = None,
+                 keys: tuple[str | None, str | None] = (None, None)) -> dict:
     """Every head of the trained ``model`` (and of its one-layer ``control``) patched from the
     repeat into the corrupted repeat. Each head's share is what it brings back of the two-layer
     model's logit difference, clean − corrupted: the difference that induction makes, the one
-    yardstick for both (the control's own difference is small, and split between its heads)."""
-    runs = {"model": patch(TinySubject(model, "model"), REPEAT["clean"], REPEAT["corrupted"],
-                           answer=REPEAT["answer"], wrong=REPEAT["wrong"])}
+    yardstick for both (the control's own difference is small, and split between its heads).
+    ``keys``: the two trainings' keys, under which their prompts' runs and sweeps are kept."""
+    patched = {"model": _patch_repeat(TinySubject(model, "model"), keys[0])}
     if control is not None:
-        runs["control"] = patch(TinySubject(control, "control"), REPEAT["clean"], REPEAT["corrupted"],
-                                answer=REPEAT["answer"], wrong=REPEAT["wrong"])
-    gap = runs["model"].clean - runs["model"].corrupted
+        patched["control"] = _patch_repeat(TinySubject(control, "control"), keys[1])
+    gap = patched["model"].clean - patched["model"].corrupted
     out = {"gap": gap}
-    for name, p in runs.items():
+    for name, p in patched.items():
         share = (p.heads - p.corrupted) / gap if abs(gap) > 1e-9 else np.zeros_like(p.heads)  # (layers, H)
         layer, head = np.unravel_index(int(np.argmax(share)), share.shape)
         out[name] = {"clean": p.clean, "corrupted": p.corrupted, "heads": p.heads, "share": share,
@@ -209,17 +227,20 @@ def carry_repeat(model: AttentionOnly, control: AttentionOnly | None = None) -> 
     return out
 
 
-def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None) -> dict[str, FoundCircuit]:
+def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None,
+                    keys: tuple[str | None, str | None] = (None, None)) -> dict[str, FoundCircuit]:
     """The circuit of the trained ``model`` (and of its one-layer ``control``), found by the numbers
     (``attnviz.analysis.circuit``) on the circuit's repeat pair: the clean repeat against the earlier A
-    replaced (``attnviz.analysis.examples``). The control's says it has no later head to compose with."""
+    replaced (``attnviz.analysis.examples``). The control's says it has no later head to compose with.
+    ``keys`` as for ``carry_repeat``: the clean repeat's run is the one the patching above made."""
     out = {}
-    for name, m in (("model", model), ("control", control)):
+    for name, m, key in (("model", model, keys[0]), ("control", control, keys[1])):
         if m is not None:
             subject = TinySubject(m, name)
-            pair = example_prompts(subject, "circuit")
+            kept = _kept(subject, key)
+            pair = example_prompts(subject, "circuit", trace=kept.get("trace"))
             out[name] = find_circuit(subject, pair["clean"], pair["corrupted"], answer=pair["answer"],
-                                     wrong=pair["wrong"])
+                                     wrong=pair["wrong"], **kept)
     return out
 
 

@@ -9,6 +9,7 @@ writes the same (``python -m attnviz render --page patching``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,10 +28,10 @@ from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
-from attnviz.settings.spec import Reason, layer_head, setting
+from attnviz.settings.spec import BY_ENTRY, Reason, layer_head, setting
 from attnviz.views.markdown import md
 
-PAGES = ("patching", "circuit")  # the prompts and the answer: one pair opens both pages
+PAGE = "patching"
 
 
 def _prompt(raw: str, taken: dict) -> str:
@@ -55,15 +56,15 @@ class Settings:
     (``attnviz.analysis.examples``): a block repeated, the corrupted prompt swapping the answer with an
     earlier token. Another model's own pair replaces them on the page (``example_for``)."""
 
-    clean: str = setting(DEFAULT_PAIR["clean"], convert=_prompt, pages=PAGES, label=N_("Clean prompt"),
+    clean: str = setting(DEFAULT_PAIR["clean"], convert=_prompt, pages=BY_ENTRY, label=N_("Clean prompt"),
                          help=N_("A prompt whose next token the model gets right: the answer."))
-    corrupted: str = setting(DEFAULT_PAIR["corrupted"], convert=_prompt, pages=PAGES, label=N_("Corrupted prompt"),
+    corrupted: str = setting(DEFAULT_PAIR["corrupted"], convert=_prompt, pages=BY_ENTRY, label=N_("Corrupted prompt"),
                              help=N_("The same number of tokens, one or two changed so that the answer changes."))
-    answer: str = setting(DEFAULT_PAIR["answer"], convert=_token_text, pages=PAGES, label=N_("Answer"),
+    answer: str = setting(DEFAULT_PAIR["answer"], convert=_token_text, pages=BY_ENTRY, label=N_("Answer"),
                           help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
-    wrong: str = setting(DEFAULT_PAIR["wrong"], convert=_token_text, pages=PAGES, label=N_("Wrong token"),
+    wrong: str = setting(DEFAULT_PAIR["wrong"], convert=_token_text, pages=BY_ENTRY, label=N_("Wrong token"),
                          help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
-    patched: str = setting("best", convert=layer_head("best"), pages=PAGES[:1], label=N_("Chosen head"),
+    patched: str = setting("best", convert=layer_head("best"), pages=(PAGE,), label=N_("Chosen head"),
                            help=N_("best (the head that brings back the most of the answer), or layer.head, for "
                                    "example 1.0. A click on a head of the heatmap picks it."))
 
@@ -88,12 +89,30 @@ class PatchRun:
     pretrained = True  # a click on a head opens that layer's head
 
 
+def kept_runs(subject, identity: tuple) -> tuple[Callable, Callable]:
+    """(trace, keep) for ``patching.runs`` and ``patching.patch``: a prompt's run, kept whole with
+    every layer's attention, and a sweep, each once per process in the results cache by ``identity``
+    (plain values naming the model's weights). The answers offered, the sweeps, the attribution, the
+    circuit and the heads drawn all read them, so that each prompt runs through the model once and the
+    Patching and Circuit pages sweep a pair's heads once."""
+    def trace(ids: list[int]) -> Trace:
+        return RESULTS.get_or_compute(("patch-trace", *identity, tuple(ids)),
+                                      lambda: subject.stack.run(torch.tensor([ids]), weights=True))
+
+    def keep(key: tuple, sweep: Callable[[], np.ndarray]) -> np.ndarray:
+        return RESULTS.get_or_compute(("patch-sweep", *identity, *key), sweep)
+
+    return trace, keep
+
+
 def trace_of(subject, model, ids: list[int]) -> Trace:
-    """One prompt's run, kept whole with every layer's attention, once per process (the results
-    cache): the answers offered, the sweep, the attribution and the heads drawn all read it, so that
-    a sweep runs each prompt through the model once."""
-    return RESULTS.get_or_compute(("patch-trace", *model_identity(model), tuple(ids)),
-                                  lambda: subject.stack.run(torch.tensor([ids]), weights=True))
+    """One prompt's run of the model named ``model``, once per process (``kept_runs``)."""
+    return kept_runs(subject, model_identity(model))[0](ids)
+
+
+def kept_sweep(model: str) -> Callable:
+    """Where the sweeps of the model named ``model`` are kept (``kept_runs``)."""
+    return kept_runs(None, model_identity(model))[1]
 
 
 def run_of(state, progress=None, step=None) -> PatchRun:
@@ -104,7 +123,7 @@ def run_of(state, progress=None, step=None) -> PatchRun:
     ran = runs(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong,
                trace=lambda ids: trace_of(subject, state.model, ids))
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
-              progress=progress, step=step, ran=ran)
+              progress=progress, step=step, ran=ran, keep=kept_sweep(state.model))
     attribution = (logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong, trace=ran.clean)
                    if wrong else None)
     weights = [torch.stack([w[0] for w in t.weights]).numpy() for t in (ran.clean, ran.corrupted)]  # (layers, H, L, L)
@@ -151,8 +170,11 @@ def example_for(state, page: str) -> dict[str, str] | None:
     known pair. The model must be loaded (the page asks once it is)."""
     if any(getattr(state, k) != DEFAULT_PAIR[k] for k in PROMPTS):
         return None
-    pair = RESULTS.get_or_compute(("example-pair", page, *model_identity(state.model)),
-                                  lambda: example_prompts(subject_of(state.model), page))  # once per model
+    def find() -> dict | None:
+        subject = subject_of(state.model)
+        return example_prompts(subject, page, trace=lambda ids: trace_of(subject, state.model, ids))
+
+    pair = RESULTS.get_or_compute(("example-pair", page, *model_identity(state.model)), find)  # once per model
     return None if pair is None or pair == DEFAULT_PAIR else dict(pair)
 
 

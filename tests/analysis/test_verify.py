@@ -81,3 +81,25 @@ def test_a_real_difference_still_fails(monkeypatch):
     by_name = {c.name: c for c in v.checks}
     assert not v.passed and not by_name["head outputs vs F.scaled_dot_product_attention"].passed
     assert by_name["weights vs nn.MultiheadAttention"].passed
+
+
+def test_verify_and_gradients_read_the_pages_shared_run(monkeypatch):
+    """The Verify and Gradients pages read the run the pages show (the shared results): verifying in
+    float32 runs attnviz's layer no more (it ran it once), float64 once more in double precision,
+    and the gradients once more with autograd, on the very inputs of the shared run."""
+    from attnviz.analysis.gradients import token_gradients
+    from attnviz.core.multihead import MultiHeadAttention
+    from attnviz.run.run import RESULTS, shared_result
+
+    calls, real = [], MultiHeadAttention.steps
+    monkeypatch.setattr(MultiHeadAttention, "steps", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    RESULTS.clear()
+    config = AttentionConfig(mask="causal")
+    shared_result(config)
+    assert len(calls) == 1
+    assert verify(config).passed and len(calls) == 1
+    assert verify(config, float64=True).passed and len(calls) == 2
+    token_gradients(config, 0, 2)
+    assert len(calls) == 3
+    verify(config)  # and a page's rerun: nothing
+    assert len(calls) == 3

@@ -111,6 +111,7 @@ def test_a_sweep_holds_the_compute_workers_one_layer_at_a_time(trained):
     """compute_with runs each layer's batch, not the whole sweep: the explorer's runs take turns."""
     state = DEFAULTS.with_(model="watch-it-learn", answer="25", wrong="")
     V.SWEEPS.forget(V.sweep_key(state))
+    V.RESULTS.clear()  # its sweeps, kept there by an earlier test's
     calls = []
     job = V.sweep_job(state, compute_with=lambda work: calls.append(1) or work())
     assert job.done.wait(60) and not job.error, job.error
@@ -193,3 +194,60 @@ def test_the_tiny_models_sweep_runs_each_prompt_once(trained, monkeypatch):
     V.RESULTS.clear()
     V.run_of(DEFAULTS.with_(model="watch-it-learn"))
     assert len(calls) == 2
+
+
+def _counted_sweeps(monkeypatch) -> list:
+    """Every head sweep (``patching.sweep_heads``), by the prompts' ids it sweeps."""
+    from attnviz.analysis import patching as A
+
+    calls, real = [], A.sweep_heads
+    monkeypatch.setattr(A, "sweep_heads", lambda stack, clean, corrupted, *a: calls.append(
+        (tuple(clean.logits.shape), float(corrupted.logits.sum()))) or real(stack, clean, corrupted, *a))
+    return calls
+
+
+def test_patching_and_circuit_sweep_a_pairs_heads_once(gpt2_state, monkeypatch):
+    """The Patching page's sweep and the Circuit page's on the same pair: both prompts run once, the
+    heads swept once (they were 2 sweeps), and a rerun of either runs nothing."""
+    from attnviz.learn.trained import subject_of
+    from attnviz.views import circuit as C
+
+    forwards = _counted(monkeypatch, type(subject_of(gpt2_state.model).hf.model))
+    sweeps = _counted_sweeps(monkeypatch)
+    V.RESULTS.clear()
+    s = gpt2_state
+    patched = V.run_of(s)
+    found = C.circuit_run(s.model, s.clean, s.corrupted, s.answer, s.wrong).found
+    assert (len(forwards), len(sweeps)) == (2, 1)
+    np.testing.assert_array_equal(found.heads, patched.patching.normalised(patched.patching.heads))
+    V.run_of(s)
+    C.circuit_run(s.model, s.clean, s.corrupted, s.answer, s.wrong)
+    assert (len(forwards), len(sweeps)) == (2, 1)
+
+
+def test_watch_it_learns_patching_and_circuit_run_each_prompt_once(trained, learned_defaults, monkeypatch):
+    """Watch it learn's patching of the repeat and its circuit read the kept runs by the training's
+    key: the clean repeat runs once for both, and again nothing on a rerun."""
+    from attnviz.analysis.examples import example_prompts
+    from attnviz.learn.trained import subject_of
+    from attnviz.models.tiny import AttentionOnly
+    from attnviz.views import learn as L
+
+    model, key = subject_of("watch-it-learn").model, learned_defaults["keys"][0]
+    pair = example_prompts(TinySubject(model, "model"), "circuit")
+    distinct = {L.REPEAT["clean"], L.REPEAT["corrupted"], pair["clean"], pair["corrupted"]}
+    calls = []
+    real = AttentionOnly.inputs  # the start of every whole run of the model
+    monkeypatch.setattr(AttentionOnly, "inputs", lambda self, ids: calls.append(tuple(ids[0].tolist()))
+                        or real(self, ids))
+    sweeps = _counted_sweeps(monkeypatch)
+    V.RESULTS.clear()
+    L.carry_repeat(model, None, (key, None))
+    L.learned_circuit(model, None, (key, None))
+    whole = [c for c in calls if len(c) == len(L.REPEAT["clean"].split())]
+    assert len(whole) == len(set(whole)) == len(distinct) == 3  # the clean repeat is the circuit's clean prompt
+    assert len(sweeps) == 2  # a sweep of each pair's heads
+    before = (len(calls), len(sweeps))
+    L.carry_repeat(model, None, (key, None))
+    L.learned_circuit(model, None, (key, None))
+    assert (len(calls), len(sweeps)) == before
