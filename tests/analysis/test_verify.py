@@ -103,3 +103,13 @@ def test_verify_and_gradients_read_the_pages_shared_run(monkeypatch):
     assert len(calls) == 3
     verify(config)  # and a page's rerun: nothing
     assert len(calls) == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_a_run_on_cuda_verifies_against_pytorch_there_from_its_own_steps():
+    """A CUDA run's steps come back to the CPU; verifying moves them to the device again and compares
+    them with PyTorch's layers run there, in float32 and in float64."""
+    config = AttentionConfig(text="I love AI\nThe cat sat on the mat", mask="causal", num_heads=8, device="cuda:0")
+    for f64 in (False, True):
+        v = verify(config, float64=f64)
+        assert v.passed and v.device.startswith("cuda"), [(c.name, c.worst) for c in v.checks]
