@@ -214,6 +214,8 @@ SAME_MEANING = {
     # A page module's parts (attnviz.views.<page>), which the table of pages reads (attnviz.views.pages).
     "Settings": "a page's own settings, nested in ViewState",
     "main_figure": "a page's figure for the CLI: what render --page writes as .png or .svg",
+    "page_result": "the run a page's downloads hold, for a page that runs an input of its own (views.pages' is "
+                   "any page's, through its module's)",
     "all_figures": "every figure of a page that draws several: what render --page writes as .html",
     "numbers": "a page's own record, every number it draws: what render --page writes as .json",
 }

@@ -63,20 +63,23 @@ def test_every_page_of_the_table_has_its_module_and_the_cli_offers_it():
 
 def test_a_pages_own_settings_are_declared_in_its_module_and_the_state_keeps_the_shared_ones():
     """A setting that one page reads is a field of a settings dataclass that the page's module declares
-    or imports (one that Circuit reads too, Patching's prompts, is its first page's); ``ViewState``'s own
-    fields are read by several pages."""
+    or imports (one that Circuit reads too, Patching's prompts, is its first reader's); ``ViewState``'s own
+    fields are read by every page or by several, as their entries say. No declaration lists pages: a setting
+    is every page's, one page's own, or read by the entries that name it."""
+    from attnviz.views.catalogue import PAGES
     from attnviz.views.pages import module_of
-    from attnviz.views.state import SETTINGS, ViewState
+    from attnviz.views.state import SETTINGS, ViewState, reads
 
     own = 0
     for url, e in SETTINGS.items():
-        pages = e.spec.pages
+        pages, readers = e.spec.pages, [p.name for p in PAGES if url in reads(p.name)]
+        assert len(pages) <= 1 and readers, url
         if len(e.path) == 1:  # ViewState's own: shared
-            assert pages == ("*",) or len(pages) > 1, url
+            assert pages == ("*",) or len(readers) > 1, url
         elif e.path[0] != "config":  # the run's settings are shared by every page that runs the text
             cls = type(getattr(ViewState(), e.path[0]))
             assert pages != ("*",), url
-            assert getattr(module_of(pages[0]), cls.__name__, None) is cls, url
+            assert getattr(module_of(readers[0]), cls.__name__, None) is cls, url
             own += 1
     assert own >= 50  # every page's own settings, not a few
 
