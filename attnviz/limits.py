@@ -148,10 +148,15 @@ def cache_bytes(name: str) -> int:
     return max_loaded_bytes() if name == "models" else int(cache_budget_bytes() * CACHE_SHARES[name])
 
 
+def heads_divide(d_model: int, heads: int) -> bool:
+    """Each of ``heads`` heads gets d_model / heads features: the one rule, read by the layer's check
+    (``core.multihead``), the link parser, the sidebar, the CLI and the trained model's settings."""
+    return d_model % heads == 0
+
+
 def head_choices(d_model: int, limit: int = MAX_HEADS) -> list[int]:
-    """Head counts that divide ``d_model`` (each head gets d_model / H features): the one rule, read by the
-    layer's check (``core.multihead``), the link parser, the sidebar and the CLI."""
-    return [h for h in range(1, min(d_model, limit) + 1) if d_model % h == 0]
+    """Head counts that divide ``d_model`` (``heads_divide``)."""
+    return [h for h in range(1, min(d_model, limit) + 1) if heads_divide(d_model, h)]
 
 
 def fit_heads(d_model: int, wanted: int) -> int:

@@ -35,6 +35,8 @@ from attnviz.models.base import ModelError
 from attnviz.models.hf import HFModel
 from attnviz.models.random import RANDOM, RandomLayer
 from attnviz.models.registry import load, model_kind
+from attnviz.run.config import AttentionConfig
+from attnviz.run.run import random_layer
 
 DEFINITIONS = {
     "overview": "the largest weight in each block of queries × keys",
@@ -207,7 +209,7 @@ def long_reader(model):
     if not isinstance(model, str) or not model.strip():
         raise ValueError("model must be a model's name, a folder, or 'random'.")
     if model == RANDOM:
-        return RandomReader(RandomLayer(64, 4, 0))
+        return RandomReader(random_layer(AttentionConfig()))  # the random layer at its settings' defaults
     kind = model_kind(model)
     if kind in ("tiny", "seq2seq", "vision"):
         what = {"tiny": "the tiny model Watch it learn trains", "seq2seq": "an encoder–decoder",

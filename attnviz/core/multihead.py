@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnviz.core.attention import AttentionSteps, attention_fast, attention_steps
-from attnviz.limits import head_choices
+from attnviz.limits import head_choices, heads_divide
 
 
 @dataclass
@@ -78,7 +78,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model must be a positive integer, got {d_model!r}.")
         if int(num_heads) != num_heads or num_heads < 1:
             raise ValueError(f"The number of heads must be a positive integer, got {num_heads!r}.")
-        if d_model % num_heads:
+        if not heads_divide(d_model, num_heads):
             divisors = head_choices(d_model, d_model)
             raise ValueError(
                 f"{num_heads} heads do not divide d_model={d_model} evenly "

@@ -51,7 +51,7 @@ class LearnSettings:
 
     def validate(self) -> None:
         validate(self)
-        if self.d_model % self.heads:
+        if not limits.heads_divide(self.d_model, self.heads):
             raise ValueError(f"{self.heads} heads do not divide the width {self.d_model}: choose a head count among "
                              f"{', '.join(map(str, limits.head_choices(self.d_model, limits.MAX_LEARN_HEADS)))}.")
 

@@ -33,7 +33,7 @@ from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import Reason, setting, validate
-from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example
+from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example, wrong_of
 
 PAGE = "circuit"
 PAGES = (PAGE,)
@@ -99,7 +99,7 @@ def circuit_run(model, clean, corrupted, answer, wrong=None, progress=None, step
     """The circuit between two prompts (``progress(fraction)`` as it goes; ``step(work)`` runs each
     batch of patched runs: the app's compute workers)."""
     subject = subject_of(model)
-    wrong = None if wrong is None or str(wrong).strip() == "" else wrong
+    wrong = wrong_of(wrong)
     found = find_circuit(subject, clean, corrupted, answer=answer, wrong=wrong, progress=progress, step=step,
                          trace=lambda ids: trace_of(subject, model, ids), keep=kept_sweep(model))
     return CircuitRun(found, {m: composition_scores_of(subject.stack, m).numpy() for m in MODES})
@@ -109,7 +109,7 @@ CIRCUITS = jobs.kind("circuit")  # by model and prompts
 
 
 def circuit_key(model, clean, corrupted, answer, wrong) -> tuple:
-    return ("circuit", *model_identity(model), clean, corrupted, answer, (wrong or "").strip())
+    return ("circuit", *model_identity(model), clean, corrupted, answer, wrong_of(wrong))
 
 
 def circuit_job(model, clean, corrupted, answer, wrong=None, compute_with=None) -> Job:
@@ -232,7 +232,7 @@ class EdgeView:
 def edge_view(model, clean, corrupted, answer, wrong, edge: Edge) -> EdgeView:
     """Both patterns, from the prompts' cached runs (``patching.trace_of``): one layer's scores each."""
     subject = subject_of(model)
-    wrong = None if wrong is None or str(wrong).strip() == "" else wrong
+    wrong = wrong_of(wrong)
     ran = runs(subject, clean, corrupted, answer=answer, wrong=wrong, trace=lambda ids: trace_of(subject, model, ids))
     before, after = edge_attention(subject, ran, edge.sender, edge.receiver, edge.component)
     return EdgeView(edge, subject.spelled(ran.corrupted_ids), before, after)

@@ -138,7 +138,7 @@ def probe_words(vocab: int) -> str:
 def control_of(settings):
     """The one-layer control: the same task and width with twice the heads where they fit."""
     heads = settings.heads * 2
-    if heads > limits.MAX_LEARN_HEADS or settings.d_model % heads:
+    if heads > limits.MAX_LEARN_HEADS or not limits.heads_divide(settings.d_model, heads):
         heads = settings.heads
     return settings.with_(layers=1, heads=heads)
 

@@ -20,11 +20,10 @@ from attnviz.i18n import N_, _
 from attnviz.inputs.audio import AUDIO_SAMPLES
 from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS
 from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
-from attnviz.models.random import RandomLayer
 from attnviz.models.registry import load, model_kind
 from attnviz.models.vision import image_tokens
 from attnviz.run.result import AttentionResult
-from attnviz.run.run import run
+from attnviz.run.run import random_layer, run
 from attnviz.settings.spec import setting
 from attnviz.views.catalogue import VIEWS, views_on
 
@@ -116,7 +115,7 @@ def input_run(page: str, state, data: bytes | None = None) -> tuple:
 
 def _run(state, inp: I.Input, settings: dict) -> AttentionResult:
     """Self-attention of the sidebar's random layer over ``inp``, every step kept."""
-    model = RandomLayer(state.d_model, state.heads, state.seed, state.input_projections)
+    model = random_layer(state.config.with_(projections=state.input_projections))  # Q = K = V = X when off
     return run(inp, model, device=state.device, keep_steps=True, settings={
         "kind": inp.kind, "heads": state.heads, "d_model": state.d_model, "seed": state.seed,
         "device": state.device, "projections": state.input_projections, "mask": inp.mask_name or "none",
@@ -200,6 +199,13 @@ def followed_state(state, inp) :
     """``state`` reading sequence 0 with the followed patch, frame or node as its query: the
     neuron view of a modality page (and its JSON) is that token's."""
     return state.with_(seq=0, query=followed(state, inp))
+
+
+def page_result(name: str, state, data: bytes | None = None) -> tuple[AttentionResult, object]:
+    """The run an image, audio or graph page's downloads hold, and ``state`` as that page reads it: its
+    query is the token it follows (``followed_state``), so the neuron view's JSON is the page's."""
+    inp, result, _image = input_run(name, state, data)
+    return result, followed_state(state, inp)
 
 
 def _page_figure(page: str):

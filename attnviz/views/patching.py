@@ -115,11 +115,17 @@ def kept_sweep(model: str) -> Callable:
     return kept_runs(None, model_identity(model))[1]
 
 
+def wrong_of(wrong) -> str | None:
+    """The wrong token as the library takes it: None where the box is empty (the metric is then the
+    answer's logit alone). The one place an empty wrong token is read."""
+    return None if wrong is None or str(wrong).strip() == "" else str(wrong).strip()
+
+
 def run_of(state, progress=None, step=None) -> PatchRun:
     """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
     ``step(work)`` runs each batch of patched runs: the app's compute workers)."""
     subject = subject_of(state.model)
-    wrong = state.wrong.strip() or None
+    wrong = wrong_of(state.wrong)
     ran = runs(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong,
                trace=lambda ids: trace_of(subject, state.model, ids))
     p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
@@ -141,7 +147,7 @@ def model_identity(model: str) -> tuple:
 
 def sweep_key(state) -> tuple:
     """The plain values a sweep depends on: the model's identity, the prompts, the tokens."""
-    return ("patching", *model_identity(state.model), state.clean, state.corrupted, state.answer, state.wrong.strip())
+    return ("patching", *model_identity(state.model), state.clean, state.corrupted, state.answer, wrong_of(state.wrong))
 
 
 def sweep_job(state, compute_with=None) -> Job:
@@ -327,7 +333,7 @@ def patching_json(state) -> bytes:
     """What ``render --page patching --out x.json`` writes: the settings and every number the page draws."""
     run = run_of(state)
     data = {"config": {"model": state.model, "clean": state.clean, "corrupted": state.corrupted,
-                       "answer": state.answer, "wrong": state.wrong.strip() or None},
+                       "answer": state.answer, "wrong": wrong_of(state.wrong)},
             "definition": DEFINITION, **record(run, state)}
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
 

@@ -179,7 +179,7 @@ def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:
             state = state.with_(**{k: e.spec.follows(state.values())})
     # A heads value that fit the default d_model but not the link's own d_model.
     if "heads" not in U.flatten(params) or any(w.name == "heads" for w in warnings):
-        if state.d_model % state.heads:
+        if not limits.heads_divide(state.d_model, state.heads):
             state = state.with_(heads=limits.fit_heads(state.d_model, DEFAULTS.heads))
     return state, warnings
 
