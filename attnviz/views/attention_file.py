@@ -44,6 +44,12 @@ def sample_file() -> tuple[bytes, str]:
         return path.read_bytes(), "sample.safetensors"
 
 
+def page_result(name: str, state, data: bytes | None = None) -> tuple[AttentionResult, object]:
+    """The run the page's downloads hold: the file's (or the sample's) weights at the state's layer."""
+    data, file_name = (data, None) if data is not None else sample_file()
+    return file_run(data, file_name, state.layer), state
+
+
 def main_figure(state, style, data: bytes | None = None):
     """The chosen view of the file (``data``; None: the shipped sample)."""
     check_view(PAGE, state)

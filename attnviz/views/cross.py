@@ -51,6 +51,11 @@ def cross_config(state) -> AttentionConfig:
     return state.config.with_(mask=CROSS_MASK, source=state.source, model="random", layer=0)
 
 
+def page_result(name: str, state, data: bytes | None = None) -> tuple[AttentionResult, object]:
+    """The run the page's downloads hold: the text's queries over the source's keys."""
+    return compute(cross_config(state)), state
+
+
 def cross_grid_figure(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
     return F.grid_figure(F.grid_data(result, state.seq), style, title=_("cross-attention weights per head"))
 

@@ -6,8 +6,9 @@
 A page module (``attnviz.views.<module>``) owns its settings (a dataclass of ``setting(...)`` fields,
 nested in ``ViewState``), its run, ``main_figure(state, style, data)`` (``data``: the bytes of the file the
 page reads, an image, a WAV, an attention file, a corpus or a text; None: its sample), optionally
-``all_figures`` (every figure, for ``--out x.html``) and ``numbers(state, fmt, data)`` (its record: every
-number it draws, for ``--out x.json``).
+``all_figures`` (every figure, for ``--out x.html``), ``numbers(state, fmt, data)`` (its record: every
+number it draws, for ``--out x.json``) and, for a page that runs an input of its own rather than the
+sidebar's text, ``page_result(name, state, data)`` (the run its downloads hold, and the state as it reads it).
 """
 
 from __future__ import annotations
@@ -20,10 +21,7 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
-from attnviz.views.attention_file import file_run, sample_file
-from attnviz.views.catalogue import INPUT_PAGES, PAGES, page
-from attnviz.views.cross import cross_config
-from attnviz.views.modality import followed_state, input_run
+from attnviz.views.catalogue import PAGES, page
 from attnviz.views.state import ViewState
 
 
@@ -75,10 +73,7 @@ def page_result(name: str, state: ViewState, data: bytes | None = None) -> tuple
     """The run a page's downloads hold (CSV, JSON), its own input through the one seam, and
     ``state`` as that page reads it: an image, audio or graph page's query is the token it
     follows (``followed_state``), so the neuron view's JSON is the page's."""
-    if name in INPUT_PAGES:
-        inp, result, _image = input_run(name, state, data)
-        return result, followed_state(state, inp)
-    if name == "attention-file":
-        data, file_name = (data, None) if data is not None else sample_file()
-        return file_run(data, file_name, state.layer), state
-    return compute(cross_config(state) if name == "cross-attention" else state.config), state
+    module = module_of(name)
+    if hasattr(module, "page_result"):  # a page that runs its own input (an image, a file, a source text)
+        return module.page_result(name, state, data)
+    return compute(state.config), state
