@@ -12,7 +12,7 @@ from attnviz.learn.train import LearnSettings
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.models.base import ModelError
 from attnviz.models.random import RANDOM
-from attnviz.models.registry import TRAINED, load_in_background
+from attnviz.models.registry import load_in_background, model_kind
 from attnviz.views.learn import start_defaults
 
 POLL_S = 0.5
@@ -23,8 +23,8 @@ def ready(model: str) -> None:
     a failed load is shown as its message."""
     if model == RANDOM:
         return
-    if model == TRAINED:
-        trained_ready()
+    if model_kind(model) == "tiny":  # trained here, not loaded
+        trained_ready(model)
         return
     try:
         status = load_in_background(model)
@@ -52,7 +52,7 @@ def _poll(model: str, phase: str) -> None:
         st.rerun()
 
 
-def trained_ready() -> None:
+def trained_ready(model: str) -> None:
     """Return once the model Watch it learn's default training trains is on disk (the server's
     launcher trains it at start). Until then start that training in its worker, where no one has,
     show its progress and stop this run."""
@@ -63,12 +63,12 @@ def trained_ready() -> None:
     start_defaults(TRAININGS)
     p = TRAININGS.progress(key)
     if p.done:  # a failed or stopped training leaves no weights
-        st.error(_("The training of {model} stopped: {status}.").format(model=TRAINED, status=p.status),
+        st.error(_("The training of {model} stopped: {status}.").format(model=model, status=p.status),
                  icon=":material/error:")
         st.stop()
     step = p.checkpoints[-1]["step"] if p.checkpoints else 0
     st.progress(min(1.0, step / settings.steps), text=_("Training {model}: step {step} of {steps}…").format(
-        model=TRAINED, step=step, steps=settings.steps))
+        model=model, step=step, steps=settings.steps))
     st.caption(_("It is trained once for this server and shared by every session."))
     _poll_training(key)
     st.stop()

@@ -120,8 +120,9 @@ def current() -> ViewState:
     ss = st.session_state.to_dict()
     known = ss.get(_KNOWN) or DEFAULTS.values()
     values = {k: ss[k] if k in ss else known[k] for k in NAMES}
-    if isinstance(values["masks"], (list, tuple)):  # the mask lab's multiselect holds a list
-        values["masks"] = ",".join(values["masks"])
+    for k, v in values.items():  # a multiselect holds a list; its setting, text with commas
+        if isinstance(v, (list, tuple)):
+            values[k] = ",".join(map(str, v))
     try:
         return _state(tuple(values.values()))
     except TypeError:  # a value that cannot be a cache key (a widget's list): built directly

@@ -13,7 +13,6 @@ from attnviz.models.base import ModelError
 from attnviz.models.registry import (
     MODEL_LABELS,
     RANDOM,
-    TRAINED,
     ModelFacts,
     available_models,
     layer_count,
@@ -117,13 +116,13 @@ def sidebar(page: Page) -> None:
         # A long context reads a causal LM (its KV cache) or the random layer.
         models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
                   [m for m in available_models() if model_kind(m) in (RANDOM, "causal")] if page.causal_lm else
-                  [m for m in available_models() if m != TRAINED])
+                  [m for m in available_models() if model_kind(m) != "tiny"])
         if ss.get("model") not in models:
             dropped, ss["model"] = ss.get("model"), models[0]
             if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
                 why = (_("has no next token to patch toward") if page.causal else
                        _("is not a causal language model: it keeps no KV cache to evict") if page.causal_lm else
-                       _("is drawn on Watch it learn, patched on Patching") if dropped == TRAINED else
+                       _("is drawn on Watch it learn, patched on Patching") if model_kind(dropped) == "tiny" else
                        _("is not available here"))
                 st.toast(md(_("Using {used}: {model} {why}.").format(
                     model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
