@@ -1,20 +1,16 @@
 """Spec files (python -m attnviz render --spec): a malformed file, and a batch with a broken entry."""
 
-
-import subprocess
-import sys
+from tests.support.clirun import run_cli, run_process
 
 
-def run(*args, cwd=None):
-    p = subprocess.run([sys.executable, "-m", "attnviz", "render", *args], capture_output=True, text=True,
-                       cwd=cwd, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+def run(*args, cwd=None, process=False):
+    return (run_process if process else run_cli)("render", *args, cwd=cwd)
 
 
 def test_malformed_spec(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[[figure]\nout = ")
-    code, _, err = run("--spec", str(bad))
+    code, _, err = run("--spec", str(bad), process=True)  # once as a process of its own
     assert code == 2 and "not valid TOML" in err and len(err.strip().splitlines()) == 1
     empty = tmp_path / "empty.toml"
     empty.write_text("[defaults]\nheads = 2\n")

@@ -1,8 +1,6 @@
 """python -m attnviz render: formats, views, reproducibility, --from-url, bad input, batches."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,16 +11,16 @@ from attnviz.plots import export
 from attnviz.views.catalogue import FIGURE_VIEWS
 from attnviz.views.state import ViewState
 from tests.support.apphelp import app, figures
+from tests.support.clirun import run_cli, run_process
 
 HAS_CHROMIUM = export.find_chromium() is not None
 NEEDS_CHROMIUM = pytest.mark.skipif(not HAS_CHROMIUM, reason=export.HOW_TO_GET_CHROMIUM)
 SMALL = ["--text", "I love AI", "--heads", "2", "--d-model", "16", "--mask", "causal"]
 
 
-def run(*args, cwd=None):
-    p = subprocess.run([sys.executable, "-m", "attnviz", "render", *args], capture_output=True, text=True,
-                       cwd=cwd, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+def run(*args, cwd=None, process=False):
+    """(exit code, stdout, stderr) of ``render args``: in this process, or as one (``process``)."""
+    return (run_process if process else run_cli)("render", *args, cwd=cwd)
 
 
 @pytest.mark.parametrize("view", FIGURE_VIEWS)
@@ -129,7 +127,7 @@ def test_unwritable_output(tmp_path):
     """A path under a regular file cannot be created, by root either (CI runs as root)."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    code, _, err = run(*SMALL, "--out", str(blocker / "x.json"))
+    code, _, err = run(*SMALL, "--out", str(blocker / "x.json"), process=True)  # once as a process of its own
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert blocker.read_text() == "not a folder"
 

@@ -4,25 +4,19 @@ composition scores, the opened edge's two patterns, the opened cell's terms), a 
 its sender) in one line and exit code 2."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import attnviz
 from tests.support import hfmodels
+from tests.support.clirun import run_cli, run_process
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _cli(*args, cwd, env=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "circuit", *args], capture_output=True,
-                       text=True, cwd=cwd, timeout=300, env=env)
-    return p.returncode, p.stderr
+def _cli(*args, cwd, env=None, process=False):
+    """(exit code, stderr) of ``render --page circuit args``: in this process, or as one (``process``)."""
+    code, _out, err = (run_process if process else run_cli)("render", "--page", "circuit", *args, cwd=cwd, env=env)
+    return code, err
 
 
 @pytest.fixture()
@@ -79,5 +73,5 @@ def test_an_encoder_and_the_random_layer_are_refused_in_one_line(tmp_path):
     folder = hfmodels.save(tmp_path, "bert")[0]
     for model in (str(folder), "random"):
         code, err = _cli("--model", model, "--clean", "the cat sat", "--corrupted", "the mat sat", "--answer", "on",
-                         "--out", "c.json", cwd=tmp_path)
+                         "--out", "c.json", cwd=tmp_path, process=model == "random")  # once as a process
         assert code == 2 and len(err.strip().splitlines()) == 1 and "no next token to patch toward" in err, err

@@ -2,26 +2,21 @@
 input (prompts of different lengths, an answer that is not one token, an encoder) in one line."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import attnviz
 from tests.support import hfmodels
+from tests.support.clirun import run_cli, run_process
 
-ROOT = Path(__file__).resolve().parents[2]
 CLEAN, CORRUPTED = "the cat sat on the mat", "the mat sat on the cat"
 
 
-def _cli(*args, cwd, env=None):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
-    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "patching", *args], capture_output=True,
-                       text=True, cwd=cwd, timeout=300, env=env)
-    return p.returncode, p.stderr
+def _cli(*args, cwd, env=None, process=False):
+    """(exit code, stderr) of ``render --page patching args``: in this process, or as one (``process``)."""
+    code, _out, err = (run_process if process else run_cli)("render", "--page", "patching", *args, cwd=cwd, env=env)
+    return code, err
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +80,7 @@ def test_a_prompt_over_patchings_bound_is_refused_in_one_line(tmp_path):
 
 def test_an_encoder_is_refused_in_one_line(folders, tmp_path):
     code, err = _cli("--model", str(folders["bert"]), "--answer", "it", "--clean", CLEAN, "--corrupted", CORRUPTED,
-                     "--out", "p.json", cwd=tmp_path)
+                     "--out", "p.json", cwd=tmp_path, process=True)  # once as a process of its own
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no next token to patch toward" in err, err
 
 

@@ -1,25 +1,19 @@
 """python -m attnviz render --page qk-map: the record and the figure, offline; bad input in one line."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from attnviz.analysis import qkmap as Q
 from attnviz.views import qkmap as V
 from attnviz.views.state import ViewState
+from tests.support.clirun import run_cli, run_process
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _cli(*args, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "qk-map", *args], capture_output=True,
-                       text=True, cwd=cwd, timeout=300, env=env)
-    return p.returncode, p.stderr
+def _cli(*args, cwd, process=False):
+    """(exit code, stderr) of ``render --page qk-map args``: in this process, or as one (``process``)."""
+    code, _out, err = (run_process if process else run_cli)("render", "--page", "qk-map", *args, cwd=cwd)
+    return code, err
 
 
 @pytest.mark.minilm
@@ -39,7 +33,7 @@ def test_cli_html_and_a_bad_head_offline(tmp_path):
     assert code == 0, err
     html = (tmp_path / "map.html").read_text(encoding="utf-8")
     assert "<script src=\"http" not in html and "diamond" in html
-    code, err = _cli("--head", "9", "--out", "x.json", cwd=tmp_path)
+    code, err = _cli("--head", "9", "--out", "x.json", cwd=tmp_path, process=True)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Head 9 does not exist" in err
     assert "Traceback" not in err and not (tmp_path / "x.json").exists()
     code, err = _cli("--qk-method", "umap", "--out", "x.json", cwd=tmp_path)
