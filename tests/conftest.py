@@ -3,7 +3,9 @@ import os
 import torch
 
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One thread per worker where the suite runs on several (pytest-xdist sets PYTEST_XDIST_WORKER): the workers
+# are already as many as the cores, and more threads than cores slow every one of them.
+torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
 import sys  # noqa: E402
