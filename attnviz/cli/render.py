@@ -17,6 +17,8 @@ from attnviz.atomic import write_atomic
 from attnviz.i18n import use
 from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
+from attnviz.models.base import ModelError
+from attnviz.models.registry import available_models, locate
 from attnviz.notebook.page import to_html
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
@@ -54,14 +56,18 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     first invalid value: a docs figure should never silently change.
     """
     raw = query_dict(from_url) if from_url else {}
-    folder = None
+    model = None
     for key, value in settings.items():
         if value is None:
             continue
-        if key == "model" and isinstance(value, str) and ("/" in value or Path(value).is_dir()):
-            folder = value  # a model folder: the API and the CLI take paths, a URL never does
-            if not Path(value).is_dir():
-                raise UsageError(f"Model folder {value} does not exist.")
+        if key == "model" and isinstance(value, str) and value not in available_models():
+            # Not a name a link may give: a folder or a Hugging Face id in the local cache, which the API and
+            # the CLI take and a URL never does. The registry finds it as the run will, or says why it cannot.
+            try:
+                locate(value)
+            except ModelError as e:
+                raise UsageError(str(e)) from None
+            model = value
             continue
         if key not in SETTINGS:
             raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}, "
@@ -70,7 +76,7 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     state, warnings = parse(raw)
     if warnings:
         raise UsageError(_cli_wording(warnings[0]))
-    return state if folder is None else state.with_(model=folder)
+    return state if model is None else state.with_(model=model)
 
 
 def _cli_wording(warning: str) -> str:
