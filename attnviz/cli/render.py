@@ -21,6 +21,7 @@ from attnviz.models.base import ModelError
 from attnviz.models.registry import available_models, locate
 from attnviz.notebook.page import to_html
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
+from attnviz.settings.url import shown
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
@@ -74,18 +75,11 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
                              f"{', '.join(OUTPUT_KEYS)}.")
         raw[key] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     state, warnings = parse(raw)
-    if warnings:
-        raise UsageError(_cli_wording(warnings[0]))
+    if warnings:  # where the app falls back to a default, a build stops: the first one, as an error
+        w = warnings[0]
+        why = w.reason if w.offered is None else f"is not available here (available: {', '.join(w.offered)})"
+        raise UsageError(f"Setting {w.name}={shown(w.value)} {why}.")
     return state if model is None else state.with_(model=model)
-
-
-def _cli_wording(warning: str) -> str:
-    """The app's fallback warning, worded as an error for a build."""
-    head, _, _ = warning.partition("; using the default")
-    head, _, _ = head.partition("; running on cpu")
-    head, _, _ = head.partition("; using the random model")
-    head, _, _ = head.partition("; using English")
-    return head.replace("URL parameter ", "Setting ").replace("`", "") + "."
 
 
 def figure_for(job: RenderJob) -> go.Figure:
