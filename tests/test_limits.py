@@ -60,7 +60,7 @@ def test_lines_are_bounded_the_same_everywhere():
     with pytest.raises(ValueError, match=f"the limit is {limits.MAX_LINES}"):
         compute(AttentionConfig(text=text))
     state, warnings = parse({"text": text})
-    assert warnings and warnings[0].name == "text" and f"the limit is {limits.MAX_LINES}" in warnings[0]
+    assert warnings and warnings[0].name == "text" and f"the limit is {limits.MAX_LINES}" in warnings[0].text
 
 
 @pytest.mark.parametrize("field, value, url_key", [("num_heads", limits.MAX_HEADS * 2, "heads"),

@@ -106,7 +106,7 @@ def url_warnings(page: str | None = None) -> list[str]:
     of settings it reads; an old link's parameters that it does not read are ignored quietly)."""
     ss = st.session_state
     live = NAMES if page is None else live_names(page)
-    return [w for w, fallback in ss.get(_WARNINGS, []) if w.name in live and ss.get(w.name) == fallback]
+    return [w.text for w, fallback in ss.get(_WARNINGS, []) if w.name in live and ss.get(w.name) == fallback]
 
 
 def show_url_warnings(page: str | None = None) -> None:

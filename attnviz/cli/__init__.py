@@ -15,7 +15,8 @@ stderr and exit code 2, no traceback, no partial file.
 - ``learn``: a training's record and figures (``attnviz.cli.learn``).
 
 May import: attnviz.atomic, attnviz.i18n, attnviz.inputs (the attention file format), attnviz.learn,
-attnviz.limits, attnviz.notebook, attnviz.plots, attnviz.settings, attnviz.views. Never ``ui`` or Streamlit.
+attnviz.limits, attnviz.models (the registry: a model's name to its folder, as the run finds it),
+attnviz.notebook, attnviz.plots, attnviz.settings, attnviz.views. Never ``ui`` or Streamlit.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 _FLAG_NOTES = {
     "model": "; or (the CLI and the API only) a model folder: BERT in attnviz's layout, "
              "or any folder "
-             "transformers loads (GPT-2, LLaMA, BERT, RoBERTa, T5, BART, ViT)",
+             "transformers loads (GPT-2, LLaMA, BERT, RoBERTa, T5, BART, ViT), or a Hugging Face id "
+             "(org/name) in the local hub cache",
     "projections": "; --no-projections also turns them off for image, audio and graph inputs",
     "view": f" (default grid; the figure views: {' | '.join(FIGURE_VIEWS)})",
 }

@@ -17,8 +17,11 @@ from attnviz.atomic import write_atomic
 from attnviz.i18n import use
 from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
+from attnviz.models.base import ModelError
+from attnviz.models.registry import available_models, locate
 from attnviz.notebook.page import to_html
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
+from attnviz.settings.url import shown
 from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
@@ -54,32 +57,29 @@ def state_from(settings: dict, from_url: str | None = None) -> ViewState:
     first invalid value: a docs figure should never silently change.
     """
     raw = query_dict(from_url) if from_url else {}
-    folder = None
+    model = None
     for key, value in settings.items():
         if value is None:
             continue
-        if key == "model" and isinstance(value, str) and ("/" in value or Path(value).is_dir()):
-            folder = value  # a model folder: the API and the CLI take paths, a URL never does
-            if not Path(value).is_dir():
-                raise UsageError(f"Model folder {value} does not exist.")
+        if key == "model" and isinstance(value, str) and value not in available_models():
+            # Not a name a link may give: a folder or a Hugging Face id in the local cache, which the API and
+            # the CLI take and a URL never does. The registry finds it as the run will, or says why it cannot.
+            try:
+                locate(value)
+            except ModelError as e:
+                raise UsageError(str(e)) from None
+            model = value
             continue
         if key not in SETTINGS:
             raise UsageError(f"Unknown setting {key!r}; known: {', '.join(sorted(SETTINGS))}, "
                              f"{', '.join(OUTPUT_KEYS)}.")
         raw[key] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     state, warnings = parse(raw)
-    if warnings:
-        raise UsageError(_cli_wording(warnings[0]))
-    return state if folder is None else state.with_(model=folder)
-
-
-def _cli_wording(warning: str) -> str:
-    """The app's fallback warning, worded as an error for a build."""
-    head, _, _ = warning.partition("; using the default")
-    head, _, _ = head.partition("; running on cpu")
-    head, _, _ = head.partition("; using the random model")
-    head, _, _ = head.partition("; using English")
-    return head.replace("URL parameter ", "Setting ").replace("`", "") + "."
+    if warnings:  # where the app falls back to a default, a build stops: the first one, as an error
+        w = warnings[0]
+        why = w.reason if w.offered is None else f"is not available here (available: {', '.join(w.offered)})"
+        raise UsageError(f"Setting {w.name}={shown(w.value)} {why}.")
+    return state if model is None else state.with_(model=model)
 
 
 def figure_for(job: RenderJob) -> go.Figure:

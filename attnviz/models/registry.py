@@ -193,7 +193,11 @@ def _package_dir() -> Path | None:
 
 
 def locate(model: str) -> tuple[Path, dict[str, str] | None]:
-    """(folder, pinned hashes or None) for a model name or a folder path."""
+    """(folder, pinned hashes or None) for a model name or a folder path: the one way from what the API,
+    the CLI, a notebook and the app name a model by to its folder. In this order: the trained tiny model
+    (no folder: refused with where it runs), the packaged MiniLM, ``"local"``, a name the operator lists,
+    a folder path, a Hugging Face id in the local hub cache. ``ModelError`` saying why where none of them
+    is a folder here, so that every door refuses a name with the same words."""
     if model == TRAINED:
         raise ModelError(_("{model} is the tiny model that Watch it learn trains: its heads are patched on the "
                            "Patching page, its attention drawn on Watch it learn.").format(model=TRAINED))
@@ -207,11 +211,21 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
         raw = os.environ.get(MODEL_DIR_ENV, "").strip()
         if not raw:
             raise ModelError(f"The model 'local' needs {MODEL_DIR_ENV} set to a model folder.")
+        if not Path(raw).is_dir():
+            raise ModelError(f"The model 'local' is {MODEL_DIR_ENV}={raw}, which is not a folder.")
         return Path(raw), None
     listed = listed_models()
     if model in listed:
         return listed[model], None
-    if not Path(model).exists() and HUB_ID.match(model):
+    folder = Path(model)
+    try:
+        is_dir, exists = folder.is_dir(), folder.exists()
+    except (OSError, ValueError) as e:  # a name no file system takes (too long, a NUL byte): no folder of ours
+        why = getattr(e, "strerror", None) or e
+        raise ModelError(f"{model[:60]!r} names no model here and no folder ({why}).") from None
+    if is_dir:
+        return folder, None
+    if not exists and HUB_ID.match(model):  # an existing path is read as one, never as an id
         cached = snapshot(model)
         if cached is not None:
             return cached, None
@@ -223,7 +237,10 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
                              f"Face cache ({hub_dir()}): attnviz downloads nothing but the ids a server's operator "
                              "lists (ATTNVIZ_ALLOW_DOWNLOAD=1, ATTNVIZ_DOWNLOAD_IDS). Fetch it there first "
                              "(huggingface-cli download), or give its folder.")
-    return Path(model), None
+    if exists:
+        raise ModelError(f"{model} is a file, not a model folder.")
+    raise ModelError(f"Model folder {model} does not exist (the models named here: "
+                     f"{', '.join(available_models())}).")
 
 
 def sha256(path: Path) -> str:
@@ -289,14 +306,12 @@ def load(model: str, phase=lambda what: None):
     if held is not None:
         return held
     folder, pinned = locate(model)
-    if not folder.is_dir():
-        raise ModelError(f"Model folder {folder} does not exist.")
     size, most = weight_bytes(folder), max_loaded_bytes()
     if size > most:
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                          f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
     LOADED.max_bytes = most
-    name = model if model in MODELS or model in listed_models() or snapshot(model) == folder else str(folder)
+    name = str(folder) if folder == Path(model) else model  # a path as its folder, any name as given
 
     def build():
         with _LOAD_ONE:

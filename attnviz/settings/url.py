@@ -5,9 +5,11 @@ in it, into {link name: Entry}; ``parse`` and ``to_query`` read and write links 
 it. Query parameters always arrive as text: invalid or missing values fall back to
 their defaults, and each fallback is reported as a warning naming the parameter.
 
-Warnings are plain text that quotes the user's value as it came: whoever shows one in
-Markdown must escape it (``attnviz.views.markdown.md``), or a value such as ``[Sign in](https://…)``
-becomes a link.
+Each warning is a ``ParamWarning``: the setting, the value as it came and why it was not taken,
+as values, plus the sentence the app shows. The app shows that sentence; the CLI, which stops
+where the app falls back, words its own error from the fields. The sentence quotes the user's
+value as it came: whoever shows it in Markdown must escape it (``attnviz.views.markdown.md``),
+or a value such as ``[Sign in](https://…)`` becomes a link.
 """
 
 from __future__ import annotations
@@ -21,15 +23,17 @@ from attnviz.i18n import _
 from attnviz.settings.spec import Reason, Spec, Unavailable, as_text, specs
 
 
-class ParamWarning(str):
-    """A warning's text, plus ``name``: the parameter it is about."""
+@dataclass(frozen=True)
+class ParamWarning:
+    """A link's value that was not taken: as values, and as the sentence the app shows for it."""
 
-    name: str
-
-    def __new__(cls, name: str, text: str) -> ParamWarning:
-        obj = super().__new__(cls, text)
-        obj.name = name
-        return obj
+    name: str  # the setting's link name
+    value: str  # the value as the link gave it, uncut
+    reason: str  # why it was not taken, worded to follow "name=value": "is not a number"
+    text: str  # the app's sentence: the setting, the value (quoted, cut short), the reason and the fallback
+    # The values this machine offers, where the value was a device, a model or a language it does not
+    # offer (spec.Unavailable); None for a value that is wrong everywhere.
+    offered: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,14 +135,16 @@ def parse(cls, params: Mapping, fallbacks: Mapping[str, str] | None = None) -> t
         try:
             values[url] = entry.spec.parse(p[url], values)
         except (ValueError, TypeError, OverflowError) as e:
+            why, offered = reason(e), None
             if fallbacks and url in fallbacks and isinstance(e, Unavailable):
-                choices = ", ".join(map(str, entry.spec.options()))
-                text = _(fallbacks[url]).format(value=shown(p[url][:20]), choices=choices)
+                offered = tuple(map(str, entry.spec.options()))
+                why = _("must be one of {choices}").format(choices=", ".join(offered))  # Unavailable has no words
+                text = _(fallbacks[url]).format(value=shown(p[url][:20]), choices=", ".join(offered))
             else:
                 default = as_text(get(defaults, entry)).replace("\n", " ") or "none"
                 text = _("URL parameter {name}={value} {reason}; using the default ({default}).").format(
-                    name=url, value=shown(p[url]), reason=reason(e), default=f"{default:.40}")
-            warnings.append(ParamWarning(url, text))
+                    name=url, value=shown(p[url]), reason=why, default=f"{default:.40}")
+            warnings.append(ParamWarning(url, p[url], why, text, offered))
     return set_values(defaults, values), warnings
 
 

@@ -101,4 +101,4 @@ def test_the_setting_is_declared_once_and_read_alike_by_link_and_state():
     state, warnings = parse({"qk_norm": "attentionviz"})
     assert state.qk_norm == "attentionviz" and not warnings
     state, warnings = parse({"qk_norm": "cosine"})
-    assert state.qk_norm == Q.DEFAULT_NORMALISATION and any("qk_norm" in w for w in warnings)
+    assert state.qk_norm == Q.DEFAULT_NORMALISATION and any("qk_norm" in w.text for w in warnings)

@@ -68,7 +68,7 @@ def test_the_url_parser_never_raises(pairs):
 def test_every_value_not_taken_is_named(name, value):
     _, warnings = parse({name: value})
     assert [w.name for w in warnings] == [name]
-    assert value[:30].replace("\n", " ") in warnings[0]  # quoted as given, so the user can find it
+    assert value[:30].replace("\n", " ") in warnings[0].text  # quoted as given, so the user can find it
 
 
 @settings(max_examples=100, deadline=None)

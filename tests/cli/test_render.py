@@ -123,6 +123,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     assert not [p for p in tmp_path.iterdir() if p.name != "missing.toml"]  # nothing left behind
 
 
+def test_a_links_warning_is_a_builds_error_worded_from_its_values():
+    with pytest.raises(cli.UsageError) as e:
+        cli.state_from({"seed": "x"})
+    assert str(e.value) == 'Setting seed="x" is not a number.'
+    with pytest.raises(cli.UsageError) as e:
+        cli.state_from({}, from_url="?device=tpu")  # a value this machine does not offer: what it offers
+    assert str(e.value).startswith('Setting device="tpu" is not available here (available: cpu')
+
+
 def test_unwritable_output(tmp_path):
     """A path under a regular file cannot be created, by root either (CI runs as root)."""
     blocker = tmp_path / "file"

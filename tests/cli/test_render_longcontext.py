@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from attnviz import limits
+from attnviz.analysis.longcontext import long_attention
 from attnviz.cli import main
+from attnviz.models.hub import HF_CACHE_ENV
 from attnviz.views import longcontext as V
-from tests.support import hfmodels, longmodels
+from tests.support import fakehub, hfmodels, longmodels
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "the cat sat on the mat because it was tired " * 12  # 120 words
@@ -68,6 +70,47 @@ def test_the_module_runs_as_a_command(tmp_path):
                        env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert json.loads((tmp_path / "x.json").read_text())["model"] == "random"
+
+
+@pytest.fixture()
+def hub_home(folders, tmp_path, monkeypatch):
+    """The llama folder in a local hub cache as tiny-org/tiny-llama, named by HF_HOME (HF_HUB_CACHE would win
+    over it), with cache names allowed: what the API finds it by."""
+    home = tmp_path / "hf-home"
+    fakehub.cache(home, "tiny-org/tiny-llama", folders["llama"])
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv(HF_CACHE_ENV, raising=False)
+    return home
+
+
+def test_a_hugging_face_id_in_the_local_cache_renders_as_the_api_reads_it(hub_home, tmp_path):
+    out = tmp_path / "cached.json"
+    p = subprocess.run([sys.executable, "-m", "attnviz", "render", "--page", "long-context", "--model",
+                        "tiny-org/tiny-llama", "--text-file", str(_text(tmp_path)), "--long-blocks", "6",
+                        "--out", str(out)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(out.read_text())
+    api = long_attention("tiny-org/tiny-llama", TEXT, blocks=6)
+    assert rec["model"] == api.model == "tiny-org/tiny-llama"
+    assert np.allclose(np.asarray(rec["overview"]), api.overview, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model,cache_names,words", [
+    ("tiny-org/not-cached", None, "no model tiny-org/not-cached is in the local Hugging Face cache"),
+    ("tiny-org/tiny-llama", "0", "Model folder tiny-org/tiny-llama does not exist"),  # a server's setting
+    ("no-such-model", None, "Model folder no-such-model does not exist (the models named here: random"),
+])
+def test_a_model_that_is_no_folder_here_is_one_line_and_exit_2(hub_home, tmp_path, capsys, monkeypatch, model,
+                                                               cache_names, words):
+    if cache_names is not None:
+        monkeypatch.setenv(HF_CACHE_ENV, cache_names)
+    code = main(["render", "--page", "long-context", "--model", model, "--text-file", str(_text(tmp_path)),
+                 "--out", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err
+    assert not (tmp_path / "o.json").exists()
 
 
 @pytest.mark.parametrize("make,extra,words", [

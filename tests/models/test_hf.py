@@ -89,7 +89,7 @@ def test_folders_listed_by_the_operator_are_offered_by_name_never_by_path(tmp_pa
     state, warnings = parse({"model": "gpt2", "head": "3"})
     assert warnings == [] and state.model == "gpt2"
     _s, warnings = parse({"model": str(folder)})
-    assert warnings and "not a model here" in warnings[0]
+    assert warnings and "not a model here" in warnings[0].text
     r = compute(state.config.with_(text=TEXTS[0]))
     assert r.heads == 4 and R.layer_count("gpt2") == 2
 

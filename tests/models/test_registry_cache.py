@@ -4,7 +4,7 @@ and a server can turn it off."""
 
 from __future__ import annotations
 
-import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from attnviz.analysis.longcontext import long_attention
 from attnviz.models import hub as H
 from attnviz.models import registry
 from attnviz.models.base import ModelError
-from tests.support import longmodels
+from tests.support import fakehub, longmodels
 from tests.support.fakehub import FakeHub
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -21,12 +21,9 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture()
 def hub(tmp_path, monkeypatch):
-    folder = longmodels.save(tmp_path / "built", "llama", 512)
-    repo = tmp_path / "home" / "hub" / "models--tiny-org--tiny-llama"
-    shutil.copytree(folder, repo / "snapshots" / COMMIT)
+    repo = fakehub.cache(tmp_path / "home", "tiny-org/tiny-llama", longmodels.save(tmp_path / "built", "llama", 512),
+                         COMMIT)
     (repo / "snapshots" / "fedcba").mkdir()  # an older snapshot refs/main does not name
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(COMMIT + "\n")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.delenv(H.HF_CACHE_ENV, raising=False)
@@ -59,13 +56,27 @@ def test_an_id_not_in_the_cache_is_refused_and_nothing_is_downloaded(hub):
         registry.locate("tiny-org/tiny-llama")
 
 
+def test_a_path_is_read_as_a_path_and_what_is_no_folder_is_refused_with_why(hub, tmp_path, monkeypatch):
+    snap = hub / "snapshots" / COMMIT
+    assert registry.locate(str(snap)) == (snap, None)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny-org" / "tiny-llama").mkdir(parents=True)  # a folder spelled like the cached id
+    assert registry.locate("tiny-org/tiny-llama") == (Path("tiny-org/tiny-llama"), None)
+    with pytest.raises(ModelError, match="config.json is a file, not a model folder"):
+        registry.locate(str(snap / "config.json"))
+    with pytest.raises(ModelError, match=r"Model folder gpt-5 does not exist \(the models named here: random, "):
+        registry.load("gpt-5")
+    monkeypatch.setenv(registry.MODEL_DIR_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(ModelError, match="ATTNVIZ_MODEL_DIR=.*nowhere, which is not a folder"):
+        registry.load(registry.LOCAL)
+
+
 def test_a_server_turns_cache_names_off(hub, monkeypatch):
     monkeypatch.setenv(H.HF_CACHE_ENV, "0")
     assert H.snapshot("tiny-org/tiny-llama") is None
-    folder, _ = registry.locate("tiny-org/tiny-llama")
-    assert not folder.exists()  # read as a path, which does not exist: the load says so
-    with pytest.raises(ModelError, match="does not exist"):
-        registry.load("tiny-org/tiny-llama")
+    for find in (registry.locate, registry.load):  # read as a path, which does not exist
+        with pytest.raises(ModelError, match="Model folder tiny-org/tiny-llama does not exist"):
+            find("tiny-org/tiny-llama")
 
 
 # --- downloads: only where the operator allows them, only listed ids, only within the size bound -----------

@@ -35,8 +35,21 @@ def test_missing_parameters_take_defaults_silently():
 )
 def test_invalid_values_fall_back_and_name_the_parameter(query, name, reason):
     state, warnings = parse_url(query)
-    assert len(warnings) == 1 and f"{name}=" in warnings[0] and warnings[0].name == name and reason in warnings[0]
+    (w,) = warnings
+    assert w.name == name and w.value == query_dict(query)[name] and f"{name}=" in w.text and reason in w.text
     assert getattr(state, name) == getattr(DEFAULTS, name)
+
+
+def test_a_warning_is_its_values_and_the_apps_sentence_made_of_them():
+    _state, (w,) = parse_url("seed=x")
+    assert (w.name, w.value, w.reason, w.offered) == ("seed", "x", "is not a number", None)
+    assert w.text == f'URL parameter seed="x" is not a number; using the default ({DEFAULTS.seed}).'
+    _state, (w,) = parse_url("device=tpu")  # a value this machine does not offer: its own sentence
+    offered = ", ".join(w.offered)
+    assert w.name == "device" and w.value == "tpu" and "cpu" in w.offered and "tpu" not in w.offered
+    assert w.reason == f"must be one of {offered}"
+    assert w.text == (f'URL parameter device="tpu" is not available on this machine (available: {offered}); '
+                      "running on cpu.")
 
 
 def test_heads_follow_d_model_and_head_stays_in_range():

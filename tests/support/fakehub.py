@@ -36,3 +36,14 @@ class FakeHub:
 
         monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
         monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+
+
+def cache(home: Path, model_id: str, folder: Path, commit: str = "0" * 40) -> Path:
+    """``folder`` copied into the local hub cache under ``home`` (what ``HF_HOME`` names) as the hub lays a
+    download out: hub/models--org--name/snapshots/<commit>/, with refs/main naming that commit. Returns
+    the repository's folder (models--org--name)."""
+    repo = Path(home) / "hub" / ("models--" + model_id.replace("/", "--"))
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit + "\n")
+    return repo
