@@ -35,3 +35,15 @@ def test_nbytes_counts_a_results_tensors():
     r = compute(AttentionConfig(text="I love AI", num_heads=2, d_model=16))
     size = nbytes(r)
     assert r.weights.numel() * 4 < size < 1_000_000
+
+
+def test_put_replaces_discard_lets_go_and_peek_leaves_the_order():
+    cache = ByteBudgetCache(10_000, size_of=lambda v: len(v))
+    assert cache.put("a", b"x" * 4000) and cache.put("b", b"x" * 4000)
+    assert cache.put("a", b"x" * 1000) and cache.total_bytes == 5000  # in place of the old value, not beside it
+    assert cache.peek("b") == b"x" * 4000 and cache.keys() == ["b", "a"]  # a listing is not a use
+    assert not cache.put("big", b"x" * 20_000) and "big" not in cache and cache.total_bytes == 5000
+    cache.discard("b")
+    cache.discard("never held")
+    assert cache.keys() == ["a"] and cache.total_bytes == 1000
+
