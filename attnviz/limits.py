@@ -10,7 +10,7 @@ be sized without editing code:
 
 - ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 448): the most one run may hold.
 - ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared caches hold, all of them together
-  (``CACHE_SHARES``: results, figures, finished jobs, the Q/K map's runs, the random layers).
+  (``CACHE_SHARES``: results, figures, finished jobs, the Q/K map's runs, lookups, the random layers).
 
 The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
 about 0.5 GB for Python, torch and Streamlit, at most two runs computing at once
@@ -144,7 +144,12 @@ CACHE_SHARES = {
     # GPT-2-small at 128 tokens keeps its two prompts' weights, (12, 12, 128, 128) float32 each: 19 MB both; a long
     # context's overviews are 0.5 MB per layer × head at 256 blocks (72 MB for GPT-2-small's 144 heads).
     "jobs": 0.15,
-    "qk-runs": 0.125,  # the Q/K map's corpus runs: every head's q and k at one layer (64 MB)
+    # The Q/K map's corpus runs: every head's q and k at one layer (38 MB): the shipped corpus on a 768-wide
+    # model is about 16 MB, the longest corpus (MAX_CORPUS_TOKENS) on MiniLM 25 MB.
+    "qk-runs": 0.075,
+    # Small tables looked up on every request: token and n-gram embeddings, position encodings, split texts,
+    # the sessions' settings, models' config facts (26 MB): at d_model 64 a vector is 0.6 KB, at 512 4 KB.
+    "lookups": 0.05,
     "layers": 0.025,  # the random layers drawn: d_model 64 is 66 KB, so about 190; the widest (512) 4.2 MB
 }
 

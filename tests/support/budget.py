@@ -11,6 +11,7 @@ SMALL_MB = 4
 def made() -> dict[str, cache.ByteBudgetCache]:
     """Every cache a server makes (each module that makes one imported), by name."""
     import attnviz.analysis.qkcorpus  # noqa: F401 - the Q/K map's runs
+    import attnviz.inputs.embeddings  # noqa: F401 - the lookups
     import attnviz.jobs  # noqa: F401 - the finished jobs
     import attnviz.models.random  # noqa: F401 - the random layers
     import attnviz.run.run  # noqa: F401 - the results
