@@ -14,9 +14,10 @@ made first, so the new entry never sits beside what it replaces.
 
 It is the one byte-bounded cache of the package, and a process's caches are named in one
 registry (``named``, ``CACHES``), each sized from the one table of bounds: the shared results
-(``attnviz.run.run``), the app's figures, the random layer's weights and the Q/K map's corpus
-runs take their shares of ``ATTNVIZ_CACHE_MB`` (``attnviz.limits.CACHE_SHARES``), the loaded
-models (``attnviz.models.registry``) ``ATTNVIZ_MAX_LOADED_MB``.
+(``attnviz.run.run``), the app's figures, the finished background jobs (``attnviz.jobs``), the Q/K
+map's corpus runs, the lookups (embeddings, position tables, split texts, settings states) and the
+random layer's weights take their shares of ``ATTNVIZ_CACHE_MB`` (``attnviz.limits.CACHE_SHARES``),
+the loaded models (``attnviz.models.registry``) ``ATTNVIZ_MAX_LOADED_MB``.
 
 May import: attnviz.limits (numpy and torch, to size what it holds).
 """
