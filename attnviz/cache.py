@@ -14,9 +14,10 @@ made first, so the new entry never sits beside what it replaces.
 
 It is the one byte-bounded cache of the package, and a process's caches are named in one
 registry (``named``, ``CACHES``), each sized from the one table of bounds: the shared results
-(``attnviz.run.run``), the app's figures, the random layer's weights and the Q/K map's corpus
-runs take their shares of ``ATTNVIZ_CACHE_MB`` (``attnviz.limits.CACHE_SHARES``), the loaded
-models (``attnviz.models.registry``) ``ATTNVIZ_MAX_LOADED_MB``.
+(``attnviz.run.run``), the app's figures, the finished background jobs (``attnviz.jobs``), the Q/K
+map's corpus runs, the lookups (embeddings, position tables, split texts, settings states) and the
+random layer's weights take their shares of ``ATTNVIZ_CACHE_MB`` (``attnviz.limits.CACHE_SHARES``),
+the loaded models (``attnviz.models.registry``) ``ATTNVIZ_MAX_LOADED_MB``.
 
 May import: attnviz.limits (numpy and torch, to size what it holds).
 """
@@ -150,6 +151,31 @@ class ByteBudgetCache:
                 return default
             self._entries.move_to_end(key)
             return self._entries[key][0]
+
+    def peek(self, key: Hashable, default: Any = None) -> Any:
+        """The cached value of ``key``, or ``default``, leaving the order of use as it is (a listing is not a use)."""
+        with self._lock:
+            held = self._entries.get(key)
+            return default if held is None else held[0]
+
+    def put(self, key: Hashable, value: Any, *, size: int | None = None) -> bool:
+        """Keep ``value`` under ``key`` (in place of what it held), the least recently used leaving to make room;
+        computed elsewhere (a background job's result). False where it is larger than the whole budget: not kept."""
+        size = self._size_of(value) if size is None else size
+        with self._lock:
+            self._drop(key)
+            self._put(key, value, size)
+            return key in self._entries
+
+    def discard(self, key: Hashable) -> None:
+        """Let ``key``'s entry go, if it is held."""
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        held = self._entries.pop(key, None)
+        if held is not None:
+            self.total_bytes -= held[1]
 
     def make_room(self, size: int) -> None:
         """Unload the least recently used entries until ``size`` more bytes fit."""

@@ -10,7 +10,7 @@ be sized without editing code:
 
 - ``ATTNVIZ_MEMORY_BUDGET_MB`` (default 448): the most one run may hold.
 - ``ATTNVIZ_CACHE_MB`` (default 512): the most the shared caches hold, all of them together
-  (``CACHE_SHARES``: results, figures, the Q/K map's runs, the random layers).
+  (``CACHE_SHARES``: results, figures, finished jobs, the Q/K map's runs, lookups, the random layers).
 
 The defaults keep a 2-core, 4 GB server inside its memory with a classroom on it:
 about 0.5 GB for Python, torch and Streamlit, at most two runs computing at once
@@ -132,12 +132,24 @@ def cache_budget_bytes() -> int:
 
 
 # Every byte-bounded cache of a process (``attnviz.cache.named``), by name: its share of
-# ``ATTNVIZ_CACHE_MB``, so that all of them together hold at most that. The loaded models are bounded
-# apart, by ``ATTNVIZ_MAX_LOADED_MB`` ("models").
+# ``ATTNVIZ_CACHE_MB``, so that all of them together hold at most that (the shares add up to 1). Everything a
+# server keeps between requests is in one of them, or among the loaded models, bounded apart by
+# ``ATTNVIZ_MAX_LOADED_MB`` ("models"). The MB are at the default budget (512 MB).
 CACHE_SHARES = {
-    "results": 0.65,  # runs, traces, sweeps and the pages' numbers (attnviz.run.run.RESULTS)
-    "figures": 0.20,  # the app's frozen figures (ui.compute.FIGURES)
-    "qk-runs": 0.125,  # the Q/K map's corpus runs: every head's q and k at one layer (64 MB by default)
+    # Runs, traces and the pages' numbers (attnviz.run.run.RESULTS): 307 MB, so that the largest run the bounds
+    # accept (2048 tokens × 16 heads at d_model 512: 296 MB with its weights) is kept for its reruns.
+    "results": 0.60,
+    "figures": 0.10,  # the app's frozen figures (ui.compute.FIGURES), sized by their JSON: 51 MB
+    # Finished background jobs' results, every kind together (attnviz.jobs): 77 MB. A patching sweep of a
+    # GPT-2-small at 128 tokens keeps its two prompts' weights, (12, 12, 128, 128) float32 each: 19 MB both; a long
+    # context's overviews are 0.5 MB per layer × head at 256 blocks (72 MB for GPT-2-small's 144 heads).
+    "jobs": 0.15,
+    # The Q/K map's corpus runs: every head's q and k at one layer (38 MB): the shipped corpus on a 768-wide
+    # model is about 16 MB, the longest corpus (MAX_CORPUS_TOKENS) on MiniLM 25 MB.
+    "qk-runs": 0.075,
+    # Small tables looked up on every request: token and n-gram embeddings, position encodings, split texts,
+    # the sessions' settings, models' config facts (26 MB): at d_model 64 a vector is 0.6 KB, at 512 4 KB.
+    "lookups": 0.05,
     "layers": 0.025,  # the random layers drawn: d_model 64 is 66 KB, so about 190; the widest (512) 4.2 MB
 }
 
@@ -253,14 +265,17 @@ PATCH_BATCH_TOKENS = 512
 # kept to answer whoever asks again). A kind's jobs run on at most `running` threads, which end when
 # no job waits; past running + waiting a new job is refused with "the server is busy, try again
 # shortly". A model's load has its own share, so it never waits behind sweeps. Every share's threads
-# together: the most a server adds for jobs. A training (Watch it learn) is a process, not a thread:
-# one per core, none waiting; its record is a file, so none is kept here.
+# together: the most a server adds for jobs. The finished ones kept are bounded twice: at most `kept`
+# of a kind, and the results of every kind together in bytes, by CACHE_SHARES["jobs"] (least recently
+# asked for leave first). A training (Watch it learn) is a process, not a thread: one per core, none
+# waiting; its record is a file, so none is kept here, and its process is let go once it ends.
 JOB_SHARES = {
     "load": (2, 8, 64),  # model folders read from disk: I/O-bound, two at once
     "patching": (2, 14, 16),  # sweeps: each takes the compute workers one batch at a time
     "qk-overview": (1, 4, 8),  # every head of a layer projected (t-SNE is the slow part)
-    # One attention at 32k tokens on a 24-layer × 14-head model holds ~0.2 GB of overviews at 256 blocks,
-    # so a handful kept, not dozens (attentions and policies together).
+    # One attention at 32k tokens on a 24-layer × 14-head model holds ~0.2 GB of overviews at 256 blocks (more
+    # than CACHE_SHARES["jobs"] keeps: the page says so, and 64 blocks fit), so a handful, not dozens (attentions
+    # and policies together).
     "long-context": (1, 6, 4),
     "long-cost": (1, 6, 8),  # the Long sequences page's cost sweep (seconds at L = 8192)
     "circuit": (1, 6, 8),

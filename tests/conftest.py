@@ -61,3 +61,12 @@ def learned_defaults(tmp_path_factory):
         torch.set_num_threads(threads)  # the worker's function sets one thread
     return {"dir": folder, "keys": keys,
             "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
+
+
+@pytest.fixture
+def small_caches(monkeypatch):
+    """Every shared cache bounded again by its share of a 4 MB ``ATTNVIZ_CACHE_MB`` (``tests.support.budget``):
+    {name: cache}; emptied before and after, its bound given back."""
+    from tests.support import budget
+
+    yield from budget.small_caches(monkeypatch)

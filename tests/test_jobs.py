@@ -58,6 +58,21 @@ def test_the_last_keep_jobs_are_kept_least_recently_asked_first_out():
     assert jobs.get("a") is None
 
 
+def test_a_result_larger_than_every_kinds_share_is_not_kept_and_its_job_says_so(small_caches):
+    """Not kept, yet not started again by whoever asks next (a page polling it would start it for ever): its
+    job ends with a message, kept in its place."""
+    import numpy as np
+
+    from attnviz.jobs import KEPT
+
+    jobs, share = Jobs("test-large", share=(1, 4, 8)), limits.cache_bytes("jobs")
+    big = jobs.start("big", lambda job: np.zeros(share // 8 + 1))  # float64: one element past the share
+    assert big.done.wait(10) and big.failed and big.value is None
+    assert "not kept" in big.error and "ATTNVIZ_CACHE_MB" in big.error and jobs.get("big") is big
+    small = jobs.start("small", lambda job: np.zeros(1000))
+    assert small.done.wait(10) and jobs.get("small") is small and KEPT.total_bytes <= share
+
+
 def _threads(name: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(f"attnviz-{name}")]
 

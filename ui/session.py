@@ -23,10 +23,9 @@ instead of 88.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import streamlit as st
 
+from attnviz import cache
 from attnviz.i18n import _, set_language
 from attnviz.limits import fit_heads, head_choices
 from attnviz.views.markdown import md
@@ -38,6 +37,9 @@ _URL = "_attnviz_url"  # the query string this session last parsed or wrote
 _WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
 _KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widget
 MORE = "_attnviz_more"  # the sidebar's "More settings" switch: closed again for each new link
+# The states made from a session's values (a text of up to 20,000 characters among them), shared by every
+# session: kept in the byte-bounded cache's lookups share, least recently used leaving (limits.CACHE_SHARES).
+LOOKUPS = cache.named("lookups")
 
 
 def restore() -> None:
@@ -129,11 +131,14 @@ def current() -> ViewState:
         return ViewState.of(**values)
 
 
-@lru_cache(maxsize=256)
 def _state(values: tuple) -> ViewState:
     """The (immutable) state of these settings' values, in ``NAMES`` order: a run asks for
-    it several times, each time building and checking every setting of a ViewState."""
-    return ViewState.of(**dict(zip(NAMES, values, strict=True)))
+    it several times, each time building and checking every setting of a ViewState. Kept with
+    its values, so that the cache counts the texts its key holds."""
+    def made() -> tuple[tuple, ViewState]:
+        return values, ViewState.of(**dict(zip(NAMES, values, strict=True)))
+
+    return LOOKUPS.get_or_compute(("state", values), made)[1]
 
 
 def adopt(values: dict, page: str) -> ViewState:

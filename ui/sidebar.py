@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attnviz import cache
 from attnviz.core.devices import available_devices
 from attnviz.core.masks import WINDOW_KINDS
 from attnviz.i18n import LANGUAGES, _, fixed
@@ -32,12 +33,20 @@ LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads"
 BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
-@st.cache_resource(show_spinner=False)
+# What a model's config.json says (its layers; its heads, width and mask), asked on every rerun and the same
+# for every session: a few hundred bytes a model, kept in the byte-bounded cache's lookups share
+# (limits.CACHE_SHARES) with the other small tables, so that the server keeps it within ATTNVIZ_CACHE_MB.
+LOOKUPS = cache.named("lookups")
+
+
 def _layer_count(model: str, stack: str) -> int:
-    try:
-        return layer_count(model, stack)
-    except ModelError:
-        return 1
+    def counted() -> int:
+        try:
+            return layer_count(model, stack)
+        except ModelError:
+            return 1
+
+    return LOOKUPS.get_or_compute(("layer-count", model, stack), counted)
 
 
 def set_behind_more(ss, live=frozenset(BEHIND_MORE)) -> list[str]:
@@ -88,9 +97,9 @@ def _model_facts(sb, model: str, stack: str) -> None:
         model=md(model), layers=f.layers, heads=f.heads, width=f.width, mask=_(MASK_NAMES.get(f.mask, f.mask))))
 
 
-@st.cache_resource(show_spinner=False)
 def _facts(model: str, stack: str) -> ModelFacts:
-    return model_facts(model, stack)
+    """``model_facts``, kept (a ``ModelError`` is not: the page's run says what is wrong with the model)."""
+    return LOOKUPS.get_or_compute(("model-facts", model, stack), lambda: model_facts(model, stack))
 
 
 def sidebar(page: Page) -> None:

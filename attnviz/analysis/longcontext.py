@@ -273,12 +273,17 @@ def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int =
         getattr(subject, "name", str(model)), subject.tokens(ids), bool(state["causal"]), b, int(state["kv"]),
         stack("block_max").astype(np.float32), (sums / area).astype(np.float32), stack("received").astype(np.float32),
         stack("sink"), stack("distance"), stack("entropy"))
-    if all(x is not None for x in kept):
+    # q and k make close-ups quick, but a server keeps the result as a finished job, every kind's results
+    # together within limits.CACHE_SHARES["jobs"]: they stay only where the result with them takes at most half
+    # of that, so that one result never pushes out every other (nor is refused as too large to keep).
+    held = state["bytes"] + result.overview.nbytes + result.overview_mean.nbytes + result.received.nbytes
+    if all(x is not None for x in kept) and held <= limits.cache_bytes("jobs") // 2:
         result._kept = kept
     else:
         result._rerun = lambda layer: _one_layer(subject, ids, layer, tile)
-        result.notes.append("q and k of every layer did not fit the memory budget together: each close-up runs "
-                            "the model again up to its layer.")
+        result.notes.append("q and k of every layer did not fit the memory budget together, or with the overviews "
+                            "would take more than half of what the server keeps for finished work: each close-up "
+                            "runs the model again up to its layer.")
     result.seconds = time.perf_counter() - t0
     return result
 

@@ -4,8 +4,8 @@ text (tokenizer-free tokens and embeddings), image patches, audio frames, graph 
 Q/K map's corpus of sentences (corpus), and attention weights computed elsewhere (attention:
 ``normalise`` reads every array and object the field hands over into one ``Attention``; attention_file:
 the file format ``save_attention`` writes and ``load_attention`` reads, never pickle).
-May import: attnviz.core, attnviz.settings.spec, attnviz.limits, attnviz.i18n, attnviz.atomic. Never a model,
-a run or a view.
+May import: attnviz.core, attnviz.settings.spec, attnviz.limits, attnviz.i18n, attnviz.atomic,
+attnviz.cache (the tables a run looks up, kept in its ``lookups`` share). Never a model, a run or a view.
 """
 
 from attnviz.inputs.audio import AUDIO_SAMPLES, audio_input, frame_count, read_wav, sample_audio, spectrogram

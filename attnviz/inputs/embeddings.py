@@ -11,20 +11,28 @@ similar directions.
 SHAKE-256 is specified by FIPS 202, so the same token gives bit-identical vectors in
 every process, on every machine and in every Python version (Python's ``hash()``
 is salted per process and must never be used here).
+
+The vectors of the tokens and n-grams seen, and the position tables, are kept for the next run (a class types
+the same words again and again) in the byte-bounded cache's ``lookups`` share (``LOOKUPS``,
+``limits.CACHE_SHARES``), the least recently used leaving first: a server keeps them within ``ATTNVIZ_CACHE_MB``,
+whatever texts it is sent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from functools import lru_cache
 
 import numpy as np
 import torch
 
+from attnviz import cache
+
 NGRAM_SIZES = (3, 4, 5)
 # Each normal uses two uint32 from the hash stream (Box-Muller).
 _U32 = np.dtype("<u4")
+# Shared with the other tables looked up on every run (a text's tokens, labels' widths, the sessions' settings).
+LOOKUPS = cache.named("lookups")
 
 
 def char_ngrams(token: str, sizes: tuple[int, ...] = NGRAM_SIZES) -> list[str]:
@@ -38,9 +46,13 @@ def char_ngrams(token: str, sizes: tuple[int, ...] = NGRAM_SIZES) -> list[str]:
     return grams + [exact] if exact not in grams else grams
 
 
-@lru_cache(maxsize=65536)
 def _piece_vector(piece: str, dim: int) -> np.ndarray:
-    """A standard-normal vector of length ``dim`` determined by ``piece`` alone."""
+    """A standard-normal vector of length ``dim`` determined by ``piece`` alone (kept, read-only; the piece
+    beside it, so that the cache counts the text its key holds: a whole token's piece can be long)."""
+    return LOOKUPS.get_or_compute(("piece", piece, dim), lambda: (piece, _new_piece_vector(piece, dim)))[1]
+
+
+def _new_piece_vector(piece: str, dim: int) -> np.ndarray:
     raw = hashlib.shake_256(piece.encode("utf-8")).digest(8 * dim)
     u = np.frombuffer(raw, dtype=_U32).astype(np.float64)
     u1 = (u[:dim] + 1.0) / 4294967297.0  # in (0, 1], so log() is finite
@@ -50,10 +62,13 @@ def _piece_vector(piece: str, dim: int) -> np.ndarray:
     return vec
 
 
-@lru_cache(maxsize=16384)
 def token_vector(token: str, dim: int) -> np.ndarray:
-    """The embedding of one token (float64, length ``dim``), before positions; cached
-    (read-only), since a class types the same words again and again."""
+    """The embedding of one token (float64, length ``dim``), before positions; kept (read-only, with the token,
+    as its pieces are), since a class types the same words again and again."""
+    return LOOKUPS.get_or_compute(("token", token, dim), lambda: (token, _new_token_vector(token, dim)))[1]
+
+
+def _new_token_vector(token: str, dim: int) -> np.ndarray:
     pieces = char_ngrams(token)
     total = np.zeros(dim)
     for p in pieces:
@@ -63,14 +78,24 @@ def token_vector(token: str, dim: int) -> np.ndarray:
     return total
 
 
+def _vectors(seqs: list[list[str]], dim: int) -> dict[str, np.ndarray]:
+    """Each distinct token's vector, looked up once: a line repeats its words, and each look-up takes the
+    shared cache's lock."""
+    return {t: token_vector(t, dim) for t in {t for toks in seqs for t in toks}}
+
+
 def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
     """Sinusoidal positional encoding from "Attention Is All You Need": (L, E), a new
     tensor (``_positions`` keeps the shared one)."""
     return _positions(length, dim).clone()
 
 
-@lru_cache(maxsize=512)
 def _positions(length: int, dim: int) -> torch.Tensor:
+    """The shared (read-only) table of ``_new_positions``, kept for the next run of that length and width."""
+    return LOOKUPS.get_or_compute(("positions", length, dim), lambda: _new_positions(length, dim))
+
+
+def _new_positions(length: int, dim: int) -> torch.Tensor:
     """PE[pos, 2i] = sin(pos / 10000^(2i/E)), PE[pos, 2i+1] = cos(pos / 10000^(2i/E)).
     Works for odd ``dim`` too (the last column is a sine).
     """
@@ -98,8 +123,9 @@ def embed_padded(seqs: list[list[str]], L: int, d_model: int, positional: bool) 
     _check(d_model, seqs)
     out = torch.zeros(len(seqs), L, d_model)  # (N, L, E): torch's own (aligned) memory, filled through NumPy
     x = out.numpy()
+    vectors = _vectors(seqs, d_model)
     for n, toks in enumerate(seqs):
-        x[n, : len(toks)] = np.stack([token_vector(t, d_model) for t in toks])  # float64 -> float32, as .float()
+        x[n, : len(toks)] = np.stack([vectors[t] for t in toks])  # float64 -> float32, as .float()
     if positional:
         x += _positions(L, d_model).numpy()  # (N, L, E) + (L, E), float32 as torch adds them
     return out
@@ -113,7 +139,8 @@ def embed(tokens: list[str], d_model: int, *, positional: bool = True) -> torch.
     token at two positions gets two different vectors.
     """
     _check(d_model, [tokens])
-    x = torch.from_numpy(np.stack([token_vector(t, d_model) for t in tokens])).float()  # (L, E)
+    vectors = _vectors([tokens], d_model)
+    x = torch.from_numpy(np.stack([vectors[t] for t in tokens])).float()  # (L, E)
     if positional:
         x = x + _positions(len(tokens), d_model)  # (L, E), a new tensor
     return x

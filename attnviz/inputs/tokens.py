@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
 
 import regex
 
+from attnviz import cache
 from attnviz.i18n import _
 from attnviz.limits import MAX_LINES, MAX_TOKENS
 
@@ -30,6 +30,7 @@ _GRAPHEME = regex.compile(r"\X")
 # Scripts written without spaces between words: one character is one token in ``auto``.
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Bopomofo}]")
 _ZWJ = "\u200d"
+LOOKUPS = cache.named("lookups")  # the texts split, beside the embeddings' tables (limits.CACHE_SHARES)
 
 
 def _is_cjk(ch: str) -> bool:
@@ -99,7 +100,7 @@ def tokenize(text: str, mode: str = "auto", *, max_tokens: int = MAX_TOKENS) -> 
     if not isinstance(text, str):
         raise ValueError("Text must be a string.")
     # A link's text is checked, then run, then rerun: short texts' tokens are cached.
-    tokens = list(_split_cached(text, mode) if len(text) <= 4096 else _split(text, mode))
+    tokens = list(_split_kept(text, mode) if len(text) <= 4096 else _split(text, mode))
     if not tokens:
         raise ValueError(_("The text is empty: type at least one word."))
     if len(tokens) > max_tokens:
@@ -150,4 +151,7 @@ def _split_graphemes(text: str, mode: str) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-_split_cached = lru_cache(maxsize=1024)(_split)
+def _split_kept(text: str, mode: str) -> tuple[str, ...]:
+    """``_split``, kept in the lookups' share of the byte-bounded cache; the text beside its tokens, so that
+    the cache counts what its key holds."""
+    return LOOKUPS.get_or_compute(("split", text, mode), lambda: (text, _split(text, mode)))[1]

@@ -11,6 +11,11 @@ output goes to ``<key>.log``, never to the server's own streams. The worker appe
 weights to ``<key>.safetensors`` (never a pickle); a finished run is kept, so a later open
 replays it at once. ``stop(key)`` leaves a ``<key>.stop`` file that the worker checks at
 each checkpoint.
+
+A worker that has ended is let go at the next look at the trainings (``start``, ``busy``,
+``progress``): its process reaped and dropped, so a server keeps only those running. What it
+ended with is in its files: its record, or, where it failed, a ``<key>.failed`` file with the
+last line of its output, written as it is let go (a fresh start of that training removes it).
 """
 
 from __future__ import annotations
@@ -98,8 +103,24 @@ class Trainings:
     """The process-wide registry of trainings (one per server process)."""
 
     def __init__(self) -> None:
-        self._jobs: dict[str, subprocess.Popen] = {}
+        self._jobs: dict[str, subprocess.Popen] = {}  # the workers running (and those ended since the last look)
         self._lock = threading.Lock()
+
+    def _reap(self) -> None:
+        """Let go of every worker that has ended (the caller holds the lock): ``poll`` has reaped its process
+        and its output file is closed, so nothing of it is held here; a failure is left in ``<key>.failed``,
+        where ``progress`` reads it."""
+        for key, job in list(self._jobs.items()):
+            code = job.poll()
+            if code is None:
+                continue
+            del self._jobs[key]
+            if code != 0:
+                base = Path(job.args[-2]) / key  # the folder it was started with (its command's last but one)
+                log = base.with_suffix(".log")
+                lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if log.exists() else []
+                base.with_suffix(".failed").write_text(f"failed: {(lines or ['no output'])[-1][:200]}",
+                                                       encoding="utf-8")
 
     def start(self, settings: LearnSettings, *, again: bool = False) -> str:
         """The training of ``settings``: started unless it runs or ran already (``again``: a training
@@ -110,8 +131,8 @@ class Trainings:
         key = key_of(settings)
         folder = runs_dir()
         with self._lock:
-            job = self._jobs.get(key)
-            if job is not None and job.poll() is None:
+            self._reap()
+            if key in self._jobs:  # running
                 return key
             if (folder / f"{key}.json").exists():
                 if not again:
@@ -122,6 +143,7 @@ class Trainings:
             if running >= limits.MAX_TRAININGS:  # the kind's share (limits.JOB_SHARES["training"])
                 raise refusal("training", running)
             (folder / f"{key}.stop").unlink(missing_ok=True)
+            (folder / f"{key}.failed").unlink(missing_ok=True)  # an earlier try's failure: this one is tried anew
             with open(folder / f"{key}.log", "wb") as log:
                 self._jobs[key] = subprocess.Popen(
                     [sys.executable, "-m", "attnviz.learn.worker", json.dumps(asdict(settings)), str(folder), key],
@@ -130,9 +152,13 @@ class Trainings:
 
     def busy(self) -> int:
         """Trainings running now (the caller holds the lock)."""
-        return sum(1 for j in self._jobs.values() if j.poll() is None)
+        self._reap()
+        return len(self._jobs)
 
     def progress(self, key: str) -> Progress:
+        with self._lock:  # watching a training is a look at them all: whichever ended is let go
+            self._reap()
+            running = key in self._jobs
         base = runs_dir() / key
         done_file = base.with_suffix(".json")
         if done_file.exists():
@@ -146,13 +172,11 @@ class Trainings:
                     checkpoints.append(json.loads(line))
                 except ValueError:  # the line being written
                     break
-        job = self._jobs.get(key)
-        if job is not None and job.poll() not in (None, 0):
-            log = base.with_suffix(".log")
-            last = (log.read_text(encoding="utf-8", errors="replace").strip().splitlines() or ["no output"])[-1]
-            return Progress(checkpoints, True, f"failed: {last[:200]}")
+        failed = base.with_suffix(".failed")
+        if not running and failed.exists():
+            return Progress(checkpoints, True, failed.read_text(encoding="utf-8", errors="replace"))
         # A job that ended well but left no record here (its folder was emptied or changed): not started.
-        return Progress(checkpoints, False, "running" if job is not None and job.poll() is None else "not started")
+        return Progress(checkpoints, False, "running" if running else "not started")
 
     def stop(self, key: str) -> None:
         (runs_dir() / f"{key}.stop").touch()

@@ -159,11 +159,14 @@ def test_one_training_per_settings_shared_and_kept(tmp_path, monkeypatch):
     s = LearnSettings(steps=100)
     k1, k2 = runs.start(s), runs.start(s)
     assert k1 == k2 == key_of(s) and len(runs._jobs) == 1
+    worker = runs._jobs[k1]
     deadline = time.monotonic() + 120
     while not runs.progress(k1).done and time.monotonic() < deadline:
         time.sleep(0.5)
     p = runs.progress(k1)
     assert p.done and p.status == "done" and p.checkpoints[-1]["step"] == 100
+    worker.wait(timeout=60)  # its record written, it ends: the next look lets it go
+    assert runs.progress(k1) == p and not runs._jobs and worker.returncode == 0
     torch.set_num_threads(1)  # the worker's one thread: the same sums in the same order
     try:
         assert _numbers(p.record) == _numbers(train(s))  # the worker's numbers are the in-process ones
@@ -182,6 +185,38 @@ def test_one_training_per_settings_shared_and_kept(tmp_path, monkeypatch):
     model = T.load_trained(s, later.weights_file(k1))
     top, weights = T.predict(model, [K.BOS, 5, 6, 7, 5, 6])
     assert len(top) == 10 and abs(sum(p for _t, p in top)) <= 1 and weights.shape == (2, 2, 6, 6)
+
+
+def test_a_worker_that_ended_is_let_go_and_its_failure_still_said(tmp_path, monkeypatch):
+    """A server keeps only the trainings running: one that ended is reaped and dropped at the next look, and
+    a failure, said from its output, stays said (in its folder) after its process is gone."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    runs = Trainings()
+    with open(tmp_path / "bad.log", "wb") as log:  # stand-ins started as a worker is: ... FOLDER KEY
+        runs._jobs = {
+            "bad": subprocess.Popen([sys.executable, "-c", "import sys; print('boom: no weights'); sys.exit(3)",
+                                     str(tmp_path), "bad"], stdout=log, stderr=subprocess.STDOUT),
+            "good": subprocess.Popen([sys.executable, "-c", "pass", str(tmp_path), "good"])}
+    ended = list(runs._jobs.values())
+    for worker in ended:
+        worker.wait(timeout=60)
+    with runs._lock:
+        assert runs.busy() == 0
+    assert not runs._jobs and [w.returncode for w in ended] == [3, 0]
+    for asked in (runs, runs, Trainings()):  # again, and from a server that never ran it
+        p = asked.progress("bad")
+        assert p.done and p.status == "failed: boom: no weights"
+    assert runs.progress("good").status == "not started"  # ended well, left no record: nothing to say
+    s = LearnSettings(steps=100, seed=4242)
+    (tmp_path / "bad.failed").rename(tmp_path / f"{key_of(s)}.failed")  # an earlier try of these settings failed
+    assert runs.progress(key_of(s)).status.startswith("failed") and runs.start(s) == key_of(s)
+    assert runs.progress(key_of(s)).status == "running"  # tried anew: the earlier failure is not this one's
+    worker = runs._jobs[key_of(s)]
+    assert _wait(runs, [key_of(s)])[0].status == "done" and worker.wait(timeout=60) == 0
+    assert runs.progress(key_of(s)).status == "done" and not runs._jobs
 
 
 def test_a_typed_sequence_is_checked():
