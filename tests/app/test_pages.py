@@ -300,7 +300,7 @@ def test_a_widget_for_a_setting_its_page_does_not_declare_is_refused():
 
     at = AppTest.from_function(script, default_timeout=30).run()
     assert [w.key for w in at.number_input] == ["heads"]  # drawn, from its kept value
-    assert at.exception and "is drawn on a page that its declaration" in "".join(at.exception[0].stack_trace)
+    assert at.exception and "is drawn on a page that does not read it" in "".join(at.exception[0].stack_trace)
 
 
 def test_an_old_links_parameters_that_the_page_does_not_read_are_ignored_quietly():

@@ -45,8 +45,12 @@ def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
     cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
            [sys.executable, "-m", "streamlit", "run", str(script), *opts])
+    # As many torch threads as this process: a number the test computes here and the server's are equal to
+    # the bit only then (a matrix product's blocking follows the threads; the suite's workers run one each).
+    torch = sys.modules.get("torch")
+    threads = {"OMP_NUM_THREADS": str(torch.get_num_threads())} if torch is not None else {}
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=None if env is None else {**os.environ, **env})
+                            env={**os.environ, **threads, **(env or {})})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(base, proc, timeout)
