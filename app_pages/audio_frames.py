@@ -28,9 +28,9 @@ if read is not None:
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    samples, rate = sample_audio(s.audio_sample)
+    samples, rate = sample_audio(s.audio_frames.audio_sample)
 st.audio(samples, sample_rate=rate)
-key = ("audio-run", source, s.config, s.input_projections, s.frame, s.hop)
+key = ("audio-run", source, s.config, s.input_projections, s.audio_frames.frame, s.audio_frames.hop)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: audio_run(s, samples, rate)))
 labels = inp.labels
 st.session_state["frame_at"] = min(int(st.session_state.get("frame_at", 0)), len(labels) - 1)
@@ -39,7 +39,8 @@ s = session.current()
 at = followed(s, inp)
 st.caption(_("{seconds} s at {rate} Hz → {n} frames of {frame} samples every {hop} (1 + ({samples} − {frame}) // "
              "{hop}) · following **{label}**").format(seconds=f"{len(samples) / rate:.2f}", rate=rate, n=len(labels),
-                                                     frame=s.frame, hop=s.hop, samples=len(samples),
+                                                     frame=s.audio_frames.frame, hop=s.audio_frames.hop,
+                                                     samples=len(samples),
                                                      label=md(labels[at])))
 style = style_for(s)
 compute.chart(compute.cached_figure(("audio-spec", key, at, compute.style_key(style)),

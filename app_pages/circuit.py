@@ -24,7 +24,9 @@ inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.prese
 with inputs:
     s = widgets.prompt_pair(C.PAGE)
 
-job = compute.guard(lambda: C.circuit_job(s.model, s.clean, s.corrupted, s.answer, s.wrong, compute.on_worker))
+prompts = s.patching  # the prompts and the answer, shared with Patching
+job = compute.guard(lambda: C.circuit_job(s.model, prompts.clean, prompts.corrupted, prompts.answer, prompts.wrong,
+                                          compute.on_worker))
 run = widgets.job_value(
     job, _("Patching every head, then every path through queries, keys and values: {p:.0%}").format(p=job.fraction),
     _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
@@ -41,7 +43,7 @@ with inputs if s.present else st.container():
     control("circuit_composition", pair)
 s = session.current()
 style = style_for(s)
-key = C.circuit_key(s.model, s.clean, s.corrupted, s.answer, s.wrong)
+key = C.circuit_key(s.model, s.patching.clean, s.patching.corrupted, s.patching.answer, s.patching.wrong)
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "graph", s.circuit.threshold, s.circuit.composition, compute.style_key(style)),
     lambda: C.draw(run, s.circuit.threshold, C.composition_mode(s.circuit), style)))
@@ -61,7 +63,8 @@ edge = compute.guard(lambda: C.edge_of(run, s.circuit))
 st.subheader(_("One path: {edge}").format(edge=edge.words()))
 control("circuit_edge")
 view = compute.guard(lambda: compute.cached(
-    (*key, "edge", edge.name), lambda: C.edge_view(s.model, s.clean, s.corrupted, s.answer, s.wrong, edge)))
+    (*key, "edge", edge.name), lambda: C.edge_view(s.model, prompts.clean, prompts.corrupted, prompts.answer,
+                                                    prompts.wrong, edge)))
 cell = compute.guard(lambda: C.cell_of(view, s.circuit))
 st.caption(_("The receiver's attention on the corrupted prompt, as it is and with only this path patched (a value's "
              "path leaves the weights as they are). A click on a cell splits its score into parts below."))
@@ -80,7 +83,7 @@ st.subheader(_("Why it attends there: query {q} · key {k}, split into parts").f
 control("circuit_cell")
 r, g = edge.receiver
 attribution = compute.guard(lambda: compute.cached(
-    (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.clean, r, g, *cell)))
+    (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.patching.clean, r, g, *cell)))
 st.markdown("\n".join(f"- {md(line)}" for line in attribution.words(5)))
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "cell-figure", r, g, *cell, compute.style_key(style)), lambda: C.terms_figure(attribution, style)))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.views.cross import CROSS_MASK, cross_grid_figure, cross_head_figure, cross_query_figure
+from attnviz.views.cross import CROSS_MASK, cross_config, cross_grid_figure, cross_head_figure, cross_query_figure
 from attnviz.views.selection import file_stem, style_for
 from ui import compute, session, widgets
 from ui.controls import control
@@ -14,10 +14,10 @@ widgets.header(_("Cross-attention"),
                  "(the encoder side). Weights have shape L_target × S_source per head."))
 control("source", kind="text_area", height=80)
 s = session.current()
-if s.model != "random" and s.cross_config().model == "random":
+if s.model != "random" and cross_config(s).model == "random":
     st.info(_("Cross-attention runs on the random model here: {model} attends within one text. Choose an "
               "encoder–decoder (T5, BART) to see a real model's.").format(model=s.model), icon=":material/info:")
-result = compute.result(s.cross_config())
+result = compute.result(cross_config(s))
 seq = min(s.seq, len(result.tokens) - 1)
 st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
           "one sentence, and target position i has no relation to source position i. So here only padded source keys "
@@ -30,7 +30,7 @@ for note in result.notes:
 head, query = widgets.head_and_query(result, seq, query_label=_("Target token"))
 s = session.current().with_(seq=seq)
 style = style_for(s)
-key = (s.cross_config(), seq, compute.style_key(style))
+key = (cross_config(s), seq, compute.style_key(style))
 compute.chart(compute.cached_figure(("cross-grid", *key), lambda: cross_grid_figure(result, s, style)),
               key="cross_grid", filename=file_stem(s, "cross-grid", result))
 c1, c2 = st.columns(2)

@@ -16,8 +16,8 @@ s = session.current()
 result = compute.result(s.config)
 clamped, fixes = clamp_selection(result, s)
 for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
-    if getattr(clamped, k) != getattr(s, k):
-        st.session_state[k] = getattr(clamped, k)
+    if clamped.value(k) != s.value(k):
+        st.session_state[k] = clamped.value(k)
 s = clamped
 for note in result.notes + fixes:
     st.info(note, icon=":material/info:")
@@ -56,19 +56,19 @@ if predicted and not s.present:
     st.subheader(_("Generate"))
     control("generate")
     s = session.current()
-    gen = compute.guard(lambda: compute.cached(("generate", result.config, s.seq, s.generate),
-                                               lambda: G.generation(result, s.seq, s.generate)))
+    gen = compute.guard(lambda: compute.cached(("generate", result.config, s.seq, s.explorer.generate),
+                                               lambda: G.generation(result, s.seq, s.explorer.generate)))
     if gen is not None:
         if gen.count > 1:  # the step's bound comes from the run: how many tokens it wrote
             if not 0 <= st.session_state.get("step", 0) < gen.count:
                 st.session_state["step"] = 0
             control("step", kind="slider", bounds=(0, gen.count - 1))
         s = session.current()
-        step = min(s.step, gen.count - 1)
+        step = min(s.explorer.step, gen.count - 1)
         st.caption(_("{model} wrote {n} tokens greedily (the most likely each time): **{text}**").format(
             model=result.model_name, n=gen.count, text=md(" ".join(gen.tokens[gen.context:]))))
         style = style_for(s)
-        key = ("generate", result.config, s.seq, s.generate, result.layer, step, compute.style_key(style))
+        key = ("generate", result.config, s.seq, s.explorer.generate, result.layer, step, compute.style_key(style))
         compute.chart(compute.cached_figure(("gen-step", *key), lambda: G.step_figure(gen, result.layer, step, style)),
                       key="gen_step", filename=file_stem(s, "generated-step", result))
         compute.chart(compute.cached_figure(("gen-all", *key),

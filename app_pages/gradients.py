@@ -17,15 +17,15 @@ tokens = result.tokens[seq]
 _head, query = widgets.head_and_query(result, seq, with_head=False)
 control("grad_of", format_func=lambda k, t=fixed(): t(GRADIENT_OF[k]))
 s = session.current()
-g = compute.guard(lambda: compute.cached(("gradients", s.config, seq, query, s.grad_of),
-                                         lambda: gradients_of(s.config, seq, query, s.grad_of)))
+g = compute.guard(lambda: compute.cached(("gradients", s.config, seq, query, s.gradients.grad_of),
+                                         lambda: gradients_of(s.config, seq, query, s.gradients.grad_of)))
 tok = g.tokens[query]
 style = style_for(s)
 st.markdown(_(
     "Autograd differentiates the **{scalar}** of the output of {token} (value {value}) with respect to every input, "
     "on **{device}**. {token} may attend to {visible} of {keys} keys. Hooks registered on Q, K and V saw gradients "
     "of total norm Q {q}, K {k}, V {v}.").format(
-    scalar=_(GRADIENT_OF[s.grad_of]), token=quoted(tok), value=f"{g.value:.4f}", device=md(result.device),
+    scalar=_(GRADIENT_OF[s.gradients.grad_of]), token=quoted(tok), value=f"{g.value:.4f}", device=md(result.device),
     visible=result.visible_keys(seq, query), keys=len(g.keys), q=f"{g.hooked.get('Q', 0):.3f}",
     k=f"{g.hooked.get('K', 0):.3f}", v=f"{g.hooked.get('V', 0):.3f}"))
 kv, qx = gradient_figures(g, tok, style)

@@ -20,8 +20,9 @@ widgets.projections_toggle()
 c1, c2 = st.columns([1, 2])
 control("graph_mask", c1)
 s = session.current()
-inp, result = compute.guard(lambda: compute.cached(("graph-run", s.config, s.input_projections, s.graph, s.edges,
-                                                    s.graph_mask), lambda: graph_run(s)))
+g = s.graph_nodes
+inp, result = compute.guard(lambda: compute.cached(("graph-run", s.config, s.input_projections, g.graph, g.edges,
+                                                    s.graph_nodes.graph_mask), lambda: graph_run(s)))
 for note in inp.notes:
     st.info(note, icon=":material/info:")
 labels = inp.labels
@@ -33,7 +34,7 @@ st.caption(_("{n} nodes, {e} edges · weights {shape} · {blocked} of {pairs} no
     n=inp.meta["n"], e=len(inp.meta["edges"]), shape=tuple(result.weights.shape), blocked=result.blocked(0),
     pairs=len(labels) ** 2))
 style = style_for(s)
-key = ("graph", s.config, s.input_projections, s.graph, s.edges, s.graph_mask)
+key = ("graph", s.config, s.input_projections, s.graph_nodes.graph, s.graph_nodes.edges, s.graph_nodes.graph_mask)
 compute.chart(compute.cached_figure(("graph-draw", *key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="graph_draw", filename="attnviz-graph-nodes")

@@ -49,10 +49,11 @@ if read is not None:
     for note in notes:
         st.info(note, icon=":material/info:")
 else:
-    image = sample_image(s.image_sample)
+    image = sample_image(s.image_patches.image_sample)
 if vit:
     loading.ready(s.model)
-key = ("image-run", source, s.config, s.input_projections, s.patch, s.stride, s.patch_mask, s.patch_k)
+img = s.image_patches
+key = ("image-run", source, s.config, s.input_projections, img.patch, img.stride, img.patch_mask, img.patch_k)
 inp, result = compute.guard(lambda: compute.cached(key, lambda: image_run(s, image)))
 nH, nW = inp.meta["grid"]
 first = inp.meta.get("first", 0)

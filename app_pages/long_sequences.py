@@ -22,7 +22,7 @@ control("block_q", c2, step=16)
 control("block_k", c3, step=16)
 s = session.current()
 style = style_for(s)
-key = (s.config, s.length)
+key = (s.config, s.long_sequences.length)
 inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input_of(s)))
 H, L, D = inp.heads, inp.L, s.d_model // s.heads
 mem = V.memory(s, L, H, D)
@@ -38,13 +38,14 @@ if not fits:
 
 st.header(_("1. The cost of the L × L matrix"))
 per_head = L * L * 4
+block_q, block_k = s.long_sequences.block_q, s.long_sequences.block_k
 st.dataframe(pd.DataFrame({
     _("what"): [_("scores, one head"), _("weights, one head"), _("scores + weights, all heads"),
                 _("tiled: one step's tile, all heads"), _("tiled: everything it holds")],
-    _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"], H * min(L, s.block_q) * min(L, s.block_k) * 4,
+    _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"], H * min(L, block_q) * min(L, block_k) * 4,
                                     mem["tiled"])],
 }), hide_index=True)
-cost = compute.guard(lambda: V.cost_job(H, D, s.device, s.block_q, s.block_k, V.causal(s)))
+cost = compute.guard(lambda: V.cost_job(H, D, s.device, block_q, block_k, V.causal(s)))
 if not cost.done.is_set():  # seconds of measuring, in the background: the rest of the page is drawn meanwhile
     st.progress(cost.fraction, text=_("Measuring each path at L = 128 … 8192: {p:.0%}").format(p=cost.fraction))
 
@@ -69,12 +70,12 @@ else:
         st.caption(_("Not run: {why}.").format(why=line))
 
 st.header(_("2. Flash attention, tile by tile"))
-walk = compute.guard(lambda: compute.cached(("long-walk", *key, s.block_q, s.block_k, V.causal(s)),
-                                            lambda: V.flash_walk(inp, s.block_q, s.block_k, V.causal(s))))
+walk = compute.guard(lambda: compute.cached(("long-walk", *key, block_q, block_k, V.causal(s)),
+                                            lambda: V.flash_walk(inp, block_q, block_k, V.causal(s))))
 n_steps = len(walk.steps)
 st.session_state["tile"] = min(int(st.session_state.get("tile", 0)), n_steps - 1)
 control("tile", kind="slider", bounds=(0, max(1, n_steps - 1)), disabled=n_steps == 1)
-step = walk.steps[min(session.current().tile, n_steps - 1)]
+step = walk.steps[min(session.current().long_sequences.tile, n_steps - 1)]
 st.latex(r"m_{new} = \max(m_{old}, \max_j s_{ij}),\quad \ell \leftarrow \ell\, e^{m_{old} - m_{new}} + \sum_j "
          r"e^{s_{ij} - m_{new}}")
 st.latex(r"O \leftarrow O\, e^{m_{old} - m_{new}} + e^{S - m_{new}} V")
@@ -110,7 +111,7 @@ if Ls < L:
 control("pattern", format_func=lambda p, t=fixed(): t(V.PATTERN_LABELS[p]))
 sparse = compute.guard(lambda: compute.cached(("long-sparse", s.config, Ls, s.window),
                                               lambda: V.sparse_patterns(sub, s.window)))
-pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().pattern, sub, style)
+pattern_fig, moved_fig = V.sparse_figures(sparse, session.current().long_sequences.pattern, sub, style)
 compute.chart(pattern_fig, key="long_pattern", filename="attnviz-long-pattern")
 compute.chart(moved_fig, key="long_moved", filename="attnviz-long-sparse")
 st.dataframe(pd.DataFrame({
@@ -135,7 +136,7 @@ lr = compute.guard(lambda: compute.cached(("long-lowrank", s.config, Lr), lambda
 spectrum_fig, error_fig = V.low_rank_figures(lr, style)
 compute.chart(spectrum_fig, key="long_spectrum", filename="attnviz-long-spectrum")
 compute.chart(error_fig, key="long_rank_error", filename="attnviz-long-rank-error")
-k = min(session.current().rank, Lr)
+k = min(session.current().long_sequences.rank, Lr)
 i = max(j for j, r in enumerate(lr.ranks) if r <= k)
 st.markdown(_("At rank {k}: the truncated weights change the output by {t}, keys and values projected to k segment "
               "means by {p}, an untrained random projection by {r}. Linformer projects K and V to k rows with matrices "

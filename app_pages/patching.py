@@ -24,8 +24,8 @@ def _picked(source: str, target: str) -> None:
         st.session_state[target] = value
 
 
-for prompt, source, target, label in ((s.clean, "answer_pick", "answer", _("…or pick the answer")),
-                                      (s.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
+for prompt, source, target, label in ((s.patching.clean, "answer_pick", "answer", _("…or pick the answer")),
+                                      (s.patching.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
     top = compute.guard(lambda prompt=prompt: compute.cached(("patch-top", *P.model_identity(s.model), prompt),
                                                              lambda: P.top_next(s.model, prompt)))
     st.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),

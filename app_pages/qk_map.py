@@ -47,7 +47,7 @@ bar = row()
 control("qk_part", bar, kind="segmented", format_func=lambda v: t(V.PART_LABELS[v]))
 control("qk_norm", bar, format_func=lambda v: t(V.NORM_LABELS[v]))
 s = session.current()
-if s.qk_part == "map":
+if s.qk_map.qk_part == "map":
     if not 0 <= int(st.session_state.get("head", 0)) < crun.heads:
         st.session_state["head"] = 0
     control("head", bar, options=range(crun.heads))
@@ -59,11 +59,11 @@ st.caption(_("{model}, layer {layer}: {n} sentences, {tokens} tokens, so {points
 style = style_for(s)
 run_key = V.Q.run_key(s.config, corpus)
 
-if s.qk_part == "map":
-    key = ("qk-map", run_key, s.head, s.qk_method, s.qk_norm, s.seed)
+if s.qk_map.qk_part == "map":
+    key = ("qk-map", run_key, s.head, s.qk_map.qk_method, s.qk_map.qk_norm, s.seed)
     with st.spinner(_("Projecting {points} points…").format(points=f"{2 * len(crun.tokens):,}")):
         record = compute.guard(lambda: compute.cached(key, lambda: V.Q.head_map(
-            crun, s.head, method=s.qk_method, seed=s.seed, normalisation=s.qk_norm)))
+            crun, s.head, method=s.qk_map.qk_method, seed=s.seed, normalisation=s.qk_map.qk_norm)))
     opened = picks.opened_point()
     if opened is not None:
         picks.open_in_explorer(compute.guard(lambda: V.explorer_values(record, opened, s)))
@@ -77,8 +77,8 @@ if s.qk_part == "map":
             v=sum(record["explained"])))
     if (warning := V.trust_warning(record)) is not None:
         st.warning(warning, icon=":material/warning:")
-    fig = compute.cached_figure(("qk-fig", key, s.qk_color, compute.style_key(style)),
-                         lambda: V.map_figure(record, s.qk_color, style))
+    fig = compute.cached_figure(("qk-fig", key, s.qk_map.qk_color, compute.style_key(style)),
+                         lambda: V.map_figure(record, s.qk_map.qk_color, style))
     event = st.plotly_chart(fig, key="qk_chart", theme=None, width="stretch", on_select="rerun",
                             selection_mode="points", config={"displaylogo": False}, alt=fig._attnviz_alt)
     points = getattr(getattr(event, "selection", None), "points", None) or []

@@ -18,7 +18,7 @@ widgets.header(_("Verify against PyTorch"),
 control("float64")
 s = session.current()
 style = style_for(s)
-for f64 in [False, True] if s.float64 else [False]:
+for f64 in [False, True] if s.verify.float64 else [False]:
     v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config, f64),
                                                      lambda: verify_run(s.config, float64=f64)))
     label = _("{dtype} on {device}").format(dtype=v.dtype, device=v.device)

@@ -29,7 +29,7 @@ with cols[3]:
     control("control")
 s = session.current()
 settings = compute.guard(lambda: s.learn.validate() or s.learn)
-control_settings = V.control_of(settings) if s.control else None
+control_settings = V.control_of(settings) if s.watch.control else None
 keys = [V.key_of(settings)] + ([V.key_of(control_settings)] if control_settings else [])
 
 b1, b2, _spacer = st.columns([1, 1, 4])
@@ -118,7 +118,7 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
     model = compute.cached(("learn-model", keys[0]),
                            lambda: V.load_trained(settings, V.TRAININGS.weights_file(keys[0])), limited=False)
     control("sequence")
-    ids = compute.guard(lambda: V.parse_sequence(session.current().sequence, V.LENGTH))
+    ids = compute.guard(lambda: V.parse_sequence(session.current().watch.sequence, V.LENGTH))
     top, weights = V.predict(model, ids)
     c1, c2 = st.columns([1, 3])
     c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),

@@ -16,7 +16,8 @@ st.markdown(_(
     "(saturation), where gradients vanish. Dividing by √d_k keeps the spread at 1 for every d_k."))
 control("additive")
 s = session.current()
-res = compute.cached(("why-scale", s.seed, s.additive), lambda: whyscale.scaling_sweep(s.seed, s.additive))
+additive = s.why_scale.additive
+res = compute.cached(("why-scale", s.seed, additive), lambda: whyscale.scaling_sweep(s.seed, additive))
 style = style_for(s)
 compute.chart(whyscale.scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
 entropy, largest = whyscale.saturation_figures(res, style)

@@ -56,7 +56,7 @@ def set_behind_more(ss, live=frozenset(BEHIND_MORE)) -> list[str]:
     for name in BEHIND_MORE:
         if name not in live:
             continue
-        default = getattr(DEFAULTS, name)
+        default = DEFAULTS.value(name)
         value = ss.get(name, default)
         if value != default:
             shown = (_("on") if value else _("off")) if isinstance(value, bool) else str(value)

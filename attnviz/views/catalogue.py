@@ -21,6 +21,7 @@ May import: what the views' functions need (``attnviz.views``' own modules below
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -58,6 +59,9 @@ class Page:
     # The shared settings it reads, by link name (its own are declared for it in its module): its sidebar
     # draws these, its link writes them (``attnviz.views.state.reads``). The one place that says who reads what.
     reads: tuple[str, ...] = ()
+    # Its own settings: (the field of ViewState that holds them, the settings class's name in its module), so
+    # that the state is composed from this table (``page_settings``) and imports no page.
+    settings: tuple[tuple[str, str], ...] = ()
 
 
 # Groups of shared settings, by link name, for the entries below.
@@ -72,46 +76,58 @@ PAIR = ("clean", "corrupted", "answer", "wrong")  # two prompts and the answer: 
 
 PAGES = (
     Page("", "explorer", "explorer.py", N_("Explorer"), "search", module="explorer",
-         reads=(*TEXT_RUN, *MASK, "head", "query", "view")),
+         reads=(*TEXT_RUN, *MASK, "head", "query", "view"), settings=(("explorer", "Settings"),)),
     Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs", module="stepbystep",
          reads=(*TEXT_RUN, *MASK, "head", "query")),
     Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True, module="masklab",
-         reads=(*TEXT_RUN, *MASK, "head")),
+         reads=(*TEXT_RUN, *MASK, "head"), settings=(("mask_lab", "Settings"),)),
     Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz",
-         stack="cross", module="cross", reads=(*TEXT_RUN, "head", "query")),  # padding only: no MASK
+         stack="cross", module="cross", reads=(*TEXT_RUN, "head", "query"),  # padding only: no MASK
+         settings=(("cross_attention", "Settings"),)),
     Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified", module="verify",
-         reads=(*TEXT_RUN, *MASK)),
+         reads=(*TEXT_RUN, *MASK), settings=(("verify", "Settings"),)),
     Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down", module="gradients",
-         reads=(*TEXT_RUN, *MASK, "query")),
+         reads=(*TEXT_RUN, *MASK, "query"), settings=(("gradients", "Settings"),)),
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale",
-         reads=("seed",)),
+         reads=("seed",), settings=(("why_scale", "Settings"),)),
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
          modality=True, module="modality", figure="image_figure",
-         reads=(*INPUT_RUN, "model", "layer", "head", "view")),
+         reads=(*INPUT_RUN, "model", "layer", "head", "view"), settings=(("image_patches", "ImageSettings"),)),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
-         modality=True, module="modality", figure="audio_figure", reads=INPUT_RUN),
+         modality=True, module="modality", figure="audio_figure", reads=INPUT_RUN,
+         settings=(("audio_frames", "AudioSettings"),)),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True,
-         module="modality", figure="graph_figure", reads=INPUT_RUN),
+         module="modality", figure="graph_figure", reads=INPUT_RUN, settings=(("graph_nodes", "GraphSettings"),)),
     # Long sequences and the Q/K map run the random layer over a text of their own (a text repeated, the
     # corpus): they read how a text is embedded and masked, though not the sidebar's sentence to show.
     Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True,
-         module="longseq", reads=("text", "device", *RANDOM, *EMBED, *MASK)),
+         module="longseq", reads=("text", "device", *RANDOM, *EMBED, *MASK),
+         settings=(("long_sequences", "Settings"),)),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
          random=False, module="attention_file", reads=("layer", "head", "query", "view")),
     Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap",
-         reads=(*MODEL, *RANDOM, *EMBED, *MASK, "head")),
+         reads=(*MODEL, *RANDOM, *EMBED, *MASK, "head"), settings=(("qk_map", "Settings"),)),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
-         random=False, module="learn", command="python -m attnviz learn"),
+         random=False, module="learn", command="python -m attnviz learn",
+         settings=(("learn", "LearnSettings"), ("watch", "Settings"))),  # its training's, and the page's
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
-         module="patching", reads=(*MODEL, *PAIR)),
+         module="patching", reads=(*MODEL, *PAIR), settings=(("patching", "Settings"),)),  # the pair is shared
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
-         module="circuit", reads=(*MODEL, *PAIR)),
+         module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True, module="longcontext", reads=("model",)),  # a causal LM folder, or the random layer's defaults
+         causal_lm=True, module="longcontext", reads=("model",),  # a causal LM folder, or the random layer's defaults
+         settings=(("long", "LongSettings"),)),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
 INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
+
+
+def page_settings(entry: Page) -> list[tuple[str, type]]:
+    """(field, settings class) of each of ``entry``'s own settings, its module imported here: what
+    ``attnviz.views.state`` composes ``ViewState`` from."""
+    module = importlib.import_module(f"attnviz.views.{entry.module}")
+    return [(name, getattr(module, cls)) for name, cls in entry.settings]
 
 
 def page(name: str) -> Page:
@@ -209,7 +225,7 @@ class View:
         """The plain values one of its parts reads, a cache key beside the run's: only the
         selection it shows, so that changing the head leaves the grid's figure valid."""
         reads = (*self.picks, *(part.reads if part is not None else ()))
-        return (self.name, part.name if part is not None else "", state.seq, *(getattr(state, p) for p in reads))
+        return (self.name, part.name if part is not None else "", state.seq, *(state.value(p) for p in reads))
 
 
 FIGURE = Part("figure")  # the view's own figure

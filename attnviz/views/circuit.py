@@ -165,14 +165,16 @@ def page_json(state) -> bytes:
     """What ``render --page circuit --out x.json`` writes for a link's settings (the model's example pair
     where the prompts are the defaults, as on the page)."""
     state = with_example(state, PAGE)
-    return circuit_json(state.model, state.clean, state.corrupted, state.answer, state.wrong, state.circuit)
+    pair = state.patching
+    return circuit_json(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong, state.circuit)
 
 
 def circuit_page_figure(state, style: FigureStyle) -> go.Figure:
     """The page's graph for a link's settings (``render --page circuit --out x.png``)."""
     state = with_example(state, PAGE)
     state.circuit.validate()
-    run = circuit_run(state.model, state.clean, state.corrupted, state.answer, state.wrong)
+    pair = state.patching
+    run = circuit_run(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong)
     return draw(run, state.circuit.threshold, composition_mode(state.circuit), style)
 
 

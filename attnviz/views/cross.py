@@ -47,8 +47,8 @@ def cross_config(state) -> AttentionConfig:
     a Transformer's cross-attention). An encoder–decoder shows its own cross-attention; any other
     model leaves the page to the random one."""
     if model_kind(state.model) == "seq2seq":
-        return state.config.with_(mask=CROSS_MASK, source=state.source, stack="cross")
-    return state.config.with_(mask=CROSS_MASK, source=state.source, model="random", layer=0)
+        return state.config.with_(mask=CROSS_MASK, source=state.cross_attention.source, stack="cross")
+    return state.config.with_(mask=CROSS_MASK, source=state.cross_attention.source, model="random", layer=0)
 
 
 def page_result(name: str, state, data: bytes | None = None) -> tuple[AttentionResult, object]:

@@ -43,13 +43,13 @@ def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Fi
     check_view(PAGE, state)
     result = compute(state.config)
     state = check_selection(result, state)
-    if state.generate:  # a causal LM's generated tokens: the chosen one's attention
-        gen = generation(result, state.seq, state.generate)
+    if state.explorer.generate:  # a causal LM's generated tokens: the chosen one's attention
+        gen = generation(result, state.seq, state.explorer.generate)
         if gen is None:
             raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
                              f"(generate works with GPT-2- and LLaMA-style models).")
-        if state.step >= gen.count:
-            raise ValueError(f"Generated token {state.step} does not exist: {result.model_name} wrote "
+        if state.explorer.step >= gen.count:
+            raise ValueError(f"Generated token {state.explorer.step} does not exist: {result.model_name} wrote "
                              f"{gen.count} (0–{gen.count - 1}).")
-        return step_figure(gen, result.layer, state.step, style)
+        return step_figure(gen, result.layer, state.explorer.step, style)
     return VIEWS[state.view].figure(result, state, style)

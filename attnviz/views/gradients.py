@@ -47,5 +47,5 @@ def gradient_figures(grads, tok: str, style: F.FigureStyle) -> tuple[go.Figure, 
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
     state = check_selection(compute(state.config), state)
-    grads = gradients_of(state.config, state.seq, state.query, state.grad_of)
+    grads = gradients_of(state.config, state.seq, state.query, state.gradients.grad_of)
     return gradient_figures(grads, grads.tokens[state.query], style)[0]

@@ -49,7 +49,7 @@ def causal(state) -> bool:
 
 
 def long_input_of(state) -> LS.LongInput:
-    return LS.long_input(state.config, state.length)
+    return LS.long_input(state.config, state.long_sequences.length)
 
 
 # The page's parts, computed in attnviz.analysis.longseq: read through this module.
@@ -60,7 +60,7 @@ PATTERN_LABELS = LS.PATTERN_LABELS
 
 def memory(state, L: int, H: int, D: int) -> dict[str, int]:
     """Bytes each path holds at ``L`` tokens (``attnviz.core.efficient.attention_memory``), with the state's tiles."""
-    return attention_memory(L, L, H, D=D, block_q=state.block_q, block_k=state.block_k)
+    return attention_memory(L, L, H, D=D, block_q=state.long_sequences.block_q, block_k=state.long_sequences.block_k)
 
 
 def naive_fits(L: int, H: int, D: int) -> bool:
@@ -75,7 +75,7 @@ def longest_naive(L: int, H: int, D: int) -> int:
 
 def check_blocks(state) -> None:
     for name in ("block_q", "block_k"):
-        if getattr(state, name) < 1:
+        if state.value(name) < 1:
             raise ValueError(f"{name} must be at least 1.")
 
 
@@ -173,12 +173,14 @@ def part_figure(part: str, state, style: F.FigureStyle) -> go.Figure:
     check_blocks(state)
     if part == "cost":
         H, D = state.heads, state.d_model // state.heads
-        return cost_figures(LS.cost_sweep(H, D, state.device, state.block_q, state.block_k, causal(state)), style)[0]
+        own = state.long_sequences
+        return cost_figures(LS.cost_sweep(H, D, state.device, own.block_q, own.block_k, causal(state)), style)[0]
     inp = long_input_of(state)
     if part == "tiles":
-        return tile_figure(inp, LS.flash_walk(inp, state.block_q, state.block_k, causal(state)), state.tile, style)
+        own = state.long_sequences
+        return tile_figure(inp, LS.flash_walk(inp, own.block_q, own.block_k, causal(state)), own.tile, style)
     if part == "sparse":
-        return sparse_figures(LS.sparse_patterns(inp, state.window), state.pattern, inp, style)[0]
+        return sparse_figures(LS.sparse_patterns(inp, state.window), state.long_sequences.pattern, inp, style)[0]
     if part == "lowrank":
         return low_rank_figures(LS.low_rank(inp, state.seed), style)[1]
     if part == "kernels":
@@ -187,4 +189,4 @@ def part_figure(part: str, state, style: F.FigureStyle) -> go.Figure:
 
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-    return part_figure(state.part, state, style)
+    return part_figure(state.long_sequences.part, state, style)

@@ -40,7 +40,7 @@ class Settings:
 
 def mask_kinds(state) -> list[str]:
     """The mask lab's comparison, in order, without repeats."""
-    return [k for k in dict.fromkeys(state.masks.split(",")) if k in MASK_KINDS]
+    return [k for k in dict.fromkeys(state.mask_lab.masks.split(",")) if k in MASK_KINDS]
 
 
 def mask_comparison_figure(results: dict[str, AttentionResult], state,

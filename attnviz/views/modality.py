@@ -103,10 +103,10 @@ def input_run(page: str, state, data: bytes | None = None) -> tuple:
     """(input, result, image or None) of a modality page, from a file's bytes or the
     state's built-in sample."""
     if page == "image-patches":
-        image = I.read_image(data)[0] if data is not None else I.sample_image(state.image_sample)
+        image = I.read_image(data)[0] if data is not None else I.sample_image(state.image_patches.image_sample)
         return (*image_run(state, image), image)
     if page == "audio-frames":
-        samples, rate = (I.read_wav(data)[:2] if data is not None else I.sample_audio(state.audio_sample))
+        samples, rate = (I.read_wav(data)[:2] if data is not None else I.sample_audio(state.audio_frames.audio_sample))
         return (*audio_run(state, samples, rate), None)
     if page == "graph-nodes":
         return (*graph_run(state), None)
@@ -131,18 +131,20 @@ def image_run(state, image) -> tuple:
         return inp, run(inp, model, device=state.device, layer=state.layer, settings={
             "kind": "image", "model": state.model, "layer": state.layer, "device": state.device,
             "patch": inp.meta["patch"], "image_size": inp.meta["size"][0]})
-    inp = I.image_input(image, state.patch, state.stride, state.d_model, state.seed, state.patch_mask, state.patch_k)
-    return inp, _run(state, inp, {"patch": state.patch, "stride": state.stride, "patch_k": state.patch_k})
+    own = state.image_patches
+    inp = I.image_input(image, own.patch, own.stride, state.d_model, state.seed, own.patch_mask, own.patch_k)
+    return inp, _run(state, inp, {"patch": own.patch, "stride": own.stride, "patch_k": own.patch_k})
 
 
 def audio_run(state, samples, rate: int) -> tuple:
-    inp = I.audio_input(samples, rate, state.frame, state.hop, state.d_model, state.seed)
-    return inp, _run(state, inp, {"frame": state.frame, "hop": state.hop, "rate": rate})
+    inp = I.audio_input(samples, rate, state.audio_frames.frame, state.audio_frames.hop, state.d_model, state.seed)
+    return inp, _run(state, inp, {"frame": state.audio_frames.frame, "hop": state.audio_frames.hop, "rate": rate})
 
 
 def graph_run(state) -> tuple:
-    n, edges, notes = I.parse_edges(state.edges if state.edges.strip() else I.preset_edges(state.graph))
-    inp = I.graph_input(n, edges, state.d_model, state.seed, state.graph_mask)
+    own = state.graph_nodes
+    n, edges, notes = I.parse_edges(own.edges if own.edges.strip() else I.preset_edges(own.graph))
+    inp = I.graph_input(n, edges, state.d_model, state.seed, state.graph_nodes.graph_mask)
     inp.notes += notes
     return inp, _run(state, inp, {"nodes": n, "edges": [list(e) for e in edges]})
 
@@ -153,13 +155,13 @@ def followed(state, inp) -> int:
     if inp.kind == "image":
         nH, nW = inp.meta["grid"]
         first = inp.meta.get("first", 0)  # a vision transformer's [CLS] comes before the patches
-        if first and state.patch_at < 0:
+        if first and state.image_patches.patch_at < 0:
             return 0  # what [CLS], the token its classifier reads, attends to
-        at = ((nH // 2) * nW + nW // 2 if state.patch_at < 0 else state.patch_at) + first
+        at = ((nH // 2) * nW + nW // 2 if state.image_patches.patch_at < 0 else state.image_patches.patch_at) + first
     elif inp.kind == "audio":
-        at = state.frame_at
+        at = state.audio_frames.frame_at
     else:
-        at = state.node
+        at = state.graph_nodes.node
     return max(0, min(at, n - 1))
 
 

@@ -125,12 +125,13 @@ def run_of(state, progress=None, step=None) -> PatchRun:
     """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
     ``step(work)`` runs each batch of patched runs: the app's compute workers)."""
     subject = subject_of(state.model)
-    wrong = wrong_of(state.wrong)
-    ran = runs(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong,
+    pair = state.patching
+    wrong = wrong_of(pair.wrong)
+    ran = runs(subject, pair.clean, pair.corrupted, answer=pair.answer, wrong=wrong,
                trace=lambda ids: trace_of(subject, state.model, ids))
-    p = patch(subject, state.clean, state.corrupted, answer=state.answer, wrong=wrong, heads=True, residual=True,
+    p = patch(subject, pair.clean, pair.corrupted, answer=pair.answer, wrong=wrong, heads=True, residual=True,
               progress=progress, step=step, ran=ran, keep=kept_sweep(state.model))
-    attribution = (logit_attribution_of(subject, state.clean, answer=state.answer, wrong=wrong, trace=ran.clean)
+    attribution = (logit_attribution_of(subject, pair.clean, answer=pair.answer, wrong=wrong, trace=ran.clean)
                    if wrong else None)
     weights = [torch.stack([w[0] for w in t.weights]).numpy() for t in (ran.clean, ran.corrupted)]  # (layers, H, L, L)
     return PatchRun(p, attribution, *weights)
@@ -147,7 +148,8 @@ def model_identity(model: str) -> tuple:
 
 def sweep_key(state) -> tuple:
     """The plain values a sweep depends on: the model's identity, the prompts, the tokens."""
-    return ("patching", *model_identity(state.model), state.clean, state.corrupted, state.answer, wrong_of(state.wrong))
+    pair = state.patching
+    return ("patching", *model_identity(state.model), pair.clean, pair.corrupted, pair.answer, wrong_of(pair.wrong))
 
 
 def sweep_job(state, compute_with=None) -> Job:
@@ -174,7 +176,7 @@ def example_for(state, page: str) -> dict[str, str] | None:
     Patching: an indirect-object pair for a GPT-2-like tokenizer, the circuit's repeat for the tiny
     model on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no
     known pair. The model must be loaded (the page asks once it is)."""
-    if any(getattr(state, k) != DEFAULT_PAIR[k] for k in PROMPTS):
+    if any(state.value(k) != DEFAULT_PAIR[k] for k in PROMPTS):
         return None
     def find() -> dict | None:
         subject = subject_of(state.model)
@@ -272,11 +274,11 @@ def has_attribution(run: PatchRun) -> bool:
 def chosen(run: PatchRun, state) -> tuple[int, int]:
     """The head the page opens: the link's (``patched=layer.head``, bounded by the run), or the one
     that brings back the most of the answer (``best``)."""
-    if state.patched == "best":
+    if state.patching.patched == "best":
         values = normalised_heads(run)
         layer, head = np.unravel_index(int(np.argmax(values)), values.shape)
         return int(layer), int(head)
-    layer, _dot, head = state.patched.partition(".")
+    layer, _dot, head = state.patching.patched.partition(".")
     return min(int(layer), run.layers - 1), min(int(head), run.heads - 1)
 
 
@@ -332,8 +334,8 @@ def describe(run: PatchRun, state, fig=None) -> str:
 def patching_json(state) -> bytes:
     """What ``render --page patching --out x.json`` writes: the settings and every number the page draws."""
     run = run_of(state)
-    data = {"config": {"model": state.model, "clean": state.clean, "corrupted": state.corrupted,
-                       "answer": state.answer, "wrong": wrong_of(state.wrong)},
+    data = {"config": {"model": state.model, "clean": state.patching.clean, "corrupted": state.patching.corrupted,
+                       "answer": state.patching.answer, "wrong": wrong_of(state.patching.wrong)},
             "definition": DEFINITION, **record(run, state)}
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
 

@@ -54,14 +54,15 @@ class Settings:
 
 def head_record(state, lines: list[str] | None = None, progress=None) -> dict:
     """The map of ``state``'s model, layer and head over ``lines`` (default: the shipped
-    corpus) by ``state.qk_norm`` and ``state.qk_method``, seeded by ``state.seed``."""
+    corpus) by ``state.qk_map.qk_norm`` and ``state.qk_map.qk_method``, seeded by ``state.seed``."""
     lines = default_corpus() if lines is None else lines
     crun = Q.cached_corpus_run(state.config, lines, progress)
-    return Q.head_map(crun, state.head, method=state.qk_method, seed=state.seed, normalisation=state.qk_norm)
+    own = state.qk_map
+    return Q.head_map(crun, state.head, method=own.qk_method, seed=state.seed, normalisation=own.qk_norm)
 
 
 def head_map_figure(state, style: FigureStyle, lines: list[str] | None = None):
-    return map_figure(head_record(state, lines), state.qk_color, style)
+    return map_figure(head_record(state, lines), state.qk_map.qk_color, style)
 
 
 def overview_records(state, lines: list[str] | None = None, progress=None) -> list[dict]:
@@ -71,7 +72,7 @@ def overview_records(state, lines: list[str] | None = None, progress=None) -> li
         return lambda f: progress(lo + (hi - lo) * f) if progress is not None else None
 
     crun = Q.cached_corpus_run(state.config, lines, part(0.0, 0.5))
-    return Q.layer_overview(crun, seed=state.seed, normalisation=state.qk_norm, progress=part(0.5, 1.0))
+    return Q.layer_overview(crun, seed=state.seed, normalisation=state.qk_map.qk_norm, progress=part(0.5, 1.0))
 
 
 def untrusted_line(records: list[dict]) -> str | None:
@@ -105,16 +106,16 @@ def explorer_link(record: dict, index: int, state, base: str = "/") -> str:
 def overview_job(state, lines: list[str] | None = None):
     """The (one, shared) overview job of ``state``'s model, layer and corpus (``attnviz.jobs``)."""
     return Q.overview_in_background(state.config, default_corpus() if lines is None else lines, state.seed,
-                                    state.qk_norm)
+                                    state.qk_map.qk_norm)
 
 
 def overview_key_of(state, lines: list[str]) -> tuple:
-    return Q.overview_key(state.config, lines, state.seed, state.qk_norm)
+    return Q.overview_key(state.config, lines, state.seed, state.qk_map.qk_norm)
 
 
 def qk_page_figure(state, style: FigureStyle, lines: list[str] | None = None):
-    """The page's main figure for ``state.qk_part`` (the overview computed here, in this thread)."""
-    if state.qk_part == "overview":
+    """The page's main figure for ``state.qk_map.qk_part`` (the overview computed here, in this thread)."""
+    if state.qk_map.qk_part == "overview":
         return overview_figure(overview_records(state, lines), style, layer=state.layer)
     return head_map_figure(state, style, lines)
 
@@ -126,7 +127,7 @@ def qk_record_json(state, fmt: str, lines: list[str] | None = None) -> bytes:
     if fmt != "json":
         raise ValueError("The Q/K map writes .json, .png, .svg or .html.")
     with use(state.lang):
-        record = overview_records(state, lines) if state.qk_part == "overview" else head_record(state, lines)
+        record = overview_records(state, lines) if state.qk_map.qk_part == "overview" else head_record(state, lines)
     return json.dumps(record, ensure_ascii=False).encode("utf-8")
 
 

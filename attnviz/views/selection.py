@@ -73,7 +73,7 @@ def file_stem(state: Selection, view: str, result: AttentionResult) -> str:
     seed): attnviz-grid-minilm-l6-layer0-padding-12h-384d."""
     if not isinstance(result, AttentionResult):  # another record (the Patching page's): its model and the head shown
         model = str(state.model).rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]  # a folder: its name
-        return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"attnviz-{view}-{model}-head-{state.patched}")
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"attnviz-{view}-{model}-head-{state.patching.patched}")
     query = f"-query{state.query}" if state.query >= 0 else "-last"
     extra = {"head": f"-head{state.head}", "query": query}.get(view, "")
     ran = result.settings

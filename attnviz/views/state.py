@@ -5,7 +5,9 @@ viewing (the head, the query, the view, colours, presenter mode, language) and t
 teaching pages' own settings. Every setting is read and written by its link name
 (``state.heads`` is ``state.config.num_heads``, ``state.with_(heads=8)`` changes it);
 the URL parser and writer, the CLI's flags, the sidebar and validation all come from
-the declarations (``attnviz.settings``).
+the declarations (``attnviz.settings``). The run's settings read as the state's own properties
+(``state.heads``); a page's own, through its settings object (``state.patching.clean``); any, by link name,
+through ``state.value(name)``.
 
 Bounds that depend on the run (the heads of the chosen model, the tokens of the text)
 are not checked here but against the run, by the views (``attnviz.views.selection``).
@@ -14,31 +16,16 @@ are not checked here but against the run, by the views (``attnviz.views.selectio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from urllib.parse import urlencode
 
 from attnviz import limits
 from attnviz.i18n import LANGUAGES, N_
-from attnviz.learn.train import LearnSettings
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import BY_ENTRY, Unavailable, setting
-from attnviz.views import cross
-from attnviz.views.catalogue import PAGES, VIEW_NAMES
-from attnviz.views.circuit import CircuitSettings
-from attnviz.views.cross import Settings as CrossSettings
-from attnviz.views.explorer import Settings as ExplorerSettings
-from attnviz.views.gradients import Settings as GradientSettings
-from attnviz.views.learn import Settings as WatchSettings
-from attnviz.views.longcontext import LongSettings
-from attnviz.views.longseq import Settings as LongSeqSettings
-from attnviz.views.masklab import Settings as MaskLabSettings
-from attnviz.views.modality import AudioSettings, GraphSettings, ImageSettings
-from attnviz.views.patching import Settings as PatchSettings
-from attnviz.views.qkmap import Settings as QKSettings
-from attnviz.views.verify import Settings as VerifySettings
-from attnviz.views.whyscale import Settings as WhyScaleSettings
+from attnviz.views.catalogue import PAGES, VIEW_NAMES, page_settings
 
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
@@ -57,11 +44,12 @@ def _lang(raw: str, taken: dict) -> str:
 
 
 @dataclass(frozen=True)
-class ViewState:
-    """Everything a link restores."""
+class SharedState:
+    """The settings several pages share: the run's (``config``), the language, the colours, presenter mode,
+    and what the pages that draw a run follow (the sentence, the head, the query, the view). ``ViewState``
+    adds each page's own, composed from the table of pages."""
 
     config: AttentionConfig = AttentionConfig()
-    learn: LearnSettings = LearnSettings()  # the "Watch it learn" page's training
     lang: str = setting("en", sidebar=True, convert=_lang, choices=tuple(LANGUAGES), label=N_("Language"),
                         help=N_("The app's own text; Streamlit's widget chrome stays in English."))
     colors: str = setting(COLOR_SCALES[0], sidebar=True, choices=COLOR_SCALES, label=N_("Colour scale"),
@@ -85,45 +73,88 @@ class ViewState:
                                  "mask)."))
     view: str = setting("grid", choices=VIEW_NAMES, pages=BY_ENTRY, label=N_("View"),
                         help=N_("Which picture of the result to show."))
-    # Each page's own settings, declared in its module (attnviz.views.<page>).
-    explorer: ExplorerSettings = ExplorerSettings()
-    cross_attention: CrossSettings = CrossSettings()
-    mask_lab: MaskLabSettings = MaskLabSettings()
-    verify: VerifySettings = VerifySettings()
-    gradients: GradientSettings = GradientSettings()
-    why_scale: WhyScaleSettings = WhyScaleSettings()
-    image_patches: ImageSettings = ImageSettings()
-    audio_frames: AudioSettings = AudioSettings()
-    graph_nodes: GraphSettings = GraphSettings()
-    long_sequences: LongSeqSettings = LongSeqSettings()
-    watch: WatchSettings = WatchSettings()  # Watch it learn's, besides its training's (``learn``)
-    qk_map: QKSettings = QKSettings()
-    patching: PatchSettings = PatchSettings()  # the prompts and answer are the Circuit page's too
-    long: LongSettings = LongSettings()  # the Long context page's text, blocks, policy, evicted fraction and head
-    circuit: CircuitSettings = CircuitSettings()  # the Circuit page's threshold, composition, edge and cell
+    # The run's settings, by their link names: the state's own, shared by every page that runs the text
+    # (``config`` holds them). A page's own settings are reached through its settings object
+    # (``state.patching.clean``), never flattened into this namespace.
+    @property
+    def tokenize(self) -> str:
+        return self.config.tokenize_mode
 
-    def __getattr__(self, name: str):
-        """A run setting by its link name: ``state.heads`` is ``state.config.num_heads``."""
-        entry = U.table(ViewState).get(name) if not name.startswith("_") else None
+    @property
+    def text(self) -> str:
+        return self.config.text
+
+    @property
+    def model(self) -> str:
+        return self.config.model
+
+    @property
+    def stack(self) -> str:
+        return self.config.stack
+
+    @property
+    def layer(self) -> int:
+        return self.config.layer
+
+    @property
+    def d_model(self) -> int:
+        return self.config.d_model
+
+    @property
+    def heads(self) -> int:
+        return self.config.num_heads
+
+    @property
+    def mask(self) -> str:
+        return self.config.mask
+
+    @property
+    def window(self) -> int:
+        return self.config.window
+
+    @property
+    def pad_to(self) -> int:
+        return self.config.pad_to
+
+    @property
+    def device(self) -> str:
+        return self.config.device
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def dropout(self) -> float:
+        return self.config.dropout
+
+    @property
+    def positional(self) -> bool:
+        return self.config.positional
+
+    @property
+    def projections(self) -> bool:
+        return self.config.projections
+
+    def value(self, name: str):
+        """Any setting by its link name, for the code that handles settings by name (links, widgets, cache
+        keys): ``state.value("clean")`` is ``state.patching.clean``."""
+        entry = U.table(type(self)).get(name)
         if entry is None:
-            raise AttributeError(name)
+            raise KeyError(f"No setting is named {name!r}.")
         return U.get(self, entry)
 
     @classmethod
-    def of(cls, **values) -> ViewState:
+    def of(cls, **values) -> SharedState:
         """A state from settings by link name: ``ViewState.of(heads=8, mask="none")``."""
         return U.set_values(cls(), values)
 
-    def with_(self, **changes) -> ViewState:
+    def with_(self, **changes) -> SharedState:
         return U.set_values(self, changes)
-
-    def cross_config(self) -> AttentionConfig:
-        """The Cross-attention page's run (``attnviz.views.cross.cross_config``)."""
-        return cross.cross_config(self)
 
     def values(self) -> dict[str, object]:
         """Every setting by link name, as a value (not text)."""
-        return {url: U.get(self, e) for url, e in U.table(ViewState).items()}
+        return {url: U.get(self, e) for url, e in U.table(type(self)).items()}
 
     def to_query(self) -> dict[str, str]:
         return U.to_query(self)
@@ -134,6 +165,16 @@ class ViewState:
         return urlencode(self.to_query() if page is None else link_query(self, page))
 
 
+def _compose() -> type:
+    """``ViewState``: the shared settings and, nested under its field, each page's own settings class, as the
+    table of pages names them (``catalogue.Page.settings``), so that this module imports no page."""
+    own = [(name, cls, field(default=cls())) for p in PAGES for name, cls in page_settings(p)]
+    composed = make_dataclass("ViewState", own, bases=(SharedState,), frozen=True)
+    composed.__module__ = __name__  # pickling and reprs name it where it is defined
+    return composed
+
+
+ViewState = _compose()  # everything a link restores: state.patching is Patching's own Settings, say
 SETTINGS = U.table(ViewState)  # {link name: Entry}: the one table every door reads
 NAMES = tuple(SETTINGS)
 DEFAULTS = ViewState()

@@ -39,4 +39,4 @@ def verify_figure(v, style: F.FigureStyle) -> go.Figure:
 
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-    return verify_figure(verify_run(state.config, float64=state.float64), style)
+    return verify_figure(verify_run(state.config, float64=state.verify.float64), style)

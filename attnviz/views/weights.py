@@ -66,7 +66,7 @@ def draw_query(result: AttentionResult, state, style: F.FigureStyle) -> go.Figur
 def close_up_figure(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
     """The exact numbers of a long view (one head, or the mean): a REGION × REGION close-up from (q0, k0)."""
     h = None if state.view == "mean" else state.head
-    return F.region_figure(F.region_data(result, state.seq, h, state.q0, state.k0), style)
+    return F.region_figure(F.region_data(result, state.seq, h, state.explorer.q0, state.explorer.k0), style)
 
 
 def close_up_title(result: AttentionResult, state) -> str:
@@ -113,7 +113,7 @@ def weights_table(result: AttentionResult, state) -> dict:
     """One head's weights as a table: every cell, or (a long text) the close-up's window."""
     long = is_long(result)
     n, L, S = state.seq, *result.weights.shape[2:]
-    q0, k0 = (state.q0, state.k0) if long else (0, 0)
+    q0, k0 = (state.explorer.q0, state.explorer.k0) if long else (0, 0)
     q1, k1 = (min(q0 + F.REGION, L), min(k0 + F.REGION, S)) if long else (L, S)
     tokens, keys = result.tokens[n], result.source_tokens[n]
     return {"data": result.weights[n, state.head, q0:q1, k0:k1].numpy(),  # (rows, cols)

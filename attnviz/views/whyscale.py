@@ -53,4 +53,4 @@ def saturation_figures(res, style: F.FigureStyle) -> tuple[go.Figure, go.Figure]
 
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-    return scaling_figure(scaling_sweep(state.seed, state.additive), style)
+    return scaling_figure(scaling_sweep(state.seed, state.why_scale.additive), style)

@@ -97,8 +97,8 @@ def test_a_map_not_above_its_baseline_by_the_margin_says_so_in_one_line():
 
 
 def test_the_setting_is_declared_once_and_read_alike_by_link_and_state():
-    assert ViewState().qk_norm == Q.DEFAULT_NORMALISATION
+    assert ViewState().qk_map.qk_norm == Q.DEFAULT_NORMALISATION
     state, warnings = parse({"qk_norm": "attentionviz"})
-    assert state.qk_norm == "attentionviz" and not warnings
+    assert state.qk_map.qk_norm == "attentionviz" and not warnings
     state, warnings = parse({"qk_norm": "cosine"})
-    assert state.qk_norm == Q.DEFAULT_NORMALISATION and any("qk_norm" in w.text for w in warnings)
+    assert state.qk_map.qk_norm == Q.DEFAULT_NORMALISATION and any("qk_norm" in w.text for w in warnings)

@@ -26,7 +26,7 @@ def _image_run(**settings):
     from attnviz.views.state import ViewState
 
     state = ViewState.of(**settings)
-    return image_run(state, I.sample_image(state.image_sample))
+    return image_run(state, I.sample_image(state.image_patches.image_sample))
 
 
 def _bars(fig: dict) -> list[float]:

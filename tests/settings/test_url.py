@@ -37,7 +37,7 @@ def test_invalid_values_fall_back_and_name_the_parameter(query, name, reason):
     state, warnings = parse_url(query)
     (w,) = warnings
     assert w.name == name and w.value == query_dict(query)[name] and f"{name}=" in w.text and reason in w.text
-    assert getattr(state, name) == getattr(DEFAULTS, name)
+    assert state.value(name) == DEFAULTS.value(name)
 
 
 def test_a_warning_is_its_values_and_the_apps_sentence_made_of_them():

@@ -45,13 +45,14 @@ def test_every_page_reads_the_shared_language_colours_and_presenter_mode():
 
 
 def test_cross_attentions_source_follows_the_language_until_it_is_changed():
-    assert DEFAULTS.source == CROSS_SOURCES["en"] and all(ord(c) < 0x2E80 for c in DEFAULTS.source)  # no CJK
+    source = DEFAULTS.cross_attention.source
+    assert source == CROSS_SOURCES["en"] and all(ord(c) < 0x2E80 for c in source)  # no CJK
     zh, warnings = parse({"lang": "zh"})
-    assert zh.source == CROSS_SOURCES["zh"] and not warnings
+    assert zh.cross_attention.source == CROSS_SOURCES["zh"] and not warnings
     assert link_query(zh, "cross-attention") == {"lang": "zh"}  # the followed default is not written
     own = zh.with_(source="Hallo Welt")
     assert link_query(own, "cross-attention") == {"lang": "zh", "source": "Hallo Welt"}
-    assert parse(link_query(own, "cross-attention"))[0].source == "Hallo Welt"
+    assert parse(link_query(own, "cross-attention"))[0].cross_attention.source == "Hallo Welt"
 
 
 def test_an_old_long_link_still_opens_the_same_view():
