@@ -425,6 +425,9 @@ def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path):
     page.wait_for_selector("text=Phase change at step", timeout=240_000)
     page.wait_for_selector("text=The trained model", timeout=240_000)  # the training (and its control) to finish
     wait_idle(page, timeout=60_000)
+    # The waits above can be met by the page as it stood before Train restarted a training that ran here, so
+    # wait for the finished run's own summary too (a loaded machine redraws late), then read the page.
+    page.wait_for_selector("text=Phase change at step", timeout=120_000)
     body = page.inner_text("[data-testid=stMain]")
     assert "Phase change at step" in body and "Traceback" not in body
     assert page.locator(".js-plotly-plot").count() >= 6
