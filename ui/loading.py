@@ -8,12 +8,11 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.jobs import Busy
-from attnviz.learn.train import LearnSettings
+from attnviz.learn.train import LearnSettings, start_defaults
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.models.base import ModelError
 from attnviz.models.random import RANDOM
 from attnviz.models.registry import load_in_background, model_kind
-from attnviz.views.learn import start_defaults
 
 POLL_S = 0.5
 

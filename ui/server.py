@@ -22,9 +22,9 @@ from streamlit.web import cli
 
 import attnviz.cli  # noqa: F401 - the CLI pulls in every view
 from attnviz import AttentionConfig, compute
+from attnviz.learn.train import start_defaults
 from attnviz.learn.worker import TRAININGS
 from attnviz.views.catalogue import HOME, VIEWS, views_on
-from attnviz.views.learn import start_defaults
 from attnviz.views.selection import style_for
 from attnviz.views.state import DEFAULTS
 from ui import compute as ui_compute  # noqa: F401

@@ -178,3 +178,29 @@ def phase_change(checkpoints: list[dict]) -> dict | None:
 def best(checkpoint: dict, score: str, layer: int | None = None) -> float:
     """The best head's ``score`` at a checkpoint (in ``layer`` when given)."""
     return max(h[score] for h in checkpoint["heads"] if layer is None or h["layer"] == layer)
+
+
+def control_of(settings):
+    """The one-layer control: the same task and width with twice the heads where they fit."""
+    heads = settings.heads * 2
+    if heads > limits.MAX_LEARN_HEADS or not limits.heads_divide(settings.d_model, heads):
+        heads = settings.heads
+    return settings.with_(layers=1, heads=heads)
+
+
+def default_trainings() -> tuple:
+    """The page's default settings and their one-layer control: what a first visitor sees."""
+    return LearnSettings(), control_of(LearnSettings())
+
+
+def start_defaults(trainings) -> None:
+    """Start the default training and its control unless they ran or run already (each at
+    most once per server: a finished one is kept in the runs folder and replayed). The
+    server's launcher calls this at start-up, so a first visitor finds the finished curve;
+    the page calls it too, for a server started otherwise. A busy server (every worker
+    training) starts nothing: the page says so when someone presses Train."""
+    for settings in default_trainings():
+        try:
+            trainings.start(settings)
+        except ValueError:
+            return

@@ -26,8 +26,12 @@ from attnviz.analysis.roles import SCORES
 from attnviz.analysis.subjects import TinySubject
 from attnviz.i18n import N_, _
 from attnviz.learn.train import LENGTH as LENGTH
-from attnviz.learn.train import PAGES, LearnSettings, best, phase_change, probe_batch
+from attnviz.learn.train import PAGES, best, phase_change, probe_batch
 from attnviz.learn.train import VOCAB as VOCAB
+from attnviz.learn.train import LearnSettings as LearnSettings  # the training's settings, which the page's entry names
+from attnviz.learn.train import control_of as control_of  # the page reads the trainings through this module
+from attnviz.learn.train import default_trainings as default_trainings
+from attnviz.learn.train import start_defaults as start_defaults
 from attnviz.learn.trained import knocked_out_loss as knocked_out_loss
 from attnviz.learn.trained import load_trained as load_trained
 from attnviz.learn.trained import parse_sequence as parse_sequence
@@ -133,32 +137,6 @@ def trained_roles_table(scores: dict) -> list[dict]:
 def probe_words(vocab: int) -> str:
     """The roles probe as the page writes tokens: "BOS 27 21 …"."""
     return " ".join(token_name(t) for t in tiny_probe(vocab))
-
-
-def control_of(settings):
-    """The one-layer control: the same task and width with twice the heads where they fit."""
-    heads = settings.heads * 2
-    if heads > limits.MAX_LEARN_HEADS or not limits.heads_divide(settings.d_model, heads):
-        heads = settings.heads
-    return settings.with_(layers=1, heads=heads)
-
-
-def default_trainings() -> tuple:
-    """The page's default settings and their one-layer control: what a first visitor sees."""
-    return LearnSettings(), control_of(LearnSettings())
-
-
-def start_defaults(trainings) -> None:
-    """Start the default training and its control unless they ran or run already (each at
-    most once per server: a finished one is kept in the runs folder and replayed). The
-    server's launcher calls this at start-up, so a first visitor finds the finished curve;
-    the page calls it too, for a server started otherwise. A busy server (every worker
-    training) starts nothing: the page says so when someone presses Train."""
-    for settings in default_trainings():
-        try:
-            trainings.start(settings)
-        except ValueError:
-            return
 
 
 def probe_tokens(settings) -> list[int]:
