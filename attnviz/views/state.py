@@ -1,13 +1,12 @@
 """``ViewState``: everything a link restores, each setting declared once on its field.
 
-It holds the run's ``AttentionConfig`` (``state.config``) plus what is only about
-viewing (the head, the query, the view, colours, presenter mode, language) and the
-teaching pages' own settings. Every setting is read and written by its link name
-(``state.heads`` is ``state.config.num_heads``, ``state.with_(heads=8)`` changes it);
-the URL parser and writer, the CLI's flags, the sidebar and validation all come from
-the declarations (``attnviz.settings``). The run's settings read as the state's own properties
-(``state.heads``); a page's own, through its settings object (``state.patching.clean``); any, by link name,
-through ``state.value(name)``.
+``SharedState`` holds what several pages read: the run's ``AttentionConfig`` (``state.config``), the
+language, colours, presenter mode, and the sentence, head, query and view the pages follow. ``ViewState``
+adds each page's own settings, nested under the field its entry in the table of pages names
+(``state.patching.clean``), composed from that table so that this module imports no page. The run's settings
+read as the state's own properties (``state.heads`` is ``state.config.num_heads``); any setting, by its link
+name, through ``state.value(name)``, and ``state.with_(heads=8)`` changes it. The URL parser and writer, the
+CLI's flags, the sidebar and validation all come from the declarations (``attnviz.settings``).
 
 Bounds that depend on the run (the heads of the chosen model, the tokens of the text)
 are not checked here but against the run, by the views (``attnviz.views.selection``).
