@@ -428,7 +428,9 @@ def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path):
     # The waits above can be met by the page as it stood before Train restarted a training that ran here, so
     # wait for the finished run's own summary too (a loaded machine redraws late), then read the page.
     page.wait_for_selector("text=Phase change at step", timeout=120_000)
+    # The live part redraws in a fragment of its own, which shows no status widget: wait for all six charts
+    # (the loss, the heads, the trained model's part), so the wait fails only if they never come.
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=120_000)
     body = page.inner_text("[data-testid=stMain]")
     assert "Phase change at step" in body and "Traceback" not in body
-    assert page.locator(".js-plotly-plot").count() >= 6
     full_page_screenshot(page, SHOTS / "watch-it-learn.png")
