@@ -25,26 +25,25 @@ from attnviz.analysis.induction import copying, prefix_matching, previous_token
 from attnviz.i18n import N_
 from attnviz.learn.tasks import TASKS, Batch, batch
 from attnviz.models.tiny import AttentionOnly
-from attnviz.settings.spec import setting, validate
+from attnviz.settings.spec import OWN, setting, validate
 
 VOCAB, LENGTH, BATCH = 32, 40, 64
 
 
-PAGES = ("watch-it-learn",)  # the one page that trains
 
 
 @dataclass(frozen=True)
 class LearnSettings:
-    layers: int = setting(2, url="learn_layers", pages=PAGES, lo=1, hi=limits.MAX_LEARN_LAYERS, label=N_("Layers"),
+    layers: int = setting(2, url="learn_layers", pages=OWN, lo=1, hi=limits.MAX_LEARN_LAYERS, label=N_("Layers"),
                           help=N_("Induction needs two: a previous-token head, then a prefix-matching head."))
-    heads: int = setting(2, url="learn_heads", pages=PAGES, lo=1, hi=limits.MAX_LEARN_HEADS,
+    heads: int = setting(2, url="learn_heads", pages=OWN, lo=1, hi=limits.MAX_LEARN_HEADS,
                          label=N_("Heads per layer"))
-    d_model: int = setting(32, url="learn_width", pages=PAGES, choices=limits.LEARN_WIDTHS, label=N_("Width"))
-    steps: int = setting(2000, url="learn_steps", pages=PAGES, lo=limits.LEARN_EVERY, hi=limits.MAX_LEARN_STEPS,
+    d_model: int = setting(32, url="learn_width", pages=OWN, choices=limits.LEARN_WIDTHS, label=N_("Width"))
+    steps: int = setting(2000, url="learn_steps", pages=OWN, lo=limits.LEARN_EVERY, hi=limits.MAX_LEARN_STEPS,
                          label=N_("Steps"))
-    lr: float = setting(3e-3, url="learn_lr", pages=PAGES, lo=1e-5, hi=0.1, label=N_("Learning rate"))
-    seed: int = setting(0, url="learn_seed", pages=PAGES, lo=0, hi=limits.MAX_SEED, label=N_("Seed"))
-    task: str = setting("induction", url="learn_task", pages=PAGES, choices=TASKS, label=N_("Task"),
+    lr: float = setting(3e-3, url="learn_lr", pages=OWN, lo=1e-5, hi=0.1, label=N_("Learning rate"))
+    seed: int = setting(0, url="learn_seed", pages=OWN, lo=0, hi=limits.MAX_SEED, label=N_("Seed"))
+    task: str = setting("induction", url="learn_task", pages=OWN, choices=TASKS, label=N_("Task"),
                         help=N_("induction: a random block repeated at a random offset; marked: answer with the "
                                 "token after a MARK."))
     every: int = limits.LEARN_EVERY  # steps between checkpoints

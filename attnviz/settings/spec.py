@@ -26,6 +26,9 @@ ALL_PAGES = ("*",)
 # A setting several pages share (the text, the model, the followed head…): read by the pages whose entry in the
 # table of pages names it (``attnviz.views.catalogue.Page.reads``), so that no list of page names is kept here.
 BY_ENTRY: tuple[str, ...] = ()
+# A page's own setting: read by the page whose entry in the table holds its settings class
+# (``attnviz.views.catalogue.Page.settings``), so that a page's module need not name its page.
+OWN = ("<own>",)
 
 
 class Reason(ValueError):

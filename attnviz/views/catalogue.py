@@ -44,7 +44,7 @@ class Page:
     title: str  # marked for translation
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
-    modality: bool = False  # an image, audio or graph page (attnviz.views.modality)
+    input: str = ""  # the input it runs instead of a text: "image", "audio" or "graph" (attnviz.views.modality)
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
@@ -91,12 +91,12 @@ PAGES = (
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale",
          reads=("seed",), settings=(("why_scale", "Settings"),)),
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
-         modality=True, module="modality", figure="image_figure",
+         input="image", module="modality", figure="image_figure",
          reads=(*INPUT_RUN, "model", "layer", "head", "view"), settings=(("image_patches", "ImageSettings"),)),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
-         modality=True, module="modality", figure="audio_figure", reads=INPUT_RUN,
+         input="audio", module="modality", figure="audio_figure", reads=INPUT_RUN,
          settings=(("audio_frames", "AudioSettings"),)),
-    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, modality=True,
+    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, input="graph",
          module="modality", figure="graph_figure", reads=INPUT_RUN, settings=(("graph_nodes", "GraphSettings"),)),
     # Long sequences and the Q/K map run the random layer over a text of their own (a text repeated, the
     # corpus): they read how a text is embedded and masked, though not the sidebar's sentence to show.
@@ -120,7 +120,7 @@ PAGES = (
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
-INPUT_PAGES = tuple(p.name for p in PAGES if p.modality)  # image, audio and graph pages
+INPUT_PAGES = tuple(p.name for p in PAGES if p.input)  # image, audio and graph pages
 
 
 def page_settings(entry: Page) -> list[tuple[str, type]]:

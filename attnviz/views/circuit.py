@@ -32,11 +32,10 @@ from attnviz.plots.circuit import check_threshold, circuit_figure, edges, with_c
 from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads its clicks through this module
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
-from attnviz.settings.spec import Reason, setting, validate
+from attnviz.settings.spec import OWN, Reason, setting, validate
 from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example, wrong_of
 
 PAGE = "circuit"
-PAGES = (PAGE,)
 COMPOSITION_CHOICES = ("none", *MODES)
 EDGE = re.compile(r"^([qkv]):(\d+)\.(\d+)-(\d+)\.(\d+)$")  # "k:0.1-1.0": into L1 H0's keys from L0 H1
 CELL = re.compile(r"^(\d+)\.(\d+)$")  # "17.10": query 17, key 10
@@ -61,16 +60,16 @@ class CircuitSettings:
     """The Circuit page's own settings, declared once: its widgets, its link, the CLI's flags. The prompts
     and the answer are Patching's (shared: one link opens both pages on the same pair)."""
 
-    threshold: float = setting(0.1, url="circuit_threshold", pages=PAGES, lo=0.0, hi=1.0, label=N_("Threshold"),
+    threshold: float = setting(0.1, url="circuit_threshold", pages=OWN, lo=0.0, hi=1.0, label=N_("Threshold"),
                                help=N_("Draw the paths that bring back at least this share of the answer."))
-    composition: str = setting("k", url="circuit_composition", pages=PAGES, choices=COMPOSITION_CHOICES,
+    composition: str = setting("k", url="circuit_composition", pages=OWN, choices=COMPOSITION_CHOICES,
                                label=N_("Composition scores"),
                                help=N_("A second layer of edges from the weights alone (dashed, 0.2 and above): "
                                        "through queries, keys or values; none hides them."))
-    edge: str = setting("", url="circuit_edge", pages=PAGES, convert=_edge, label=N_("Edge"),
+    edge: str = setting("", url="circuit_edge", pages=OWN, convert=_edge, label=N_("Edge"),
                         help=N_("The path opened below, as component:layer.head-layer.head (k:0.1-1.0); a click on "
                                 "an edge sets it. Empty: the circuit's own."))
-    cell: str = setting("", url="circuit_cell", pages=PAGES, convert=_cell, label=N_("Cell"),
+    cell: str = setting("", url="circuit_cell", pages=OWN, convert=_cell, label=N_("Cell"),
                         help=N_("The attention cell whose score is split into parts, as query.key; a click on the "
                                 "attention sets it. Empty: where the receiver attends most from the last position."))
 

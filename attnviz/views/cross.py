@@ -18,10 +18,9 @@ from attnviz.models.registry import model_kind
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
-from attnviz.settings.spec import setting
+from attnviz.settings.spec import OWN, setting
 from attnviz.views.selection import check_selection
 
-PAGE = "cross-attention"
 CROSS_MASK = "padding"  # cross-attention blocks padded source keys only
 # The source, in the interface's language: a Latin-script sentence needs no CJK font.
 CROSS_SOURCES = {"en": "Le chat était assis sur le tapis parce qu'il était fatigué.", "zh": "我爱人工智能"}
@@ -35,7 +34,7 @@ def _source(raw: str, taken: dict) -> str:
 class Settings:
     """The Cross-attention page's own settings (the target is the shared text)."""
 
-    source: str = setting(CROSS_SOURCES["en"], convert=_source, pages=(PAGE,),
+    source: str = setting(CROSS_SOURCES["en"], convert=_source, pages=OWN,
                           follows=lambda v: CROSS_SOURCES.get(v["lang"], CROSS_SOURCES["en"]),
                           label=N_("Source — keys and values (one line, or one per target line)"),
                           help=N_("Several lines form a padded batch; padded source keys are always blocked."))

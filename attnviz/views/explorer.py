@@ -16,7 +16,7 @@ from attnviz import limits
 from attnviz import plots as F
 from attnviz.i18n import N_
 from attnviz.run.run import compute
-from attnviz.settings.spec import setting
+from attnviz.settings.spec import OWN, setting
 from attnviz.views.catalogue import VIEWS, check_view
 from attnviz.views.generation import generation, step_figure
 from attnviz.views.selection import check_selection
@@ -28,14 +28,14 @@ PAGE = "explorer"
 class Settings:
     """The Explorer's own settings."""
 
-    q0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=(PAGE,), label=N_("From query position"),
+    q0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=OWN, label=N_("From query position"),
                       help=N_("First row of the close-up."))
-    k0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=(PAGE,), label=N_("From key position"),
+    k0: int = setting(0, lo=0, hi=limits.MAX_TOKENS - 1, pages=OWN, label=N_("From key position"),
                       help=N_("First column of the close-up."))
-    generate: int = setting(0, lo=0, hi=limits.MAX_GENERATE, pages=(PAGE,), label=N_("Generate tokens"),
+    generate: int = setting(0, lo=0, hi=limits.MAX_GENERATE, pages=OWN, label=N_("Generate tokens"),
                             help=N_("A causal language model writes this many tokens after the sentence, greedily "
                                     "(0: none), each with the attention that chose it."))
-    step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=(PAGE,), label=N_("Generated token"),
+    step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=OWN, label=N_("Generated token"),
                         help=N_("Which generated token's attention to show."))
 
 

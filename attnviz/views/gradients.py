@@ -14,10 +14,9 @@ from attnviz import plots as F
 from attnviz.analysis.gradients import SCALAR_LABELS, SCALARS, token_gradients
 from attnviz.i18n import N_, _
 from attnviz.run.run import compute
-from attnviz.settings.spec import setting
+from attnviz.settings.spec import OWN, setting
 from attnviz.views.selection import check_selection
 
-PAGE = "gradients"
 GRADIENT_OF = SCALAR_LABELS  # the scalar of a query's output that the page differentiates, in words
 
 
@@ -25,7 +24,7 @@ GRADIENT_OF = SCALAR_LABELS  # the scalar of a query's output that the page diff
 class Settings:
     """The Gradients page's own settings (the followed query is shared with the pages that follow one)."""
 
-    grad_of: str = setting("sum", choices=SCALARS, pages=(PAGE,), label=N_("Differentiate"),
+    grad_of: str = setting("sum", choices=SCALARS, pages=OWN, label=N_("Differentiate"),
                            help=N_("Which scalar of the query's output vector autograd differentiates."))
 
 

@@ -26,9 +26,9 @@ from attnviz.analysis.roles import SCORES
 from attnviz.analysis.subjects import TinySubject
 from attnviz.i18n import N_, _
 from attnviz.learn.train import LENGTH as LENGTH
-from attnviz.learn.train import PAGES, best, phase_change, probe_batch
 from attnviz.learn.train import VOCAB as VOCAB
 from attnviz.learn.train import LearnSettings as LearnSettings  # the training's settings, which the page's entry names
+from attnviz.learn.train import best, phase_change, probe_batch
 from attnviz.learn.train import control_of as control_of  # the page reads the trainings through this module
 from attnviz.learn.train import default_trainings as default_trainings
 from attnviz.learn.train import start_defaults as start_defaults
@@ -42,7 +42,7 @@ from attnviz.learn.worker import key_of as key_of
 from attnviz.models.tiny import AttentionOnly
 from attnviz.plots.circuit import circuit_figure
 from attnviz.plots.patching import head_patching_figure
-from attnviz.settings.spec import layer_head, setting
+from attnviz.settings.spec import OWN, layer_head, setting
 from attnviz.views.patching import kept_runs
 from attnviz.views.roles import head_title, role_rows
 
@@ -56,15 +56,15 @@ def _sequence(raw: str, taken: dict) -> str:
 class Settings:
     """The Watch it learn page's own settings, besides its training's (``LearnSettings``)."""
 
-    checkpoint: int = setting(-1, lo=-1, hi=limits.MAX_LEARN_STEPS // limits.LEARN_EVERY, pages=PAGES,
+    checkpoint: int = setting(-1, lo=-1, hi=limits.MAX_LEARN_STEPS // limits.LEARN_EVERY, pages=OWN,
                               label=N_("Checkpoint"), help=N_("Which checkpoint's attention to show (-1: the latest)."))
-    control: bool = setting(True, pages=PAGES, label=N_("Train the one-layer control alongside"),
+    control: bool = setting(True, pages=OWN, label=N_("Train the one-layer control alongside"),
                             help=N_("The same task with one layer of twice the heads: it cannot form an induction "
                                     "head."))
-    knockout: str = setting("none", convert=layer_head("none"), pages=PAGES, label=N_("Knock out a head"),
+    knockout: str = setting("none", convert=layer_head("none"), pages=OWN, label=N_("Knock out a head"),
                             help=N_("none, or layer.head (for example 1.0): that head's output is set to zero."))
     # A block of 7 tokens seen once, then again up to its 6th: an induction head predicts 25.
-    sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=PAGES,
+    sequence: str = setting("BOS 8 3 17 22 5 9 12 7 20 14 25 30 5 9 12 7 20 14", convert=_sequence, pages=OWN,
                             label=N_("Your sequence"),
                             help=N_("Token numbers 3–31 (or BOS, MARK, QUERY), separated by spaces."))
 

@@ -33,10 +33,9 @@ from attnviz.plots.longcontext import (
     window_figure,
 )
 from attnviz.plots.style import FigureStyle
-from attnviz.settings.spec import setting, validate
+from attnviz.settings.spec import OWN, setting, validate
 
 PAGE = "long-context"
-PAGES = (PAGE,)
 SINK_HEAD = 0.5  # a sink head puts at least half its attention, on average, on the first 4 tokens
 LOCAL_HEAD = 32.0  # a local head's mean distance is at most this many tokens; a far head's is more
 OWN_TEXTS = ("paste", "upload")  # the page's own text: pasted or uploaded (the CLI: --text-file)
@@ -49,23 +48,23 @@ HEAD_RULE = (f"sink head: sink share ≥ {SINK_HEAD}; else local head: mean dist
 class LongSettings:
     """The view's settings, declared once: the Long context page's widgets and link, the CLI's flags."""
 
-    text: str = setting(LONG_TEXTS[0], url="long_text", pages=PAGES, choices=TEXT_SOURCES, label=N_("Text"),
+    text: str = setting(LONG_TEXTS[0], url="long_text", pages=OWN, choices=TEXT_SOURCES, label=N_("Text"),
                         help=N_("A shipped public-domain text, or your own: pasted, or a UTF-8 .txt file "
                                 "(the CLI's --text-file)."))
-    blocks: int = setting(limits.LONG_BLOCKS, url="long_blocks", pages=PAGES, lo=1, hi=limits.MAX_LONG_BLOCKS,
+    blocks: int = setting(limits.LONG_BLOCKS, url="long_blocks", pages=OWN, lo=1, hi=limits.MAX_LONG_BLOCKS,
                           label=N_("Blocks per side"), help=N_("The overview's resolution: blocks of queries × keys."))
-    policy: str = setting("streaming", url="long_policy", pages=PAGES, choices=POLICIES, label=N_("KV-cache policy"),
+    policy: str = setting("streaming", url="long_policy", pages=OWN, choices=POLICIES, label=N_("KV-cache policy"),
                           help=N_("kvpress's presses: streaming (sinks + recent), observed (H2O), snapkv, knorm."))
-    ratio: float = setting(0.5, url="long_ratio", pages=PAGES, lo=0.0, hi=limits.MAX_LONG_RATIO,
+    ratio: float = setting(0.5, url="long_ratio", pages=OWN, lo=0.0, hi=limits.MAX_LONG_RATIO,
                            label=N_("Evicted fraction"), help=N_("The fraction of the cache evicted, in [0, 1)."))
-    layer: int = setting(0, url="long_layer", pages=PAGES, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"))
-    head: int = setting(0, url="long_head", pages=PAGES, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"))
+    layer: int = setting(0, url="long_layer", pages=OWN, lo=0, hi=limits.MAX_LAYERS - 1, label=N_("Layer"))
+    head: int = setting(0, url="long_head", pages=OWN, lo=0, hi=limits.MAX_HEADS - 1, label=N_("Head"))
     # The close-up's top-left corner: a click on the head's overview sets it; -1 puts the last queries
     # in view (where sinks show).
-    q0: int = setting(-1, url="long_q0", pages=PAGES, lo=-1, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
+    q0: int = setting(-1, url="long_q0", pages=OWN, lo=-1, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
                       label=N_("Close-up: first query"),
                       help=N_("The close-up's first row (a click on the overview sets it); -1: the last queries."))
-    k0: int = setting(0, url="long_k0", pages=PAGES, lo=0, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
+    k0: int = setting(0, url="long_k0", pages=OWN, lo=0, hi=limits.MAX_MODEL_LONG_TOKENS - 1,
                       label=N_("Close-up: first key"), help=N_("The close-up's first column."))
 
     def validate(self) -> None:

@@ -14,9 +14,7 @@ from attnviz.analysis import longseq as LS
 from attnviz.core.efficient import attention_memory
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job
-from attnviz.settings.spec import setting
-
-PAGES = ("long-sequences",)
+from attnviz.settings.spec import OWN, setting
 
 CORNER = 96  # the sparse pattern is drawn for its first CORNER × CORNER entries
 SQUARE = 520  # pixels: a tile or a pattern of up to 96 rows fits a half-width column
@@ -26,20 +24,20 @@ SQUARE = 520  # pixels: a tile or a pattern of up to 96 rows fits a half-width c
 class Settings:
     """The Long sequences page's own settings (the mask and its window are the sidebar's)."""
 
-    length: int = setting(1024, lo=16, hi=limits.MAX_LONG_TOKENS, pages=PAGES, label=N_("Length L (tokens)"),
+    length: int = setting(1024, lo=16, hi=limits.MAX_LONG_TOKENS, pages=OWN, label=N_("Length L (tokens)"),
                           help=N_("The text's first line, repeated to this many tokens."))
-    block_q: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=PAGES, label=N_("Query block"),
+    block_q: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=OWN, label=N_("Query block"),
                            help=N_("Rows of one tile: the queries computed together."))
-    block_k: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=PAGES, label=N_("Key block"),
+    block_k: int = setting(64, lo=1, hi=limits.MAX_BLOCK, pages=OWN, label=N_("Key block"),
                            help=N_("Columns of one tile: the keys one step of the online softmax reads."))
-    tile: int = setting(0, lo=0, hi=limits.MAX_LONG_TOKENS - 1, pages=PAGES, label=N_("Step (key block)"),
+    tile: int = setting(0, lo=0, hi=limits.MAX_LONG_TOKENS - 1, pages=OWN, label=N_("Step (key block)"),
                         help=N_("Which key block of the last query block the walkthrough shows."))
-    pattern: str = setting("window", choices=LS.PATTERNS, pages=PAGES, label=N_("Sparse pattern"),
+    pattern: str = setting("window", choices=LS.PATTERNS, pages=OWN, label=N_("Sparse pattern"),
                            help=N_("local window; dilated window (every 2nd key, twice as far); the first token "
                                    "global plus a window. The sidebar's window sets the width."))
-    rank: int = setting(16, lo=1, hi=limits.MAX_LONG_TOKENS, pages=PAGES, label=N_("Rank k"),
+    rank: int = setting(16, lo=1, hi=limits.MAX_LONG_TOKENS, pages=OWN, label=N_("Rank k"),
                         help=N_("The Linformer projection's rows, and the truncation's rank."))
-    part: str = setting("cost", choices=LS.PARTS, pages=PAGES, label=N_("Part"),
+    part: str = setting("cost", choices=LS.PARTS, pages=OWN, label=N_("Part"),
                         help=N_("Which part's figure a link renders from the command line."))
 
 

@@ -16,10 +16,9 @@ from attnviz.core.masks import MASK_KINDS
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
-from attnviz.settings.spec import Reason, setting
+from attnviz.settings.spec import OWN, Reason, setting
 from attnviz.views.selection import check_selection
 
-PAGE = "mask-lab"
 MASK_CHOICES = MASK_KINDS  # the Mask lab's masks, in order
 
 
@@ -34,7 +33,7 @@ def _masks(raw: str, taken: dict) -> str:
 class Settings:
     """The Mask lab's own settings (the head is shared with the pages that follow one)."""
 
-    masks: str = setting("causal,window,causal+window", convert=_masks, pages=(PAGE,),
+    masks: str = setting("causal,window,causal+window", convert=_masks, pages=OWN,
                          label=N_("Masks to compare"), help=N_("Each with the same text, heads and seed."))
 
 

@@ -24,14 +24,12 @@ from attnviz.models.registry import load, model_kind
 from attnviz.models.vision import image_tokens
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import random_layer, run
-from attnviz.settings.spec import setting
-from attnviz.views.catalogue import VIEWS, views_on
-
-IMAGE, AUDIO, GRAPH = ("image-patches",), ("audio-frames",), ("graph-nodes",)
+from attnviz.settings.spec import OWN, setting
+from attnviz.views.catalogue import PAGES, VIEWS, page, views_on
 
 # The image page's views under its overlay (its entries in the table of views): the weights (the
 # head grid, with the mean over heads beside it), does the head matter, the neuron view.
-IMAGE_VIEWS = views_on("image-patches")
+IMAGE_VIEWS = views_on(next(p.name for p in PAGES if p.input == "image"))
 
 
 
@@ -46,18 +44,18 @@ def _edges(raw: str, taken: dict) -> str:
 class ImageSettings:
     """The Image patches page's own settings."""
 
-    image_sample: str = setting("shapes", choices=IMAGE_SAMPLES, pages=IMAGE, label=N_("Built-in picture"),
+    image_sample: str = setting("shapes", choices=IMAGE_SAMPLES, pages=OWN, label=N_("Built-in picture"),
                                 help=N_("Drawn in code: no download."))
-    patch: int = setting(8, lo=2, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Patch size (px)"),
+    patch: int = setting(8, lo=2, hi=limits.MAX_PATCH, pages=OWN, label=N_("Patch size (px)"),
                          help=N_("Each patch is p × p pixels."))
-    stride: int = setting(8, lo=1, hi=limits.MAX_PATCH, pages=IMAGE, label=N_("Stride (px)"),
+    stride: int = setting(8, lo=1, hi=limits.MAX_PATCH, pages=OWN, label=N_("Stride (px)"),
                           help=N_("Distance between patches; stride < patch overlaps them."))
     patch_mask: str = setting(
-        "none", choices=PATCH_MASKS, pages=IMAGE, label=N_("Mask"),
+        "none", choices=PATCH_MASKS, pages=OWN, label=N_("Mask"),
         help=N_("none; causal in raster order (left to right, top to bottom); window2d: patches within k rows and k "
                 "columns."))
-    patch_k: int = setting(1, lo=0, hi=limits.MAX_PATCH_REACH, pages=IMAGE, label="k (window2d)")
-    patch_at: int = setting(-1, lo=-1, hi=limits.MAX_PATCHES - 1, pages=IMAGE, label=N_("Follow patch"))
+    patch_k: int = setting(1, lo=0, hi=limits.MAX_PATCH_REACH, pages=OWN, label="k (window2d)")
+    patch_at: int = setting(-1, lo=-1, hi=limits.MAX_PATCHES - 1, pages=OWN, label=N_("Follow patch"))
 
 
 @dataclass(frozen=True)
@@ -65,28 +63,28 @@ class AudioSettings:
     """The Audio frames page's own settings."""
 
     audio_sample: str = setting(
-        "tone-chirp-tone", choices=AUDIO_SAMPLES, pages=AUDIO, label=N_("Built-in sound"),
+        "tone-chirp-tone", choices=AUDIO_SAMPLES, pages=OWN, label=N_("Built-in sound"),
         help=N_("Synthesised in code: a tone, a chirp, then the tone again; two alternating tones; clicks."))
-    frame: int = setting(256, lo=limits.FRAME_SAMPLES[0], hi=limits.FRAME_SAMPLES[1], pages=AUDIO,
+    frame: int = setting(256, lo=limits.FRAME_SAMPLES[0], hi=limits.FRAME_SAMPLES[1], pages=OWN,
                          label=N_("Frame (samples)"), help=N_("Samples per frame (the STFT's n_fft)."))
-    hop: int = setting(128, lo=1, hi=limits.FRAME_SAMPLES[1], pages=AUDIO, label=N_("Hop (samples)"),
+    hop: int = setting(128, lo=1, hi=limits.FRAME_SAMPLES[1], pages=OWN, label=N_("Hop (samples)"),
                        help=N_("Samples between the starts of two frames."))
-    frame_at: int = setting(5, lo=0, hi=limits.MAX_FRAMES - 1, pages=AUDIO, label=N_("Follow frame"))
+    frame_at: int = setting(5, lo=0, hi=limits.MAX_FRAMES - 1, pages=OWN, label=N_("Follow frame"))
 
 
 @dataclass(frozen=True)
 class GraphSettings:
     """The Graph nodes page's own settings."""
 
-    graph: str = setting("two-communities", choices=GRAPH_PRESETS, pages=GRAPH, label=N_("Graph"),
+    graph: str = setting("two-communities", choices=GRAPH_PRESETS, pages=OWN, label=N_("Graph"),
                          help=N_("path, star, 3 × 3 grid, or two communities joined by one edge."))
     # A typed edge list wins over the preset when not empty.
-    edges: str = setting("", convert=_edges, pages=GRAPH, label=N_("…or type edges"),
+    edges: str = setting("", convert=_edges, pages=OWN, label=N_("…or type edges"),
                          help=N_("Pairs of node numbers (0 to 63), separated by commas or new lines. Overrides the "
                                  "preset."))
-    graph_mask: str = setting("adjacency", choices=GRAPH_MASKS, pages=GRAPH, label=N_("Mask"),
+    graph_mask: str = setting("adjacency", choices=GRAPH_MASKS, pages=OWN, label=N_("Mask"),
                               help=N_("adjacency + self-loops (graph attention), or none."))
-    node: int = setting(0, lo=0, hi=limits.MAX_GRAPH_NODES - 1, pages=GRAPH, label=N_("Follow node"))
+    node: int = setting(0, lo=0, hi=limits.MAX_GRAPH_NODES - 1, pages=OWN, label=N_("Follow node"))
 
 
 # The pages' own inputs, read through this module: a file's bytes checked (``ValueError`` saying what is wrong),
@@ -99,18 +97,19 @@ def is_vision(model: str) -> bool:
     return model_kind(model) == "vision"
 
 
-def input_run(page: str, state, data: bytes | None = None) -> tuple:
-    """(input, result, image or None) of a modality page, from a file's bytes or the
-    state's built-in sample."""
-    if page == "image-patches":
+def input_run(name: str, state, data: bytes | None = None) -> tuple:
+    """(input, result, image or None) of page ``name``, whose entry says which input it runs (an image, a
+    sound or a graph), from a file's bytes or the state's built-in sample."""
+    kind = page(name).input
+    if kind == "image":
         image = I.read_image(data)[0] if data is not None else I.sample_image(state.image_patches.image_sample)
         return (*image_run(state, image), image)
-    if page == "audio-frames":
+    if kind == "audio":
         samples, rate = (I.read_wav(data)[:2] if data is not None else I.sample_audio(state.audio_frames.audio_sample))
         return (*audio_run(state, samples, rate), None)
-    if page == "graph-nodes":
+    if kind == "graph":
         return (*graph_run(state), None)
-    raise ValueError(f"{page} is not a page of other inputs.")
+    raise ValueError(f"{name} is not a page of other inputs.")
 
 
 def _run(state, inp: I.Input, settings: dict) -> AttentionResult:
@@ -210,12 +209,14 @@ def page_result(name: str, state, data: bytes | None = None) -> tuple[AttentionR
     return result, followed_state(state, inp)
 
 
-def _page_figure(page: str):
+def _page_figure(kind: str):
+    name = next(p.name for p in PAGES if p.input == kind)  # the page of that input
+
     def figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-        inp, result, image = input_run(page, state, data)
+        inp, result, image = input_run(name, state, data)
         return input_view_figure(inp, result, state, style, image=image)
-    figure.__doc__ = f"The {page} page's figure for the CLI: its input's attention in the chosen view."
+    figure.__doc__ = f"The {name} page's figure for the CLI: its input's attention in the chosen view."
     return figure
 
 
-image_figure, audio_figure, graph_figure = (_page_figure(p) for p in (*IMAGE, *AUDIO, *GRAPH))
+image_figure, audio_figure, graph_figure = (_page_figure(kind) for kind in ("image", "audio", "graph"))

@@ -28,10 +28,8 @@ from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
-from attnviz.settings.spec import BY_ENTRY, Reason, layer_head, setting
+from attnviz.settings.spec import BY_ENTRY, OWN, Reason, layer_head, setting
 from attnviz.views.markdown import md
-
-PAGE = "patching"
 
 
 def _prompt(raw: str, taken: dict) -> str:
@@ -64,7 +62,7 @@ class Settings:
                           help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
     wrong: str = setting(DEFAULT_PAIR["wrong"], convert=_token_text, pages=BY_ENTRY, label=N_("Wrong token"),
                          help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
-    patched: str = setting("best", convert=layer_head("best"), pages=(PAGE,), label=N_("Chosen head"),
+    patched: str = setting("best", convert=layer_head("best"), pages=OWN, label=N_("Chosen head"),
                            help=N_("best (the head that brings back the most of the answer), or layer.head, for "
                                    "example 1.0. A click on a head of the heatmap picks it."))
 

@@ -21,9 +21,8 @@ from attnviz.inputs.corpus import default_corpus
 from attnviz.inputs.corpus import read_corpus as read_corpus
 from attnviz.plots.qkmap import map_figure, overview_figure
 from attnviz.plots.style import FigureStyle
-from attnviz.settings.spec import setting
+from attnviz.settings.spec import OWN, setting
 
-PAGES = ("qk-map",)
 QK_METHODS = ("pca", "tsne")  # attnviz.analysis.qkmap.METHODS
 QK_COLORS = ("position", "kind", "sentence")
 
@@ -38,17 +37,17 @@ NORM_LABELS = {"mips": N_("max inner product → nearest neighbour"),
 class Settings:
     """The Q/K map page's own settings (the head and the layer are shared)."""
 
-    qk_method: str = setting("pca", choices=QK_METHODS, pages=PAGES, label=N_("Projection"),
+    qk_method: str = setting("pca", choices=QK_METHODS, pages=OWN, label=N_("Projection"),
                              help=N_("PCA: exact and deterministic. t-SNE: keeps neighbours together (seeded, so the "
                                      "map is stable), slower."))
-    qk_norm: str = setting(DEFAULT_NORMALISATION, choices=NORMALISATIONS, pages=PAGES, label=N_("Normalisation"),
+    qk_norm: str = setting(DEFAULT_NORMALISATION, choices=NORMALISATIONS, pages=OWN, label=N_("Normalisation"),
                            help=N_("Before projecting. mips: each key gets one more coordinate so that, for every "
                                    "query, a nearer key has a larger dot product. attentionviz: AttentionViz's "
                                    "scaling and translation (a key of large norm can win from far away)."))
-    qk_color: str = setting("position", choices=QK_COLORS, pages=PAGES, label=N_("Colour by"),
+    qk_color: str = setting("position", choices=QK_COLORS, pages=OWN, label=N_("Colour by"),
                             help=N_("The token's position in its sentence, its kind (word, punctuation, special) or "
                                     "its sentence."))
-    qk_part: str = setting("map", choices=("map", "overview"), pages=PAGES, label=N_("Show"),
+    qk_part: str = setting("map", choices=("map", "overview"), pages=OWN, label=N_("Show"),
                            help=N_("One head's map, or every head of the layer as small multiples (PCA)."))
 
 

@@ -23,7 +23,7 @@ from attnviz.i18n import LANGUAGES, N_
 from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
-from attnviz.settings.spec import BY_ENTRY, Unavailable, setting
+from attnviz.settings.spec import BY_ENTRY, OWN, Unavailable, setting
 from attnviz.views.catalogue import PAGES, VIEW_NAMES, page_settings
 
 # A value this machine does not offer gets its own words, not "must be one of".
@@ -184,10 +184,14 @@ query_dict = U.query_dict
 def reads(page: str) -> frozenset[str]:
     """The settings ``page`` reads, by link name: its sidebar draws these, and its link writes those
     of them that differ from their defaults. Every page reads the settings declared for all; the shared
-    ones its entry in the table names (``Page.reads``); and its own, declared for it in its module."""
-    shared = next((p.reads for p in PAGES if p.name == page), ())
+    ones its entry in the table names (``Page.reads``); and its own (declared ``OWN`` in the settings classes its
+    entry names: ``Page.settings``)."""
+    entry = next((p for p in PAGES if p.name == page), None)
+    shared = entry.reads if entry else ()
+    own = {name for name, _cls in entry.settings} if entry else set()
     return _READS.get(page) or _READS.setdefault(page, frozenset(
-        k for k, e in SETTINGS.items() if "*" in e.spec.pages or page in e.spec.pages or k in shared))
+        k for k, e in SETTINGS.items()
+        if "*" in e.spec.pages or page in e.spec.pages or k in shared or (e.spec.pages == OWN and e.path[0] in own)))
 
 
 _READS: dict[str, frozenset[str]] = {}

@@ -13,16 +13,14 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.analysis.verify import verify
 from attnviz.i18n import N_, _
-from attnviz.settings.spec import setting
-
-PAGE = "verify"
+from attnviz.settings.spec import OWN, setting
 
 
 @dataclass(frozen=True)
 class Settings:
     """The Verify page's own settings."""
 
-    float64: bool = setting(False, pages=(PAGE,), label=N_("Also check in float64"),
+    float64: bool = setting(False, pages=OWN, label=N_("Also check in float64"),
                             help=N_("Runs both implementations in double precision too."))
 
 

@@ -13,9 +13,7 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.analysis.scaling import sweep
 from attnviz.i18n import N_, _
-from attnviz.settings.spec import setting
-
-PAGE = "why-scale"
+from attnviz.settings.spec import OWN, setting
 
 
 @dataclass(frozen=True)
@@ -23,7 +21,7 @@ class Settings:
     """The Why √d_k page's own settings."""
 
     additive: bool = setting(
-        False, pages=(PAGE,), label=N_("Compare with additive attention"),
+        False, pages=OWN, label=N_("Compare with additive attention"),
         help=N_("vᵀ tanh(W_q q + W_k k): tanh bounds the scores, so it does not saturate as d_k grows."))
 
 

@@ -19,14 +19,12 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from attnviz.settings.spec import setting
-
-PAGE = "throwaway"
+from attnviz.settings.spec import OWN, setting
 
 
 @dataclass(frozen=True)
 class Settings:
-    tries: int = setting(3, lo=1, hi=9, pages=(PAGE,), label="Tries", help="How many bars.")
+    tries: int = setting(3, lo=1, hi=9, pages=OWN, label="Tries", help="How many bars.")
 
 
 def main_figure(state, style, data=None):
