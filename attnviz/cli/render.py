@@ -19,10 +19,10 @@ from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
 from attnviz.models.base import ModelError
 from attnviz.models.registry import available_models, locate
-from attnviz.notebook.page import to_html
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
+from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
-from attnviz.views.catalogue import FIGURE_VIEWS, INPUT_PAGES, PAGE_NAMES
+from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
@@ -91,7 +91,7 @@ def figure_for(job: RenderJob) -> go.Figure:
 
 def _figure_for(job: RenderJob) -> go.Figure:
     state = job.state
-    if job.page in ("explorer", *INPUT_PAGES) and state.view not in (*FIGURE_VIEWS, "table"):
+    if "view" in page(job.page).reads and state.view not in (*FIGURE_VIEWS, "table"):  # a page with a view chooser
         raise UsageError(f"Unknown view {state.view!r}; choose one of {', '.join(FIGURE_VIEWS)}.")
     try:
         return page_figure(job.page, state, style_for(state, theme=job.theme), data=job.data)

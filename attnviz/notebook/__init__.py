@@ -44,6 +44,6 @@ from attnviz.notebook.circuits import (  # noqa: F401
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
 from attnviz.notebook.longcontext import long_view  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
-from attnviz.notebook.page import Rendered, include_plotlyjs, to_html  # noqa: F401
 from attnviz.notebook.patching import logit_attribution, patch_heads, patch_residual  # noqa: F401
 from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401
+from attnviz.plots.html import Rendered, include_plotlyjs, to_html  # noqa: F401

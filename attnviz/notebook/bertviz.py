@@ -27,10 +27,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.inputs.handover import Attention, is_model_output, normalise
-from attnviz.notebook.page import Rendered, check_action, deliver, to_html  # noqa: F401
 from attnviz.notebook.views import MODEL_MAX_CELLS, blocks, colour_axis, pooled_suffix
 from attnviz.notebook.views import show_model as model_grid
 from attnviz.plots import DEFAULT_MAX_CELLS, FigureStyle, figure, grid_figure, pool_block
+from attnviz.plots.html import Rendered, check_action, deliver, to_html  # noqa: F401
 
 DISPLAY_MODES = {"dark": "dark", "light": "light"}
 DIVIDER = {"color": "#ff4d4d", "width": 1.5, "dash": "dot"}

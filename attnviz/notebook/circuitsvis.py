@@ -23,7 +23,6 @@ import warnings
 import numpy as np
 
 from attnviz.inputs.handover import Attention, is_model_output, normalise
-from attnviz.notebook.page import Rendered
 from attnviz.plots import (
     DEFAULT_MAX_CELLS,
     DIVERGING,
@@ -34,6 +33,7 @@ from attnviz.plots import (
     heatmap_figure,
     matrix_data,
 )
+from attnviz.plots.html import Rendered
 
 _COLOUR = re.compile(r"#[0-9a-fA-F]{3,8}|[a-zA-Z]{3,30}|(rgb|rgba|hsl|hsla)\(\s*[0-9.,%\s]+\)")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from attnviz import limits
 from attnviz.analysis.kvcache import kv_keep
 from attnviz.analysis.longcontext import long_attention
-from attnviz.notebook.page import Rendered, check_action, deliver
+from attnviz.plots.html import Rendered, check_action, deliver
 from attnviz.plots.longcontext import head_figure, kept_strip_figure, small_multiples_figure
 from attnviz.plots.style import FigureStyle
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 from attnviz import limits
 from attnviz.analysis.contributions import neuron_row
 from attnviz.notebook.bertviz import DISPLAY_MODES
-from attnviz.notebook.page import Rendered, check_action, deliver
 from attnviz.plots import FigureStyle, escape_label
 from attnviz.plots.contributions import neuron_figure
+from attnviz.plots.html import Rendered, check_action, deliver
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute, run

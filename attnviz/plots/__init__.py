@@ -1,6 +1,7 @@
 """Plots: Plotly figure builders (they return ``go.Figure`` and never show one), split by
 kind of chart, with the data functions public so tests check numbers, not pixels; and
-``export`` (PNG/SVG through Chromium, HTML, atomic writes).
+``export`` (PNG/SVG through Chromium, HTML, atomic writes) and ``html`` (pages of figures for notebooks
+and files, offline).
 
 May import: attnviz.run.result (what a run holds), attnviz.core, attnviz.i18n. Never a view, a page
 or the settings.

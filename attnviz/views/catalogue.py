@@ -120,7 +120,6 @@ PAGES = (
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
-INPUT_PAGES = tuple(p.name for p in PAGES if p.input)  # image, audio and graph pages
 
 
 def page_settings(entry: Page) -> list[tuple[str, type]]:

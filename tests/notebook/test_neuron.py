@@ -8,7 +8,7 @@ import pytest
 
 import attnviz
 from attnviz import AttentionConfig, compute
-from attnviz.notebook.page import Rendered
+from attnviz.plots.html import Rendered
 from tests.support.apphelp import z
 from tests.support.hfmodels import save as _save
 

@@ -17,7 +17,7 @@ import torch
 
 import attnviz
 from attnviz import notebook as nb
-from attnviz.notebook import page
+from attnviz.plots import html
 from tests.notebook.test_views import TOKENS, W
 
 LIBRARY = "plotly.js v"  # plotly.js's banner, at the top of the bundle
@@ -79,14 +79,14 @@ def test_attention_patterns_is_the_plural_and_exported():
 
 
 def test_first_view_of_a_session_carries_plotlyjs_and_later_ones_only_data():
-    page.include_plotlyjs()
+    html.include_plotlyjs()
     r = nb.head_view(HF, TOKENS, html_action="return")  # (layers, 1, H, L, S)
     first, second, third = r._repr_html_(), r._repr_html_(), nb.show(W, TOKENS)
     assert LIBRARY in first and LIBRARY not in second
     assert "attnvizDraw" in first and "attnvizDraw" in second
     assert LIBRARY in r.data and LIBRARY in str(r)  # html_action="return": self-contained, always
     assert LIBRARY in nb.to_html(r)
-    page.include_plotlyjs()
+    html.include_plotlyjs()
     assert LIBRARY in r._repr_html_()
     del third
 
@@ -100,7 +100,7 @@ def test_view_through_ipython_is_light_after_the_first(monkeypatch):
     ipython.display = display
     monkeypatch.setitem(sys.modules, "IPython", ipython)
     monkeypatch.setitem(sys.modules, "IPython.display", display)
-    page.include_plotlyjs()
+    html.include_plotlyjs()
     nb.head_view(HF, TOKENS)
     nb.model_view(HF, TOKENS)
     assert [LIBRARY in s for s in shown] == [True, False]
@@ -123,10 +123,10 @@ def test_compact_weights_read_four_decimals_and_keep_the_gaps():
             [int(x) for x in spec["shape"].split(",")])
         q = p["blobs"][light["z"]["attnviz_blob"]]
         assert "attnviz_u2" in q and len(base64.b64decode(q["attnviz_u2"])) == 2 * z.size  # 2 bytes a value
-        back = page.decode_u2(q)
+        back = html.decode_u2(q)
         assert np.array_equal(np.isnan(back), np.isnan(z))
         ok = ~np.isnan(z)
-        assert np.abs(back[ok] - z[ok]).max() <= page.QUANT_MAX_ERROR
+        assert np.abs(back[ok] - z[ok]).max() <= html.QUANT_MAX_ERROR
         checked += 1
     assert checked == 3
     assert len(p["blobs"]) < 2 * checked + 2  # the head index and the labels, the same in each layer, kept once
@@ -135,13 +135,13 @@ def test_compact_weights_read_four_decimals_and_keep_the_gaps():
 def test_a_wide_range_stays_float32():
     v = np.array([-3.0, 0.0, 2.5], dtype=np.float32)
     spec = {"dtype": "f4", "bdata": base64.b64encode(v.tobytes()).decode(), "shape": "3"}
-    assert page._quantised(spec) is spec
+    assert html._quantised(spec) is spec
     narrow = dict(spec, bdata=base64.b64encode((v / 10).tobytes()).decode())
-    assert "attnviz_u2" in page._quantised(narrow)
+    assert "attnviz_u2" in html._quantised(narrow)
 
 
 def test_user_text_cannot_close_the_light_views_script():
-    page.include_plotlyjs()
+    html.include_plotlyjs()
     r = nb.head_view(HF, ["</script><script>alert(1)</script>", "b", "c", "d"], html_action="return")
     r._repr_html_()
     light = r._repr_html_()
@@ -152,7 +152,7 @@ def test_twelve_layers_of_twelve_heads_over_32_tokens_stay_under_500_kb_after_th
     torch.manual_seed(0)
     att = tuple(torch.softmax(torch.randn(1, 12, 32, 32), -1) for _ in range(12))  # (1, H, L, S) per layer
     r = nb.head_view(att, [f"t{i}" for i in range(32)], html_action="return")
-    page.include_plotlyjs()
+    html.include_plotlyjs()
     first, later = len(r._repr_html_().encode()), len(r._repr_html_().encode())
     assert later <= 500_000
     assert first + 9 * later <= 10_000_000
