@@ -32,8 +32,8 @@ from attnviz.learn.train import LearnSettings
 from attnviz.plots.export import ExportError, ImageExporter
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
-from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page_of
-from attnviz.views.state import SETTINGS
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, PAGES, page_of
+from attnviz.views.state import SETTINGS, own
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,18 +113,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _input_page(args) -> tuple[str | None, bytes | None]:
-    """--image/--audio/--attention (a file) or their samples, --edges/--graph: which modality page."""
-    for flag, page in (("image", "image-patches"), ("audio", "audio-frames"), ("attention", "attention-file"),
-                       ("text_file", "long-context")):
-        path = getattr(args, flag)
+    """The page a render's flags name, and the file it reads: a file's flag (``Page.file``: --image, --audio,
+    --attention, --text-file), or a setting that only a page of other inputs reads (--patch, --hop, --edges…)."""
+    for flag, page in FILE_PAGES.items():
+        path = getattr(args, flag.replace("-", "_"))
         if path:
-            return page, read_input(path, "--" + flag.replace("_", "-"))
-    if args.image_sample or args.patch or args.stride or args.patch_mask:
-        return "image-patches", None
-    if args.audio_sample or args.frame or args.hop:
-        return "audio-frames", None
-    if args.edges or args.graph or args.graph_mask:
-        return "graph-nodes", None
+            return page, read_input(path, "--" + flag)
+    for entry in PAGES:
+        if entry.input and any(getattr(args, k, None) is not None for k in own(entry.name)):
+            return entry.name, None
     return None, None
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from attnviz.atomic import write_atomic
 from attnviz.cli.render import DEFAULT_WIDTH, RenderJob, UsageError, one_line, read_input, start_job, state_from
 from attnviz.plots.export import ImageExporter
-from attnviz.views.catalogue import PAGE_NAMES, page_of
+from attnviz.views.catalogue import FILE_PAGES, PAGE_NAMES, page_of
 
 
 def load_spec(path: Path) -> list[tuple[str, dict]]:
@@ -79,7 +79,8 @@ def job_from_settings(settings: dict, base: Path) -> RenderJob:
     if page is not None and not isinstance(page, str):
         raise UsageError(f"`page` must be one of {', '.join(PAGE_NAMES)}, got {page!r}.")
     data = None
-    for key, kind in (("image", "image-patches"), ("audio", "audio-frames")):
+    for flag, kind in FILE_PAGES.items():  # the file a page reads, by its key: image = "cat.png"
+        key = flag.replace("-", "_")
         path = settings.pop(key, None)
         if path is not None:
             source = _inside(path, base, key).resolve()  # a shared spec reads only files beside it

@@ -22,13 +22,14 @@ from attnviz.models.registry import available_models, locate
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
-from attnviz.views.catalogue import FIGURE_VIEWS, PAGE_NAMES, page
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, page
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
 from attnviz.views.state import SETTINGS, ViewState, parse, query_dict
 
-OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page", "image", "audio")
+OUTPUT_KEYS = ("out", "width", "height", "scale", "theme", "from_url", "page",
+               *(f.replace("-", "_") for f in FILE_PAGES))  # a page's file: image, audio, attention, text_file
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 1000, 700
 
 

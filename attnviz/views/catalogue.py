@@ -45,6 +45,7 @@ class Page:
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
     input: str = ""  # the input it runs instead of a text: "image", "audio" or "graph" (attnviz.views.modality)
+    file: str = ""  # the file it reads, by the CLI's flag and a spec's key ("image": --image FILE, image = "…")
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
@@ -91,10 +92,10 @@ PAGES = (
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale",
          reads=("seed",), settings=(("why_scale", "Settings"),)),
     Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
-         input="image", module="modality", figure="image_figure",
+         input="image", file="image", module="modality", figure="image_figure",
          reads=(*INPUT_RUN, "model", "layer", "head", "view"), settings=(("image_patches", "ImageSettings"),)),
     Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
-         input="audio", module="modality", figure="audio_figure", reads=INPUT_RUN,
+         input="audio", file="audio", module="modality", figure="audio_figure", reads=INPUT_RUN,
          settings=(("audio_frames", "AudioSettings"),)),
     Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, input="graph",
          module="modality", figure="graph_figure", reads=INPUT_RUN, settings=(("graph_nodes", "GraphSettings"),)),
@@ -104,7 +105,7 @@ PAGES = (
          module="longseq", reads=("text", "device", *RANDOM, *EMBED, *MASK),
          settings=(("long_sequences", "Settings"),)),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
-         random=False, module="attention_file", reads=("layer", "head", "query", "view")),
+         random=False, file="attention", module="attention_file", reads=("layer", "head", "query", "view")),
     Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap",
          reads=(*MODEL, *RANDOM, *EMBED, *MASK, "head"), settings=(("qk_map", "Settings"),)),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
@@ -115,10 +116,12 @@ PAGES = (
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
          module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True, module="longcontext", reads=("model",),  # a causal LM folder, or the random layer's defaults
+         causal_lm=True, module="longcontext", file="text-file",
+         reads=("model",),  # a causal LM folder, or the random layer's defaults
          settings=(("long", "LongSettings"),)),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
+FILE_PAGES = {p.file: p.name for p in PAGES if p.file}  # the page a file flag (--image, --text-file…) opens
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
 
 

@@ -197,6 +197,13 @@ def reads(page: str) -> frozenset[str]:
 _READS: dict[str, frozenset[str]] = {}
 
 
+def own(page: str) -> frozenset[str]:
+    """The settings ``page`` alone reads (declared ``OWN`` in the settings classes its entry names): a CLI flag
+    among them names the page."""
+    fields = {name for p in PAGES if p.name == page for name, _cls in p.settings}
+    return frozenset(k for k, e in SETTINGS.items() if e.spec.pages == OWN and e.path[0] in fields)
+
+
 def default_of(name: str, values: Mapping[str, object]):
     """The default of setting ``name`` where the others hold ``values`` (a language's example sentence)."""
     e = SETTINGS[name]
