@@ -4,7 +4,7 @@ import streamlit as st
 
 from attnviz.i18n import _
 from attnviz.views.markdown import md
-from attnviz.views.modality import audio_run, followed, input_figure, read_wav, sample_audio
+from attnviz.views.modality import audio_run, followed, input_figure, input_view_figure, read_wav, sample_audio
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
@@ -46,4 +46,5 @@ style = style_for(s)
 compute.chart(compute.cached_figure(("audio-spec", key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="audio_spec", filename="attnviz-audio-frames")
-widgets.input_results(key, inp, result, s, style, "audio-frames")
+widgets.input_results(key, result, style, "audio-frames",
+                      lambda view: input_view_figure(inp, result, s.with_(view=view), style))

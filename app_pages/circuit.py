@@ -8,6 +8,7 @@ import streamlit as st
 from attnviz.i18n import _
 from attnviz.views import circuit as C
 from attnviz.views.markdown import md
+from attnviz.views.patching import example_for
 from attnviz.views.selection import style_for
 from ui import compute, picks, session, widgets
 from ui.controls import control, row
@@ -22,7 +23,7 @@ widgets.header(_("How heads work together: the circuit"), "" if s.present else _
 # away above it.
 inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.present else st.container()
 with inputs:
-    s = widgets.prompt_pair(C.PAGE)
+    s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.PAGE))
 
 prompts = s.patching  # the prompts and the answer, shared with Patching
 job = compute.guard(lambda: C.circuit_job(s.model, prompts.clean, prompts.corrupted, prompts.answer, prompts.wrong,

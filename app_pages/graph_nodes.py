@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.views.modality import followed, graph_run, input_figure
+from attnviz.views.modality import followed, graph_run, input_figure, input_view_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
@@ -38,4 +38,5 @@ key = ("graph", s.config, s.input_projections, s.graph_nodes.graph, s.graph_node
 compute.chart(compute.cached_figure(("graph-draw", *key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="graph_draw", filename="attnviz-graph-nodes")
-widgets.input_results(key, inp, result, s, style, "graph-nodes")
+widgets.input_results(key, result, style, "graph-nodes",
+                      lambda view: input_view_figure(inp, result, s.with_(view=view), style))

@@ -11,6 +11,7 @@ from attnviz.views.modality import (
     followed_state,
     image_run,
     input_figure,
+    input_view_figure,
     is_vision,
     read_image,
     sample_image,
@@ -92,10 +93,13 @@ if view == "neurons":
     control("head", options=range(result.heads), width=140)
 s = session.current()
 if view == "grid":
-    widgets.input_results(key, inp, result, s, style, "image-patches", views=("grid", "mean"))
+    widgets.input_results(key, result, style, "image-patches",
+                          lambda view: input_view_figure(inp, result, s.with_(view=view), style),
+                          views=("grid", "mean"))
 else:
     if not vit and not s.input_projections:
         st.caption(_("Without the Q/K/V projections every projection here is the identity, W_O too: a patch's v, q "
                      "and k for a head are its own vector's slice for that head."))
     rendering.render(view, result, followed_state(s, inp), run_key=("image-patches", *key))
-    widgets.input_results(key, inp, result, s, style, "image-patches", views=())
+    widgets.input_results(key, result, style, "image-patches",
+                          lambda view: input_view_figure(inp, result, s.with_(view=view), style), views=())

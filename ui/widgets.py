@@ -14,8 +14,6 @@ from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
-from attnviz.views.modality import input_view_figure
-from attnviz.views.patching import example_for
 from ui import compute, loading, session
 from ui.controls import control, row
 
@@ -155,13 +153,14 @@ def projections_toggle(disabled: bool = False) -> None:
     control("input_projections", disabled=disabled)
 
 
-def input_results(key: tuple, inp, result, state, style, name: str, views: tuple[str, ...] = ("grid",)) -> None:
-    """What every image/audio/graph page ends with: its views of the weights (the head
-    grid, the mean), the one-line verification and the run's JSON download."""
+def input_results(key: tuple, result, style, name: str, figure: Callable[[str], object],
+                  views: tuple[str, ...] = ("grid",)) -> None:
+    """What every image/audio/graph page ends with: its views of the weights (the head grid, the mean), each
+    drawn by ``figure(view)`` (the page's own, ``attnviz.views.modality.input_view_figure``), the one-line
+    verification and the run's JSON download."""
     for view in views:
-        compute.chart(compute.cached_figure((name, view, key, compute.style_key(style)),
-                                     lambda view=view: input_view_figure(inp, result, state.with_(view=view), style)),
-                      key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
+        fig = compute.cached_figure((name, view, key, compute.style_key(style)), lambda view=view: figure(view))
+        compute.chart(fig, key=f"{name}_{view}", filename=f"attnviz-{name}-{view}")
     verify_line(result)
     run_downloads(result, key=f"dl_{name}", json_name=f"attnviz-{name}.json")
 
@@ -208,15 +207,16 @@ def _rerun_when_done(job) -> None:
         st.rerun()
 
 
-def prompt_pair(page: str):
+def prompt_pair(page: str, example: Callable[[object], dict | None]):
     """Two prompts and the answer (shared by the pages that patch): the model loaded or trained first, the
-    model's own example pair in place of the defaults (``attnviz.views.patching.example_for``), then the
-    prompts' boxes and, side by side, the answer's and the wrong token's. The state with them."""
+    model's own example pair in place of the defaults (``example(state)``: the page's own,
+    ``attnviz.views.patching.example_for``), then the prompts' boxes and, side by side, the answer's and the
+    wrong token's. The state with them."""
     s = session.current()
     loading.ready(s.model)  # a folder loads, the trained model trains, in the background
-    example = compute.guard(lambda: example_for(s, page))
-    if example:
-        session.adopt(example, page)
+    found = compute.guard(lambda: example(s))
+    if found:
+        session.adopt(found, page)
     control("clean")
     control("corrupted")
     pair = row()
