@@ -1,11 +1,17 @@
 """Example prompt pairs that mean something for the model chosen: what the Patching and Circuit
 pages start from, and ``attnviz.example_pair``.
 
-- Watch it learn's tiny model: a repeat ``… A B … A`` (A = 8, B = 12). For patching, B and an
-  earlier token swapped, so that both prompts hold the same tokens and only induction answers
-  differently (the answer B against the swapped token); for the circuit, the earlier A replaced by
-  the smallest ordinary token the prompt does not hold, so that nothing points back to B (the
-  answer B against the corrupted prompt's own most likely next token).
+Two kinds of pair (a page's entry names the one it opens with: ``Page.example``):
+
+- ``"swap"`` (for patching heads): on Watch it learn's tiny model, a repeat ``… A B … A`` (A = 8,
+  B = 12) against the same with B and an earlier token swapped, so that both prompts hold the same
+  tokens and only induction answers differently (the answer B against the swapped token);
+- ``"break"`` (for finding the circuit): the earlier A replaced by the smallest ordinary token the
+  prompt does not hold, so that nothing points back to B (the answer B against the corrupted
+  prompt's own most likely next token).
+
+Other models, for either kind:
+
 - A tokenizer that spells common first names as one token each, its space included (GPT-2's
   byte-level BPE: "ĠMary"): the indirect-object pair of Wang et al. (2022), "When Mary and John
   went to the store, John gave a drink to" (answer " Mary" against " John") against the same with
@@ -27,11 +33,11 @@ NAMES = ("Mary", "John", "Tom", "James", "Anna", "Paul", "Sarah", "David", "Alic
 # The Patching page's default pair, the tiny model's (the settings' defaults: attnviz.views.state)
 DEFAULT_PAIR = {"clean": REPEAT, "corrupted": SWAPPED, "answer": "12", "wrong": "28"}
 IOI = "When {a} and {b} went to the store, {c} gave a drink to"
-PAGES = ("patching", "circuit")
+KINDS = ("swap", "break")
 
 
-def _tiny(subject: TinySubject, page: str, trace=None) -> dict:
-    if page == "patching":
+def _tiny(subject: TinySubject, kind: str, trace=None) -> dict:
+    if kind == "swap":
         return dict(DEFAULT_PAIR)
     words = REPEAT.split()
     held = {subject.token(w, "token") for w in words}
@@ -58,14 +64,14 @@ def _names(subject: HFSubject) -> list[str] | None:
     return None
 
 
-def example_prompts(subject: Subject, page: str = "patching", trace=None) -> dict | None:
-    """{"clean", "corrupted", "answer", "wrong"} for ``subject`` on ``page`` ("patching" or
-    "circuit"), or None where no pair is known to mean something for it (see the module doc).
-    ``trace(ids)``: where a prompt's run comes from (the app's kept runs; by default the model now)."""
-    if page not in PAGES:
-        raise ValueError(f"page must be one of {', '.join(PAGES)}; got {page!r}.")
+def example_prompts(subject: Subject, kind: str = "swap", trace=None) -> dict | None:
+    """{"clean", "corrupted", "answer", "wrong"} of ``kind`` ("swap" or "break") for ``subject``, or None
+    where no pair is known to mean something for it (see the module doc). ``trace(ids)``: where a
+    prompt's run comes from (the app's kept runs; by default the model now)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}.")
     if isinstance(subject, TinySubject):
-        return _tiny(subject, page, trace)
+        return _tiny(subject, kind, trace)
     names = _names(subject) if isinstance(subject, HFSubject) else None
     if names is None:
         return None

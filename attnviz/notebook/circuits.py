@@ -54,11 +54,12 @@ def score_attribution(model, text, *, layer: int, head: int, query: int, key: in
     return attribute_score(subject_of(model), text, layer=layer, head=head, query=query, key=key)
 
 
-def example_pair(model, page: str = "patching") -> dict | None:
-    """Two prompts and an answer that mean something for ``model`` on ``page`` ("patching" or
-    "circuit"): the repeat for Watch it learn's model, an indirect-object pair with names the
-    tokenizer spells as one token for a GPT-2-like tokenizer; None where none is known."""
-    return example_prompts(subject_of(model), page)
+def example_pair(model, kind: str = "swap") -> dict | None:
+    """Two prompts and an answer that mean something for ``model``, of ``kind``: "swap" (for patching: the
+    repeat and the same tokens with two swapped, for Watch it learn's model) or "break" (for the circuit: the
+    repeat with its earlier copy replaced); an indirect-object pair with names the tokenizer spells as one
+    token for a GPT-2-like tokenizer, either kind; None where none is known."""
+    return example_prompts(subject_of(model), kind)
 
 
 def circuit(model, clean=None, corrupted=None, *, answer=None, wrong=None) -> FoundCircuit:
@@ -69,7 +70,7 @@ def circuit(model, clean=None, corrupted=None, *, answer=None, wrong=None) -> Fo
     pair for the Circuit page."""
     subject = subject_of(model)
     if clean is None:
-        pair = example_prompts(subject, "circuit")
+        pair = example_prompts(subject, "break")
         if pair is None:
             raise ValueError(f"No example pair is known for {subject.name}: give two prompts and an answer.")
         clean, corrupted, answer, wrong = pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"]

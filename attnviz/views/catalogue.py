@@ -45,6 +45,7 @@ class Page:
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
     input: str = ""  # the input it runs instead of a text: "image", "audio" or "graph" (attnviz.views.modality)
+    example: str = ""  # the kind of example pair it opens with ("swap", "break": attnviz.analysis.examples)
     file: str = ""  # the file it reads, by the CLI's flag and a spec's key ("image": --image FILE, image = "…")
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
@@ -112,9 +113,10 @@ PAGES = (
          random=False, module="learn", command="python -m attnviz learn",
          settings=(("learn", "LearnSettings"), ("watch", "Settings"))),  # its training's, and the page's
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
-         module="patching", reads=(*MODEL, *PAIR), settings=(("patching", "Settings"),)),  # the pair is shared
+         module="patching", example="swap", reads=(*MODEL, *PAIR),  # the pair is shared
+         settings=(("patching", "Settings"),)),
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
-         module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
+         module="circuit", example="break", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
          causal_lm=True, module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults

@@ -216,7 +216,7 @@ def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None,
         if m is not None:
             subject = TinySubject(m, name)
             kept = _kept(subject, key)
-            pair = example_prompts(subject, "circuit", trace=kept.get("trace"))
+            pair = example_prompts(subject, "break", trace=kept.get("trace"))
             out[name] = find_circuit(subject, pair["clean"], pair["corrupted"], answer=pair["answer"],
                                      wrong=pair["wrong"], **kept)
     return out

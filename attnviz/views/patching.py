@@ -169,18 +169,22 @@ PROMPTS = ("clean", "corrupted", "answer", "wrong")  # the settings a pair sets,
 
 
 def example_for(state, page: str) -> dict[str, str] | None:
-    """The model's own example pair for ``page`` ("patching" or "circuit", ``attnviz.analysis.examples``)
-    where ``state`` still holds the default pair, which means something only for the tiny model on
-    Patching: an indirect-object pair for a GPT-2-like tokenizer, the circuit's repeat for the tiny
-    model on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no
+    """The model's own example pair of the kind ``page``'s entry opens with (``Page.example``,
+    ``attnviz.analysis.examples``) where ``state`` still holds the default pair, which means something only
+    for the tiny model's swap: an indirect-object pair for a GPT-2-like tokenizer, the broken repeat for the
+    tiny model on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no
     known pair. The model must be loaded (the page asks once it is)."""
     if any(state.value(k) != DEFAULT_PAIR[k] for k in PROMPTS):
         return None
+    from attnviz.views.catalogue import page as entry  # the table imports this module
+
+    kind = entry(page).example
+
     def find() -> dict | None:
         subject = subject_of(state.model)
-        return example_prompts(subject, page, trace=lambda ids: trace_of(subject, state.model, ids))
+        return example_prompts(subject, kind, trace=lambda ids: trace_of(subject, state.model, ids))
 
-    pair = RESULTS.get_or_compute(("example-pair", page, *model_identity(state.model)), find)  # once per model
+    pair = RESULTS.get_or_compute(("example-pair", kind, *model_identity(state.model)), find)  # once per model
     return None if pair is None or pair == DEFAULT_PAIR else dict(pair)
 
 

@@ -28,7 +28,7 @@ def found(models):
 
 
 def test_the_repeat_pair_replaces_the_earlier_a(models):
-    pair = example_prompts(TinySubject(models[0], "m"), "circuit")
+    pair = example_prompts(TinySubject(models[0], "m"), "break")
     clean, corrupted = pair["clean"].split(), pair["corrupted"].split()
     assert pair["clean"] == REPEAT and clean[-1] == clean[9] == "8" and clean[10] == pair["answer"] == "12"
     assert [i for i, (a, b) in enumerate(zip(clean, corrupted, strict=True)) if a != b] == [9]
@@ -80,5 +80,5 @@ def test_a_tokenizer_without_one_token_names_has_no_pair(tmp_path):
 
     folder = hfmodels.save(tmp_path, "gpt2")[0]  # a word-level vocabulary of ten words
     assert attnviz.example_pair(str(folder)) is None
-    with pytest.raises(ValueError, match="page must be one of patching, circuit"):
+    with pytest.raises(ValueError, match="kind must be one of swap, break"):
         attnviz.example_pair(str(folder), "explorer")

@@ -40,7 +40,7 @@ def _titles(at) -> list[str]:
 def test_the_default_link_finds_the_induction_circuit_and_opens_its_key_path():
     at = _run(app(page=PAGE, timeout=120))
     assert not at.exception and not at.error, [e.value for e in at.error]
-    pair = example_prompts(subject_of("watch-it-learn"), "circuit")
+    pair = example_prompts(subject_of("watch-it-learn"), "break")
     # the defaults mean something for the tiny model on Patching only: the circuit's own pair replaces them
     assert [at.text_input(key=k).value for k in ("clean", "corrupted", "answer", "wrong")] == \
         [pair[k] for k in ("clean", "corrupted", "answer", "wrong")]
@@ -122,5 +122,5 @@ def test_the_adopted_pair_is_in_the_link_even_when_the_sweep_is_cached():
     _run(app(page=PAGE, timeout=120))  # the sweep is cached from here on
     at = app(page=PAGE, timeout=120)  # a new session, whose page runs once
     assert not at.get("progress") and not at.exception
-    pair = example_prompts(subject_of("watch-it-learn"), "circuit")
+    pair = example_prompts(subject_of("watch-it-learn"), "break")
     assert dict(at.query_params).get("corrupted") == pair["corrupted"]

@@ -30,7 +30,7 @@ def test_the_json_holds_every_number_the_page_draws(learned, tmp_path):
                      "--out", "c.json", cwd=tmp_path, env=learned)
     assert code == 0, err
     rec = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
-    pair = attnviz.example_pair("watch-it-learn", "circuit")  # the page's own pair, where none is given
+    pair = attnviz.example_pair("watch-it-learn", "break")  # the page's own pair, where none is given
     assert {k: rec["config"][k] for k in pair} == pair
     c = rec["circuit"]
     assert c["receiver"] == [1, 0] and c["through"] == "k" and rec["threshold"] == 0.3

@@ -20,7 +20,7 @@ from attnviz.views import circuit as V
 def pair(learned_defaults):
     mp = pytest.MonkeyPatch()
     mp.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained model, not a new one
-    yield example_prompts(subject_of("watch-it-learn"), "circuit")
+    yield example_prompts(subject_of("watch-it-learn"), "break")
     mp.undo()
 
 

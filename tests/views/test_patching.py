@@ -236,7 +236,7 @@ def test_watch_it_learns_patching_and_circuit_run_each_prompt_once(trained, lear
     from attnviz.views import learn as L
 
     model, key = subject_of("watch-it-learn").model, learned_defaults["keys"][0]
-    pair = example_prompts(TinySubject(model, "model"), "circuit")
+    pair = example_prompts(TinySubject(model, "model"), "break")
     distinct = {L.REPEAT["clean"], L.REPEAT["corrupted"], pair["clean"], pair["corrupted"]}
     calls = []
     real = AttentionOnly.inputs  # the start of every whole run of the model
