@@ -22,7 +22,7 @@ from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.learn.trained import subject_of
-from attnviz.plots.circuit import check_threshold, circuit_figure
+from attnviz.plots.circuit import check_threshold, circuit_figure, circuit_title
 from attnviz.plots.style import FigureStyle
 
 
@@ -89,6 +89,5 @@ def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, 
     threshold = check_threshold(threshold)
     found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
     scores = None if composition is None else composition_scores(model, composition).numpy()
-    title = found.message if found.receiver is None else (
-        f"{found.model}: the circuit found by the numbers (paths bringing back ≥ {threshold:.0%})")
+    title = circuit_title(threshold, found.model, found.message if found.receiver is None else None)
     return circuit_figure(found.heads, found.paths, float(threshold), title, style or FigureStyle(), scores)

@@ -32,6 +32,18 @@ def edges(paths: dict[str, np.ndarray], threshold: float) -> list[tuple[str, int
     return sorted(out, key=lambda e: -abs(e[5]))
 
 
+def circuit_title(threshold: float, model: str | None = None, message: str | None = None) -> str:
+    """The graph's one title, on the Circuit page, Watch it learn and in the notebook: whose circuit and which
+    paths it draws (``message`` instead, where no circuit was found)."""
+    if message is not None:
+        return message
+    share = f"{threshold:.0%}"
+    if model is None:
+        return _("the circuit found by the numbers (paths bringing back {share} or more)").format(share=share)
+    return _("{model}: the circuit found by the numbers<br>paths bringing back {share} or more").format(
+        model=model, share=share)
+
+
 def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: float, title: str,
                    style: FigureStyle = FigureStyle(), composition: np.ndarray | None = None,
                    composition_threshold: float = 0.2) -> go.Figure:

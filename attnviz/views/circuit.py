@@ -28,7 +28,7 @@ from attnviz.i18n import N_, _
 from attnviz.jobs import Job
 from attnviz.learn.trained import subject_of
 from attnviz.plots import matrix_figure
-from attnviz.plots.circuit import check_threshold, circuit_figure, edges, with_cell_clicks
+from attnviz.plots.circuit import check_threshold, circuit_figure, circuit_title, edges, with_cell_clicks
 from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads its clicks through this module
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
@@ -126,8 +126,7 @@ def draw(run: CircuitRun, threshold: float, composition: str | None = "k",
          style: FigureStyle = FigureStyle()) -> go.Figure:
     """The graph: heads, the paths past ``threshold``, the ``composition`` scores beside them."""
     f = run.found
-    title = f.message if f.receiver is None else _("{model}: the circuit found by the numbers<br>paths bringing back "
-                                                   "{share} or more").format(model=f.model, share=f"{threshold:.0%}")
+    title = circuit_title(threshold, f.model, f.message if f.receiver is None else None)
     return circuit_figure(f.heads, f.paths, threshold, title, style,
                           None if composition is None else run.composition[composition])
 

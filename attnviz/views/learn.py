@@ -40,7 +40,7 @@ from attnviz.learn.trained import token_name
 from attnviz.learn.worker import TRAININGS as TRAININGS
 from attnviz.learn.worker import key_of as key_of
 from attnviz.models.tiny import AttentionOnly
-from attnviz.plots.circuit import circuit_figure
+from attnviz.plots.circuit import circuit_figure, circuit_title
 from attnviz.plots.patching import head_patching_figure
 from attnviz.settings.spec import OWN, layer_head, setting
 from attnviz.views.patching import kept_runs
@@ -224,9 +224,7 @@ def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None,
 
 def circuit_figure_of(found: FoundCircuit, style: F.FigureStyle, threshold: float = 0.1) -> go.Figure:
     """The trained model's circuit as a graph: the paths that bring back ``threshold`` of the answer or more."""
-    return circuit_figure(found.heads, found.paths, threshold, _("the circuit found by the numbers (paths bringing "
-                                                                 "back {share} or more)").format(
-        share=f"{threshold:.0%}"), style)
+    return circuit_figure(found.heads, found.paths, threshold, circuit_title(threshold), style)
 
 
 def carry_figure(carry: dict, name: str, style: F.FigureStyle) -> go.Figure:
