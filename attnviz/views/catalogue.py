@@ -233,22 +233,25 @@ class View:
 
 
 FIGURE = Part("figure")  # the view's own figure
-CLOSE_UP = (  # a long text's exact numbers: a REGION × REGION window of the view above
-    Part("subheader", W.close_up_title, when=W.is_long),
-    Part("caption", W.close_up_caption, when=W.is_long),
-    Part("corner", when=W.is_long),
-    Part("figure", W.close_up_figure, name="region", when=W.is_long, reads=("q0", "k0")),
-)
+
+
+def close_up(figure: Callable) -> tuple[Part, ...]:
+    """A long text's exact numbers: a REGION × REGION window of the view above, drawn by ``figure``."""
+    return (Part("subheader", W.close_up_title, when=W.is_long),
+            Part("caption", W.close_up_caption, when=W.is_long),
+            Part("corner", when=W.is_long),
+            Part("figure", figure, name="region", when=W.is_long, reads=("q0", "k0")))
+
 
 VIEWS = {v.name: v for v in (
     View("grid", N_("All heads"), "weights", W.draw_grid, (FIGURE, Part("caption", W.pooled_note)),
          describe=W.describe_grid_view,
          pages=("explorer", "attention-file", "image-patches", "audio-frames", "graph-nodes")),
-    View("head", N_("One head"), "weights", W.draw_head, (FIGURE, *CLOSE_UP), picks=("head",),
+    View("head", N_("One head"), "weights", W.draw_head, (FIGURE, *close_up(W.close_up_of_head)), picks=("head",),
          describe=W.describe_head_view),
     View("query", N_("Query focus"), "weights", W.draw_query, (FIGURE,), picks=("query",),
          describe=W.describe_query_view),
-    View("mean", N_("Mean over heads"), "weights", W.draw_mean, (FIGURE, *CLOSE_UP)),
+    View("mean", N_("Mean over heads"), "weights", W.draw_mean, (FIGURE, *close_up(W.close_up_of_mean))),
     View("mask", N_("Mask"), "mask", W.draw_mask,
          (Part("columns", parts=(FIGURE, Part("figure", W.draw_head, name="head", describe=W.describe_head_view))),
           Part("info", W.fully_masked_note)), picks=("head",), pages=("explorer",)),

@@ -28,30 +28,19 @@ def is_long(result: AttentionResult) -> bool:
     return L * S > F.IMAGE_ABOVE_CELLS
 
 
-def pixel_figure(result: AttentionResult, state, view: str, style: F.FigureStyle) -> go.Figure:
-    """A full-detail view of a long text: every cell as one pixel of an image."""
-    n = state.seq
-    if view == "mask":
-        return F.image_figure(F.mask_data(result, n), style, scale=F.MASK_COLORS)
-    d = F.mean_data(result, n) if view == "mean" else F.head_data(result, n, state.head)
-    return F.image_figure(d, style)
-
-
 def draw_head(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
-    if is_long(result):
-        return pixel_figure(result, state, "head", style)
-    return F.heatmap_figure(F.head_data(result, state.seq, state.head), style)
+    d = F.head_data(result, state.seq, state.head)
+    return F.image_figure(d, style) if is_long(result) else F.heatmap_figure(d, style)  # long: a pixel a cell
 
 
 def draw_mean(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
-    if is_long(result):
-        return pixel_figure(result, state, "mean", style)
-    return F.heatmap_figure(F.mean_data(result, state.seq), style)
+    d = F.mean_data(result, state.seq)
+    return F.image_figure(d, style) if is_long(result) else F.heatmap_figure(d, style)
 
 
 def draw_mask(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
     if is_long(result):
-        return pixel_figure(result, state, "mask", style)
+        return F.image_figure(F.mask_data(result, state.seq), style, scale=F.MASK_COLORS)
     return F.mask_figure(result, state.seq, style)
 
 
@@ -63,10 +52,14 @@ def draw_query(result: AttentionResult, state, style: F.FigureStyle) -> go.Figur
     return F.query_figure(result, state.seq, state.query, style)
 
 
-def close_up_figure(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
-    """The exact numbers of a long view (one head, or the mean): a REGION × REGION close-up from (q0, k0)."""
-    h = None if state.view == "mean" else state.head
-    return F.region_figure(F.region_data(result, state.seq, h, state.explorer.q0, state.explorer.k0), style)
+def close_up_of_head(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
+    """The exact numbers of a long text's head: a REGION × REGION close-up from (q0, k0)."""
+    return F.region_figure(F.region_data(result, state.seq, state.head, state.explorer.q0, state.explorer.k0), style)
+
+
+def close_up_of_mean(result: AttentionResult, state, style: F.FigureStyle) -> go.Figure:
+    """The same close-up of the mean over heads."""
+    return F.region_figure(F.region_data(result, state.seq, None, state.explorer.q0, state.explorer.k0), style)
 
 
 def close_up_title(result: AttentionResult, state) -> str:
