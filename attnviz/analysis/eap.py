@@ -60,16 +60,18 @@ clean run; with none, the corrupted one. ``evaluate_graph`` first prunes nodes w
 ``input`` or to ``logits``: that changes nothing here (a node none of whose inputs is kept computes
 its corrupted output; a node none of whose outputs is kept is read by nobody), so it is not done.
 
-How it runs: the corrupted and the clean prompt once each through the model as it is (``patching.runs``:
-every node's activation, and the arguments each layer gets, its rotary positions), then the model
+How it runs: the clean and the corrupted prompt through the model as it is, one batch of two (checked
+as ``patching.runs`` checks them; every node's activation, and the arguments each layer gets, its
+rotary positions), then the model
 again, split: each layer's heads each make their q, k and v from a stream of their own (the stream
 plus a zero delta per receiver input, so the gradient into each receiver is its own; a value's head
 through its KV head's weights), through the layer's own norm, rotation, causal softmax and W_O per
 head, then the MLP and the final norm as the model's own modules. One backward pass gives every
 receiver's gradient; every edge's score is then one product of the (senders × positions·width)
-differences with the (positions·width × receivers) gradients, not a loop over edges. The split run is
-checked against the model's own logits (a model whose attention is not this, Qwen3's normed q and k,
-is refused). The integration points are batched ``PATCH_BATCH_TOKENS`` tokens at a time.
+differences with the (positions·width × receivers) gradients for each layer's receivers, not a loop
+over edges. The split run is checked against the model's own logits (a model whose attention is
+not this, Qwen3's normed q and k, is refused). The integration points are batched
+``PATCH_BATCH_TOKENS`` tokens at a time.
 
 May import: attnviz.analysis, attnviz.limits, attnviz.models.
 """
@@ -84,8 +86,9 @@ import torch
 
 from attnviz import limits
 from attnviz.analysis.edgegraph import Graph, Split, graph_of, node_activations
-from attnviz.analysis.patching import Runs, metric, runs
-from attnviz.analysis.subjects import Subject, spelled_answer
+from attnviz.analysis.patching import Runs, metric
+from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer, two_prompts
+from attnviz.models.stacks import Trace
 
 METHODS = ("eap", "eap-ig-inputs", "eap-ig-activations")
 DEFAULT_STEPS = 5
@@ -194,10 +197,23 @@ class EdgeAttribution(Mapping):
                 "scores": {n: float(s) for n, s in zip(self._names, self._scores, strict=True)}}
 
 
+def _one(trace: Trace, i: int) -> Trace:
+    """Sequence ``i`` of a batched run, as a run of its own (N = 1)."""
+    def rows(xs):
+        return [None if x is None else x[i:i + 1] for x in xs]
+    return Trace(rows(trace.resid_pre), rows(trace.z), rows(trace.attn_out), rows(trace.mlp_out),
+                 trace.resid_final[i:i + 1], trace.logits[i:i + 1], calls=trace.calls)
+
+
 def _runs(subject: Subject, clean, corrupted, answer, wrong, ran: Runs | None) -> Runs:
-    """Both prompts once through the model (no attention weights kept), checked as patching checks them."""
-    return ran or runs(subject, clean, corrupted, answer=answer, wrong=wrong,
-                       trace=lambda ids: subject.stack.run(torch.tensor([ids])))
+    """Both prompts through the model in one batch (no attention weights kept), checked and read as
+    ``patching.runs`` checks and reads them (its messages for bad prompts and tokens)."""
+    if ran is not None:
+        return ran
+    a_ids, b_ids = two_prompts(subject, clean, corrupted)
+    a, w = answer_ids(subject, answer, wrong)
+    both = subject.stack.run(torch.tensor([a_ids, b_ids]))  # one pass of two rows costs less than two passes
+    return Runs(a_ids, b_ids, a, w, _one(both, 0), _one(both, 1))
 
 
 def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, method: str = "eap",
@@ -254,8 +270,10 @@ def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, metho
             checked = True
     mean = total / len(rows)  # (R, L, E)
     diff = acts_corrupted - acts_clean  # (L, F, E): corrupted minus clean, as EAP-IG's activation difference
-    scores = torch.einsum("lfe,rle->fr", diff.double(), mean.double()).numpy()  # (F, R)
-    scores[~graph.allowed()] = np.nan
+    scores = np.full((len(graph.senders), len(graph.receivers)), np.nan)
+    for key in graph.keys():  # each group of receivers against the senders it reads only
+        prev, cols = graph.reads(key)
+        scores[:prev, cols] = torch.einsum("lfe,rle->fr", diff[:, :prev].double(), mean[cols].double()).numpy()
     return EdgeAttribution(subject.name, method, None if method == "eap" else steps,
                            spelled_answer(subject, answer, a), None if w is None else spelled_answer(subject, wrong, w),
                            float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0]),
