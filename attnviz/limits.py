@@ -261,6 +261,10 @@ MAX_PATCH_TOKENS = 128
 # Tokens of patched runs in one batch (rows × prompt tokens): one batch is one turn on the compute
 # workers, under a second for a GPT-2-small on 2 cores however long the sweep (bench_patching --server).
 PATCH_BATCH_TOKENS = 512
+# Edge attribution's integration points (EAP-IG: the gradient averaged over `steps` points between
+# the corrupted and the clean run; Hanna et al. 2024 use 5 to 100). Each point is a forward and backward
+# pass (EAP-IG-activations: one per node and point), batched PATCH_BATCH_TOKENS tokens at a time.
+EAP_STEPS = (1, 256)
 # Background jobs (attnviz.jobs), per kind: (running at once, waiting beyond those, finished ones
 # kept to answer whoever asks again). A kind's jobs run on at most `running` threads, which end when
 # no job waits; past running + waiting a new job is refused with "the server is busy, try again

@@ -18,8 +18,9 @@ offline in Jupyter.
 - ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
   answer, for any causal LM folder and the model Watch it learn trains;
 - ``circuits``: ``composition_scores``, ``path_patch``, ``score_attribution`` and ``circuit``: how
-  heads work together and why a head attends where it does; ``example_pair``: prompts that mean
-  something for a model;
+  heads work together and why a head attends where it does; ``edge_attribution`` (EAP, EAP-IG),
+  ``circuit_faithfulness`` and ``faithfulness_curve``: which edges carry an answer; ``example_pair``:
+  prompts that mean something for a model;
 - ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
   (``include_plotlyjs`` sends it again), returned and saved HTML is self-contained.
 
@@ -35,9 +36,12 @@ from attnviz.inputs.handover import Attention, normalise  # noqa: F401
 from attnviz.notebook.bertviz import head_view, model_view  # noqa: F401
 from attnviz.notebook.circuits import (  # noqa: F401
     circuit,
+    circuit_faithfulness,
     circuit_view,
     composition_scores,
+    edge_attribution,
     example_pair,
+    faithfulness_curve,
     path_patch,
     score_attribution,
 )

@@ -1,5 +1,6 @@
 """How heads work together, from a notebook: composition scores, direct path patching and score
 attribution (``attnviz.analysis.composition``, ``pathpatch``, ``scoreattr``: TransformerLens's
+definitions), edge attribution and a circuit's faithfulness (``attnviz.analysis.eap``: hannamw/EAP-IG's
 definitions), offline, for the models ``patch_heads`` takes.
 
     import attnviz
@@ -9,6 +10,9 @@ definitions), offline, for the models ``patch_heads`` takes.
     a.terms, a.query_parts, a.key_parts, a.score
     attnviz.circuit("watch-it-learn").message                          # the circuit, found by the numbers
     attnviz.example_pair("gpt2")          # {"clean", "corrupted", "answer", "wrong"} that mean something
+    e = attnviz.edge_attribution(model, clean, corrupted, answer="14", method="eap-ig-inputs", steps=5)
+    e["a0.h3->a1.h0<k>"], e.top(10), e.table()
+    attnviz.circuit_faithfulness(model, clean, corrupted, answer="14", edges=[n for n, _s in e.top(20)]).fraction
 """
 
 from __future__ import annotations
@@ -18,6 +22,15 @@ import torch
 
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.composition import composition_scores_of
+from attnviz.analysis.eap import (
+    CURVE_COUNTS,
+    DEFAULT_STEPS,
+    EdgeAttribution,
+    Faithfulness,
+    circuit_metric,
+    faithfulness_by_count,
+    score_edges,
+)
 from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
@@ -45,6 +58,34 @@ def path_patch(model, clean, corrupted, *, answer: str | int, wrong: str | int |
     value of the receiving query head alone."""
     p = path_patching(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, component=component)
     return torch.from_numpy(p.values)
+
+
+def edge_attribution(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None,
+                     method: str = "eap", steps: int = DEFAULT_STEPS) -> EdgeAttribution:
+    """Every edge's score of the model's graph (nodes ``input``, ``a{l}.h{h}`` with their ``<q>``,
+    ``<k>``, ``<v>`` inputs apart, ``m{l}``, ``logits``; edges named as EAP-IG names them, as
+    "a0.h3->a1.h0<v>"): (z_u(corrupted) − z_u(clean)) · ∂metric/∂(v's input) summed over positions, the
+    gradient at the clean run (``method="eap"``) or averaged over ``steps`` points between the runs
+    (``"eap-ig-inputs"``: the inputs interpolated; ``"eap-ig-activations"``: each node's outputs in turn).
+    A mapping name → signed score, with ``.top(n)`` (by |score|) and ``.table()``. The prompts and the
+    metric as ``patch_heads`` takes them."""
+    return score_edges(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, method=method, steps=steps)
+
+
+def circuit_faithfulness(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None,
+                         edges) -> Faithfulness:
+    """The metric of the clean run in which every edge outside ``edges`` (names, as ``edge_attribution``
+    names them) carries its sender's corrupted activation (EAP-IG's ``evaluate_graph``): ``.metric``,
+    ``.clean``, ``.corrupted`` and ``.fraction``, (metric − corrupted) / (clean − corrupted)."""
+    return circuit_metric(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, edges=edges)
+
+
+def faithfulness_curve(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None,
+                       attribution: EdgeAttribution, counts=CURVE_COUNTS) -> list[Faithfulness]:
+    """``circuit_faithfulness`` with the 1, 2, 5, 10, 20, 50, 100, 200 edges of largest |score| in
+    ``attribution`` kept (those fewer than all), then every edge: one ``Faithfulness`` each (``.edges``)."""
+    return faithfulness_by_count(subject_of(model), clean, corrupted, answer=answer, wrong=wrong,
+                                 attribution=attribution, counts=counts)
 
 
 def score_attribution(model, text, *, layer: int, head: int, query: int, key: int) -> ScoreAttribution:
