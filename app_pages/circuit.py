@@ -23,7 +23,7 @@ widgets.header(_("How heads work together: the circuit"), "" if s.present else _
 # away above it.
 inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.present else st.container()
 with inputs:
-    s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.PAGE))
+    s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.EXAMPLE))
 
 prompts = s.patching  # the prompts and the answer, shared with Patching
 job = compute.guard(lambda: C.circuit_job(s.model, prompts.clean, prompts.corrupted, prompts.answer, prompts.wrong,

@@ -15,7 +15,7 @@ widgets.header(_("Which heads cause the answer: activation patching"), _(
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
     "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
-s = widgets.prompt_pair("patching", lambda state: P.example_for(state, "patching"))
+s = widgets.prompt_pair("patching", P.example_for)
 
 
 def _picked(source: str, target: str) -> None:

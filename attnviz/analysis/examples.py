@@ -1,7 +1,7 @@
 """Example prompt pairs that mean something for the model chosen: what the Patching and Circuit
 pages start from, and ``attnviz.example_pair``.
 
-Two kinds of pair (a page's entry names the one it opens with: ``Page.example``):
+Two kinds of pair (a page's module names the one it opens with: ``EXAMPLE``):
 
 - ``"swap"`` (for patching heads): on Watch it learn's tiny model, a repeat ``… A B … A`` (A = 8,
   B = 12) against the same with B and an earlier token swapped, so that both prompts hold the same

@@ -45,7 +45,6 @@ class Page:
     icon: str  # a Material icon name
     text: bool = True  # uses the sidebar's text and text-only controls
     input: str = ""  # the input it runs instead of a text: "image", "audio" or "graph" (attnviz.views.modality)
-    example: str = ""  # the kind of example pair it opens with ("swap", "break": attnviz.analysis.examples)
     file: str = ""  # the file it reads, by the CLI's flag and a spec's key ("image": --image FILE, image = "…")
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
@@ -113,10 +112,10 @@ PAGES = (
          random=False, module="learn", command="python -m attnviz learn",
          settings=(("learn", "LearnSettings"), ("watch", "Settings"))),  # its training's, and the page's
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
-         module="patching", example="swap", reads=(*MODEL, *PAIR),  # the pair is shared
+         module="patching", reads=(*MODEL, *PAIR),  # the pair is shared
          settings=(("patching", "Settings"),)),
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
-         module="circuit", example="break", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
+         module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
          causal_lm=True, module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults
@@ -235,7 +234,7 @@ class View:
 FIGURE = Part("figure")  # the view's own figure
 
 
-def close_up(figure: Callable) -> tuple[Part, ...]:
+def close_up_parts(figure: Callable) -> tuple[Part, ...]:
     """A long text's exact numbers: a REGION × REGION window of the view above, drawn by ``figure``."""
     return (Part("subheader", W.close_up_title, when=W.is_long),
             Part("caption", W.close_up_caption, when=W.is_long),
@@ -247,11 +246,11 @@ VIEWS = {v.name: v for v in (
     View("grid", N_("All heads"), "weights", W.draw_grid, (FIGURE, Part("caption", W.pooled_note)),
          describe=W.describe_grid_view,
          pages=("explorer", "attention-file", "image-patches", "audio-frames", "graph-nodes")),
-    View("head", N_("One head"), "weights", W.draw_head, (FIGURE, *close_up(W.close_up_of_head)), picks=("head",),
+    View("head", N_("One head"), "weights", W.draw_head, (FIGURE, *close_up_parts(W.close_up_of_head)), picks=("head",),
          describe=W.describe_head_view),
     View("query", N_("Query focus"), "weights", W.draw_query, (FIGURE,), picks=("query",),
          describe=W.describe_query_view),
-    View("mean", N_("Mean over heads"), "weights", W.draw_mean, (FIGURE, *close_up(W.close_up_of_mean))),
+    View("mean", N_("Mean over heads"), "weights", W.draw_mean, (FIGURE, *close_up_parts(W.close_up_of_mean))),
     View("mask", N_("Mask"), "mask", W.draw_mask,
          (Part("columns", parts=(FIGURE, Part("figure", W.draw_head, name="head", describe=W.describe_head_view))),
           Part("info", W.fully_masked_note)), picks=("head",), pages=("explorer",)),

@@ -36,6 +36,7 @@ from attnviz.settings.spec import OWN, Reason, setting, validate
 from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example, wrong_of
 
 PAGE = "circuit"
+EXAMPLE = "break"  # the kind of example pair the page opens with (attnviz.analysis.examples)
 COMPOSITION_CHOICES = ("none", *MODES)
 EDGE = re.compile(r"^([qkv]):(\d+)\.(\d+)-(\d+)\.(\d+)$")  # "k:0.1-1.0": into L1 H0's keys from L0 H1
 CELL = re.compile(r"^(\d+)\.(\d+)$")  # "17.10": query 17, key 10
@@ -162,14 +163,14 @@ def circuit_json(model, clean, corrupted, answer, wrong=None, settings: CircuitS
 def page_json(state) -> bytes:
     """What ``render --page circuit --out x.json`` writes for a link's settings (the model's example pair
     where the prompts are the defaults, as on the page)."""
-    state = with_example(state, PAGE)
+    state = with_example(state, EXAMPLE)
     pair = state.patching
     return circuit_json(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong, state.circuit)
 
 
 def circuit_page_figure(state, style: FigureStyle) -> go.Figure:
     """The page's graph for a link's settings (``render --page circuit --out x.png``)."""
-    state = with_example(state, PAGE)
+    state = with_example(state, EXAMPLE)
     state.circuit.validate()
     pair = state.patching
     run = circuit_run(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong)

@@ -166,19 +166,17 @@ def sweep_job(state, compute_with=None) -> Job:
 
 
 PROMPTS = ("clean", "corrupted", "answer", "wrong")  # the settings a pair sets, shared by Patching and Circuit
+EXAMPLE = "swap"  # the kind of example pair the page opens with (attnviz.analysis.examples)
 
 
-def example_for(state, page: str) -> dict[str, str] | None:
-    """The model's own example pair of the kind ``page``'s entry opens with (``Page.example``,
-    ``attnviz.analysis.examples``) where ``state`` still holds the default pair, which means something only
-    for the tiny model's swap: an indirect-object pair for a GPT-2-like tokenizer, the broken repeat for the
-    tiny model on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no
-    known pair. The model must be loaded (the page asks once it is)."""
+def example_for(state, kind: str = EXAMPLE) -> dict[str, str] | None:
+    """The model's own example pair of ``kind`` (``attnviz.analysis.examples``: a page module's ``EXAMPLE``, the
+    pair its page opens with) where ``state`` still holds the default pair, which means something only for the
+    tiny model's swap: an indirect-object pair for a GPT-2-like tokenizer, the broken repeat for the tiny model
+    on Circuit. None where the prompts are the user's own, the defaults fit, or the model has no known pair.
+    The model must be loaded (the page asks once it is)."""
     if any(state.value(k) != DEFAULT_PAIR[k] for k in PROMPTS):
         return None
-    from attnviz.views.catalogue import page as entry  # the table imports this module
-
-    kind = entry(page).example
 
     def find() -> dict | None:
         subject = subject_of(state.model)
@@ -188,10 +186,10 @@ def example_for(state, page: str) -> dict[str, str] | None:
     return None if pair is None or pair == DEFAULT_PAIR else dict(pair)
 
 
-def with_example(state, page: str):
+def with_example(state, kind: str = EXAMPLE):
     """``state`` with the model's own example pair where it holds the defaults (``example_for``): what the
     page shows, so that the CLI writes the same."""
-    example = example_for(state, page)
+    example = example_for(state, kind)
     return state.with_(**example) if example else state
 
 
@@ -344,8 +342,8 @@ def patching_json(state) -> bytes:
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
     """The page's figure for the CLI: the heads patched (its view's figure in the table of views)."""
-    return draw_heads(run_of(with_example(state, "patching")), state, style)
+    return draw_heads(run_of(with_example(state)), state, style)
 
 
 def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
-    return patching_json(with_example(state, "patching"))
+    return patching_json(with_example(state))
