@@ -13,7 +13,7 @@ from attnviz.inputs.attention_file import load_attention, save_attention
 from attnviz.models.given import GivenWeights, given_input
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
-from attnviz.run.run import compute, run
+from attnviz.run.run import run, shared_result
 from attnviz.views.catalogue import VIEWS, check_view
 from attnviz.views.selection import check_selection
 
@@ -36,8 +36,9 @@ def file_run(data: bytes, name: str | None = None, layer: int = 0) -> AttentionR
 
 
 def sample_file() -> tuple[bytes, str]:
-    """A built-in attention file, made in code: the random model's weights on the default text."""
-    r = compute(AttentionConfig())
+    """A built-in attention file, made in code: the random model's weights on the default text (the explorer's
+    own run, shared: the first screen has computed it already)."""
+    r = shared_result(AttentionConfig())
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "sample.safetensors"
         save_attention(path, r.layer_weights[:, 0].numpy(), r.tokens[0])  # (layers, H, L, S)
