@@ -264,10 +264,9 @@ def test_faithfulness_against_the_reference_patched_by_hand(pair):
         assert abs(want - got.clean) > 1e-5  # the edge matters: a patch in the wrong place would show
 
 
+@pytest.mark.parametrize("pair", ["llama"], indirect=True)  # the grouped-query folder: 4 query heads, 2 KV heads
 def test_grouped_query_heads_are_named_as_query_heads(pair):
-    kind, folder, _reference, _tok = pair
-    if kind != "llama":
-        pytest.skip("grouped-query: the LLaMA folder (4 query heads, 2 KV heads)")
+    _kind, folder, _reference, _tok = pair
     e = attnviz.edge_attribution(str(folder), CLEAN, CORRUPTED, answer=ANSWER, wrong=WRONG)
     for h in range(4):  # a key and a value input for each query head, not each KV head
         for c in "kv":

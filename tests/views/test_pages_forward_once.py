@@ -56,3 +56,14 @@ def test_a_page_runs_each_input_once_and_a_rerun_runs_none(entry, forwards):
     at.run()
     no_errors(at)
     assert forwards[len(first):] == []  # nothing changed: nothing runs again
+    _wait_for_jobs()
+
+
+def _wait_for_jobs() -> None:
+    """Let a page's background work (Long sequences' cost sweep) end before the next test, or the process's
+    exit, meets it: a job the page started is the page's, not this test's."""
+    from attnviz import jobs
+
+    for kind in list(jobs.REGISTRY.values()):
+        for job in kind.jobs():
+            job.done.wait(300)
