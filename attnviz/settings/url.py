@@ -52,11 +52,18 @@ def table(cls) -> dict[str, Entry]:
     for f in fields(cls):
         if f.name in by_field:
             url, spec, default = by_field[f.name]
-            out[url] = Entry((f.name,), spec, default)
+            _add(out, url, Entry((f.name,), spec, default))
         elif is_dataclass(f.default):
             for url, e in table(type(f.default)).items():
-                out[url] = Entry((f.name, *e.path), e.spec, e.default)
+                _add(out, url, Entry((f.name, *e.path), e.spec, e.default))
     return out
+
+
+def _add(out: dict[str, Entry], url: str, entry: Entry) -> None:
+    if url in out:  # two settings under one link name: the later would silently replace the former
+        raise TypeError(f"Two settings use the link name {url!r}: {'.'.join(out[url].path)} and "
+                        f"{'.'.join(entry.path)}; give one a url= of its own.")
+    out[url] = entry
 
 
 def get(obj, entry: Entry):

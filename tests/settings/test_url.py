@@ -65,3 +65,27 @@ def test_query_dict_accepts_urls_and_bare_strings():
     assert query_dict("?a=1&b=") == {"a": "1", "b": ""}
     assert query_dict("https://x/y?a=2") == {"a": "2"} == query_dict("/y?a=2") == query_dict("a=2")
     assert parse({"heads": ["2", "8"]})[0].heads == 8  # repeated parameters: the last wins
+
+
+def test_two_settings_under_one_link_name_are_refused():
+    from dataclasses import dataclass
+
+    from attnviz.settings.spec import setting
+    from attnviz.settings.url import table
+
+    @dataclass(frozen=True)
+    class A:
+        step: int = setting(0, lo=0, hi=3)
+
+    @dataclass(frozen=True)
+    class B:
+        step: int = setting(1, lo=1, hi=9)
+
+    @dataclass(frozen=True)
+    class Both:
+        a: A = A()
+        b: B = B()
+
+    with pytest.raises(TypeError, match="'step'"):
+        table(Both)
+    assert set(table(A)) == {"step"}  # one alone is fine
