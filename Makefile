@@ -31,9 +31,11 @@ $(TEST_STAMP): $(STAMP) requirements-test.txt
 	touch $(TEST_STAMP)
 
 # A model named by its Hugging Face id is read from the local cache (never downloaded): on for
-# make run, off by default for a shared server (make serve), so a link names only its folders.
+# make run, off by default for a shared server (make serve), so a link names only its folders. make run
+# serves this machine (browser.serverAddress: it prints one local address and asks no outside host for its
+# own); a classroom uses make serve.
 run: $(STAMP)
-	ATTNVIZ_HF_CACHE=$${ATTNVIZ_HF_CACHE:-1} $(PY) -m ui.server --server.port $(PORT)
+	ATTNVIZ_HF_CACHE=$${ATTNVIZ_HF_CACHE:-1} $(PY) -m ui.server --server.port $(PORT) --browser.serverAddress localhost
 
 serve: $(STAMP) system-packages
 	ATTNVIZ_HF_CACHE=$${ATTNVIZ_HF_CACHE:-0} $(PY) deploy/serve.py --replicas $(REPLICAS) --port $(PORT) --bind $(BIND)
@@ -59,7 +61,8 @@ test-fast: $(TEST_STAMP)
 screenshots: $(TEST_STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
 		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py \
-		tests/app/test_browser_circuit.py tests/app/test_browser_longcontext.py tests/app/test_browser_first_screen.py
+		tests/app/test_browser_circuit.py tests/app/test_browser_longcontext.py tests/app/test_browser_first_screen.py \
+		tests/app/test_browser_layout.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

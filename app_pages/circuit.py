@@ -31,8 +31,13 @@ job = compute.guard(lambda: C.circuit_job(s.model, prompts.clean, prompts.corrup
 run = widgets.job_value(
     job, _("Patching every head, then every path through queries, keys and values: {p:.0%}").format(p=job.fraction),
     _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
-with inputs:
-    st.markdown("\n".join(f"- **{_(C.DEFINITION_NAMES[name])}**: {md(words)}" for name, words in C.DEFINITIONS.items()))
+# Folded on a laptop too: drawn open, the three definitions pushed the graph below the first screen. In presenter
+# mode they sit in the inputs' expander (one expander cannot hold another).
+with inputs if s.present else st.expander(_("Definitions: path patching, composition score, score attribution")):
+    for name, words in C.DEFINITIONS.items():
+        st.markdown(f"**{_(C.DEFINITION_NAMES[name])}**")
+        st.latex(C.FORMULAS[name])
+        st.caption(md(words))
 if run.found.receiver is None or not s.present:  # on a projector, the sentence goes under its graph
     st.info(md(run.found.message), icon=":material/account_tree:")
 if run.found.receiver is None:  # one layer: no later head to compose with
@@ -62,7 +67,7 @@ if s.present:
 
 edge = compute.guard(lambda: C.edge_of(run, s.circuit))
 st.subheader(_("One path: {edge}").format(edge=edge.words()))
-control("circuit_edge")
+control("circuit_edge", placeholder=edge.name)  # empty, it shows the edge drawn
 view = compute.guard(lambda: compute.cached(
     (*key, "edge", edge.name), lambda: C.edge_view(s.model, prompts.clean, prompts.corrupted, prompts.answer,
                                                     prompts.wrong, edge)))
@@ -81,7 +86,7 @@ for patched in (False, True):  # one above the other: side by side, a projector'
             picks.pick({"circuit_cell": picked}, ("circuit_cell", int(patched), picked))
 
 st.subheader(_("Why it attends there: query {q} · key {k}, split into parts").format(q=cell[0], k=cell[1]))
-control("circuit_cell")
+control("circuit_cell", placeholder=f"{cell[0]}.{cell[1]}")
 r, g = edge.receiver
 attribution = compute.guard(lambda: compute.cached(
     (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.patching.clean, r, g, *cell)))

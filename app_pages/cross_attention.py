@@ -33,7 +33,7 @@ style = style_for(s)
 key = (cross_config(s), seq, compute.style_key(style))
 compute.chart(compute.cached_figure(("cross-grid", *key), lambda: cross_grid_figure(result, s, style)),
               key="cross_grid", filename=file_stem(s, "cross-grid", result))
-c1, c2 = st.columns(2)
+c1, c2 = widgets.chart_columns(2)
 with c1:
     compute.chart(compute.cached_figure(("cross-head", *key, head),
                                  lambda: cross_head_figure(result, seq, head, style)),

@@ -8,16 +8,19 @@ from attnviz.i18n import _, fixed
 from attnviz.views import generation as G
 from attnviz.views.catalogue import VIEW_TITLES, VIEWS, views_on
 from attnviz.views.markdown import md
-from attnviz.views.selection import clamp_selection, file_stem, style_for
+from attnviz.views.selection import clamp_selection, file_stem, resolve_query, style_for
 from ui import compute, picks, rendering, session, widgets
 from ui.controls import control
 
 s = session.current()
 result = compute.result(s.config)
 clamped, fixes = clamp_selection(result, s)
-for k in ("head", "query"):  # drawn below, so still assignable; seq is kept valid by the sidebar
-    if clamped.value(k) != s.value(k):
-        st.session_state[k] = clamped.value(k)
+# A choice that no longer fits falls back (drawn below, so still assignable; seq is kept valid by the sidebar),
+# the query to -1, which follows the last token and stays out of the link.
+fallen = {k: -1 if k == "query" else 0 for k in ("head", "query")
+          if clamped.value(k) != s.value(k) and s.value(k) != -1}
+if fallen:
+    session.fall_back(fallen)
 s = clamped
 for note in result.notes + fixes:
     st.info(note, icon=":material/info:")
@@ -37,7 +40,7 @@ view = st.session_state.get("view") or "grid"
 reads = VIEWS[view].picks  # only the head or query this view reads (the grid reads neither)
 if reads:
     widgets.head_and_query(result, s.seq, with_head="head" in reads, with_query="query" in reads)
-s = session.current()
+s = resolve_query(result, session.current())  # drawn at the last token while the query follows it
 
 # The chosen view alone, right under its selector: where the user is looking (the grid is a view
 # like the others; drawn above another view, it pushed that one off a laptop's screen).

@@ -32,6 +32,12 @@ elif s.long.text == "upload":
     uploaded = widgets.uploaded_bytes(_("A text file"), ["txt"], key="long_upload",
                                       help=_("UTF-8 text, at most {kb:,} KB.").format(
                                           kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
+if (s.long.text == "paste" and not pasted.strip()) or (s.long.text == "upload" and uploaded is None):
+    # nothing wrong yet: the box is waiting for its text
+    st.info(_("Paste a text of a few paragraphs above to read it (or choose a shipped text).") if s.long.text ==
+            "paste" else _("Upload a text file above to read it (or choose a shipped text)."),
+            icon=":material/edit_note:")
+    st.stop()
 text = compute.guard(lambda: V.page_text(s.long, pasted, uploaded))
 control("long_blocks")
 
@@ -89,7 +95,7 @@ if points and points[0].get("y") is not None:  # a click sets the close-up's cor
     q, k = V.corner(result, points[0]["y"], points[0].get("x"))
     picks.pick({"long_q0": q, "long_k0": k}, ("long_corner", layer, head, q, k))
 pair = row()
-control("long_q0", pair)
+control("long_q0", pair, label=_("Close-up: first query ({corner})").format(corner=V.corner_words(s.long.q0)))
 control("long_k0", pair)
 s = session.current()
 q0, k0 = V.corner(result, s.long.q0, s.long.k0)
@@ -105,11 +111,17 @@ kept = widgets.job_value(policy, _("The {policy} policy: {what}…").format(poli
                                                                          what=_(policy.words)))
 st.caption(_("The cache of the text without its last token is compressed, then the last token runs on it and on "
              "the full cache."))
+no_vocabulary = kept.kl is None and kept.top_changed is None
+if no_vocabulary:  # said before any "—" could be
+    st.info(_("{model} has no vocabulary, so it predicts no next token: what the compressed cache costs in KL and in "
+              "the top token needs a causal language model folder the server lists. What it costs in attention is "
+              "measured below.").format(model=md(result.model)), icon=":material/info:")
 cost = row()
-cost.metric(_("KL(full ‖ compressed)"), "—" if kept.kl is None else f"{kept.kl:.3g}")
-cost.metric(_("Top token"), "—" if kept.top_changed is None else
-            (_("changes") if kept.top_changed else _("stays")),
-            help=None if kept.top_full is None else f"{kept.top_full} → {kept.top_compressed}")
+if not no_vocabulary:
+    cost.metric(_("KL(full ‖ compressed)"), "—" if kept.kl is None else f"{kept.kl:.3g}")
+    cost.metric(_("Top token"), "—" if kept.top_changed is None else
+                (_("changes") if kept.top_changed else _("stays")),
+                help=None if kept.top_full is None else f"{kept.top_full} → {kept.top_compressed}")
 cost.metric(_("Attention lost (mean over heads)"), f"{V.mean_lost(kept):.1%}")
 for note in kept.notes:
     st.info(md(note), icon=":material/info:")

@@ -38,13 +38,17 @@ if not fits:
 
 st.header(_("1. The cost of the L × L matrix"))
 per_head = L * L * 4
+st.markdown(_("At L = {L}: one head's scores take {one}, scores and weights of all {H} heads {all}; the tiled path "
+              "holds {tiled}.").format(L=L, H=H, one=f"{per_head / 2**20:,.1f} MB",
+                                       all=f"{mem['naive'] / 2**20:,.1f} MB", tiled=f"{mem['tiled'] / 2**20:,.2f} MB"))
 block_q, block_k = s.long_sequences.block_q, s.long_sequences.block_k
-st.dataframe(pd.DataFrame({
-    _("what"): [_("scores, one head"), _("weights, one head"), _("scores + weights, all heads"),
-                _("tiled: one step's tile, all heads"), _("tiled: everything it holds")],
-    _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"], H * min(L, block_q) * min(L, block_k) * 4,
-                                    mem["tiled"])],
-}), hide_index=True)
+with st.expander(_("Every count, in bytes")):  # folded: open, it pushed the first chart below a laptop's screen
+    st.dataframe(pd.DataFrame({
+        _("what"): [_("scores, one head"), _("weights, one head"), _("scores + weights, all heads"),
+                    _("tiled: one step's tile, all heads"), _("tiled: everything it holds")],
+        _("bytes"): [f"{n:,}" for n in (per_head, per_head, mem["naive"],
+                                        H * min(L, block_q) * min(L, block_k) * 4, mem["tiled"])],
+    }), hide_index=True)
 cost = compute.guard(lambda: V.cost_job(H, D, s.device, block_q, block_k, V.causal(s)))
 if not cost.done.is_set():  # seconds of measuring, in the background: the rest of the page is drawn meanwhile
     st.progress(cost.fraction, text=_("Measuring each path at L = 128 … 8192: {p:.0%}").format(p=cost.fraction))

@@ -1,13 +1,11 @@
 """Mask lab: masks side by side, what they change, and fully masked rows."""
 
-from contextlib import nullcontext
-
 import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
 from attnviz.views.markdown import md
-from attnviz.views.masklab import MASK_CHOICES, blocked_rows, mask_kinds, mask_lab_figure
+from attnviz.views.masklab import MASK_CHOICES, STAGE_NAMES, blocked_rows, mask_kinds, mask_lab_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import MASK_NAMES, control
@@ -30,6 +28,7 @@ base = compute.result(s.config)
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
 head, _query = widgets.head_and_query(base, seq, with_query=False)
+stage = control("stage", kind="segmented", format_func=lambda k, t=fixed(): t(STAGE_NAMES[k])) if s.present else None
 s = session.current().with_(model="random", layer=0)
 style = style_for(s)
 
@@ -44,11 +43,12 @@ def draw(kind: str) -> None:
     compute.guard(r.require_complete)
     st.subheader(_("mask = {kind}").format(kind=_(MASK_NAMES[kind])))
     toks, keys = r.tokens[seq], r.source_tokens[seq]
-    # Two figures per row: wide enough for a label on every token of the default sentence; one per row
-    # on a projector, where presenter mode's titles and labels would not fit half its width (in the page
-    # itself: no container per chart).
-    for row in (("mask", "before"), ("after", "weights")):
-        for column, part in zip([nullcontext()] * 2 if s.present else st.columns(2), row, strict=True):
+    # Two figures per row: wide enough for a label on every token of the default sentence. On a projector
+    # one picture a screen, the one chosen above (in the page itself: no container per chart).
+    if s.present:
+        chart(stage, kind, lambda: mask_lab_figure(r, stage, seq, head, style))
+    for row in () if s.present else (("mask", "before"), ("after", "weights")):
+        for column, part in zip(st.columns(2), row, strict=True):
             with column:
                 chart(part, kind, lambda part=part: mask_lab_figure(r, part, seq, head, style))
     full = [f"{i}: {toks[i]}" for i in r.fully_masked_rows(seq)]

@@ -7,7 +7,7 @@ import streamlit as st
 from attnviz.i18n import _
 from attnviz.views import patching as P
 from ui import compute, rendering, session, widgets
-from ui.controls import control
+from ui.controls import control, row
 
 s = session.current()
 widgets.header(_("Which heads cause the answer: activation patching"), _(
@@ -15,7 +15,10 @@ widgets.header(_("Which heads cause the answer: activation patching"), _(
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
     "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: a causal "
     "language model folder, or the tiny model Watch it learn trains."))
-s = widgets.prompt_pair("patching", P.example_for)
+# On a projector the chart is the first screen: the prompts and the answer fold away above it.
+inputs = st.expander(_("Prompts and answer")) if s.present else st.container()
+with inputs:
+    s = widgets.prompt_pair("patching", P.example_for)
 
 
 def _picked(source: str, target: str) -> None:
@@ -24,13 +27,14 @@ def _picked(source: str, target: str) -> None:
         st.session_state[target] = value
 
 
+choosers = row(inputs)
 for prompt, source, target, label in ((s.patching.clean, "answer_pick", "answer", _("…or pick the answer")),
                                       (s.patching.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
     top = compute.guard(lambda prompt=prompt: compute.cached(("patch-top", *P.model_identity(s.model), prompt),
                                                              lambda: P.top_next(s.model, prompt)))
-    st.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),
-                 format_func=lambda t, top=dict(top): f"{t}  ({top[t]:.3f})",
-                 help=_("The most likely next tokens after that prompt, with their probabilities."))
+    choosers.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),
+                        format_func=lambda t, top=dict(top): f"{t}  ({top[t]:.3f})",
+                        help=_("The most likely next tokens after that prompt, with their probabilities."))
 s = session.current()
 
 job = compute.guard(lambda: P.sweep_job(s, compute.on_worker))  # the server may be busy: it says so

@@ -8,6 +8,7 @@ from attnviz.views.markdown import md, quoted
 from attnviz.views.selection import style_for
 from attnviz.views.stepbystep import output_terms, walk_step_figure, walk_steps
 from ui import compute, session, widgets
+from ui.controls import control
 
 s = session.current()
 st.title(_("Step by step"))
@@ -23,9 +24,14 @@ st.caption(_("Following **{token}** (position {q}) through head {h}: its row is 
              "listed in the table beside it. Every number is the one the computation used.").format(
     token=md(tok), q=query, h=head))
 
-for step in walk_steps(result, seq, head, query):
+steps = walk_steps(result, seq, head, query)
+if s.present:  # on a projector, one step a screen
+    titles = {step.number: f"{step.number}. {step.title}" for step in steps}  # the chooser names each step
+    control("walk_step", options=list(titles), format_func=titles.get, width=420)
+    steps = steps[session.current().step_by_step.step - 1:][:1]
+for step in steps:
     st.subheader(f"{step.number}. {step.title}")
-    left, right = st.columns([3, 2])
+    left, right = widgets.chart_columns([3, 2])
     with left:
         st.latex(step.latex)
         st.caption(step.explain + "  " + _("Shape of the whole tensor: `{shape}`.").format(shape=step.shape))

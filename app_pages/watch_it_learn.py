@@ -57,8 +57,9 @@ def live() -> None:
         if p.status == "not started":
             st.info(_("Press Train to start. Everyone who opens this link watches the same training."),
                     icon=":material/school:")
-        else:
-            st.info(_("Starting the worker…"), icon=":material/hourglass_top:")
+        else:  # the worker loads PyTorch for a few seconds before its first checkpoint: say so at once
+            st.progress(0.0, text=_("step 0 of {steps} · starting the worker (it loads PyTorch: a few "
+                                    "seconds)…").format(steps=settings.steps))
         return
     last = p.checkpoints[-1]
     if p.done:
@@ -77,7 +78,7 @@ def live() -> None:
     fig = compute.cached_figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(style)),
                          lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, style))
     compute.chart(fig, key="learn_loss", filename="attnviz-learn-loss")
-    score_cols = st.columns(3)
+    score_cols = widgets.chart_columns(3)
     for col, score in zip(score_cols, V.CHECKPOINT_SCORES, strict=True):
         with col:
             compute.chart(compute.cached_figure(("learn-score", keys[0], n, score, compute.style_key(style)),
@@ -91,7 +92,10 @@ def live() -> None:
     at = int(st.session_state.get("checkpoint", -1))
     st.session_state["checkpoint"] = -1 if at >= n else at
     c1, c2 = st.columns([4, 1])
-    control("checkpoint", c1, kind="slider", bounds=(-1, max(0, n - 1)))
+    shown = int(st.session_state["checkpoint"])
+    control("checkpoint", c1, kind="slider", bounds=(-1, max(0, n - 1)), label=_("Checkpoint ({which})").format(
+        which=_("−1: the last, step {step}").format(step=p.checkpoints[-1]["step"]) if shown < 0 else
+        _("step {step}").format(step=p.checkpoints[shown]["step"])))
     c2.toggle(_("Play"), key="_learn_play", help=_("Step through the checkpoints, one a second."))
     chosen = p.checkpoints[int(st.session_state["checkpoint"])]
     roles = V.roles_at(chosen)
@@ -120,7 +124,7 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
     control("sequence")
     ids = compute.guard(lambda: V.parse_sequence(session.current().watch.sequence, V.LENGTH))
     top, weights = V.predict(model, ids)
-    c1, c2 = st.columns([1, 3])
+    c1, c2 = widgets.chart_columns([1, 3])
     c1.dataframe(pd.DataFrame({_("next token"): [t for t, _p in top], _("probability"): [p for _t, p in top]}),
                  hide_index=True, column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
     scores = compute.cached(("learn-roles", keys[0]), lambda: V.tiny_model_scores(model), limited=False)
@@ -176,7 +180,7 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
                      "taken from the first run into the second, alone. A cell is the share of the logit difference "
                      "(12 against 28) that it brings back: (patched − corrupted) / (clean − corrupted), of the "
                      "two-layer model.").format(clean=V.REPEAT["clean"], corrupted=V.REPEAT["corrupted"]))
-        cols = st.columns(2 if control_model is not None else 1)
+        cols = widgets.chart_columns(2 if control_model is not None else 1)
         for col, name in zip(cols, ("model", "control"), strict=False):
             with col:
                 compute.chart(compute.cached_figure(("learn-carry", keys[0], name, compute.style_key(style_for(s))),

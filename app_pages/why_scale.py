@@ -5,7 +5,7 @@ import streamlit as st
 from attnviz.i18n import _
 from attnviz.views import whyscale
 from attnviz.views.selection import style_for
-from ui import compute, session
+from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
@@ -21,8 +21,10 @@ res = compute.cached(("why-scale", s.seed, additive), lambda: whyscale.scaling_s
 style = style_for(s)
 compute.chart(whyscale.scaling_figure(res, style), key="scale_std", filename="attnviz-why-scale-std")
 entropy, largest = whyscale.saturation_figures(res, style)
-compute.charts_side_by_side((entropy, "scale_entropy", "attnviz-why-scale-entropy"),
-                            (largest, "scale_max", "attnviz-why-scale-max"))
+for column, (fig, key) in zip(widgets.chart_columns(2), ((entropy, "scale_entropy"), (largest, "scale_max")),
+                              strict=True):
+    with column:
+        compute.chart(fig, key=key, filename=f"attnviz-why-{key.replace('_', '-')}")
 st.caption(_("16 tokens, 8 random trials per d_k, seed {seed}. At d_k = {dk} the unscaled largest weight averages "
              "{raw}; scaled, {scaled}.").format(seed=s.seed, dk=res.d_k[-1], raw=f"{res.max_raw[-1]:.2f}",
                                                scaled=f"{res.max_scaled[-1]:.2f}"))

@@ -11,7 +11,17 @@ The front door: it re-exports the public API of the packages below it (the noteb
 attnviz.notebook, attnviz.run.
 """
 
-from attnviz import lazy
+import sys
+
+try:
+    import torch  # noqa: F401 - every module below needs it
+except ModuleNotFoundError as missing:  # `python -m attnviz` with a Python that lacks the project's packages
+    if sys.argv[:1] == ["-m"]:  # (while runpy imports this package, argv[0] is still "-m")
+        sys.exit(f"attnviz: {missing.name} is not installed for {sys.executable}: run `make run` or `make test` once, "
+                 "then use .venv/bin/attnviz (or .venv/bin/python -m attnviz).")
+    raise
+
+from attnviz import lazy  # noqa: E402 - after the check above
 from attnviz.analysis.detector import detect_head
 from attnviz.analysis.kvcache import kv_keep
 from attnviz.analysis.longcontext import long_attention

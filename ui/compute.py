@@ -33,7 +33,7 @@ from attnviz.analysis.describe import describe_figure
 from attnviz.cache import PLAIN_TYPES
 from attnviz.i18n import _, language
 from attnviz.limits import MAX_CONCURRENT_RUNS
-from attnviz.plots.style import PlainFigure, apply_template, plain_figures
+from attnviz.plots.style import PlainFigure, apply_template, fit_screen, plain_figures
 from attnviz.run.run import RESULTS, shared_result
 from ui.loading import ready
 
@@ -119,7 +119,9 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
     calls ``to_dict()`` on every rerun, which deep-copies the figure and re-encodes each
     array as base64, and describing it reads every cell. The dict is shared read-only
     (Streamlit only serialises it), and made to be drawn once (``drawn_once``)."""
-    spec, data_json = _drawn_once(plain_dict(fig))
+    plain = plain_dict(fig)
+    fit_screen(plain["layout"])  # presenter mode: one screen at most
+    spec, data_json = _drawn_once(plain)
     frozen = FrozenSpec(spec)
     frozen.json = (spec_json(frozen) if data_json is None else
                    '{"data":' + data_json + ',"layout":' + _plain_json(frozen["layout"]) + "}")
@@ -259,13 +261,6 @@ def _data_json(data) -> str:
 
 def style_key(style) -> tuple:
     return astuple(style)
-
-
-def charts_side_by_side(*charts: tuple) -> None:
-    """Charts in equal columns, each given as (figure, key, filename)."""
-    for column, (fig, key, filename) in zip(st.columns(len(charts)), charts, strict=True):
-        with column:
-            chart(fig, key=key, filename=filename)
 
 
 def clicked_points(fig, *, key: str, filename: str) -> list[dict]:

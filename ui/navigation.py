@@ -21,7 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from attnviz.i18n import _, language
-from attnviz.views.catalogue import PAGES
+from attnviz.views.catalogue import PAGES, menus
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "app_pages"
 _MADE: dict[str, dict[str, st.Page]] = {}
@@ -31,6 +31,11 @@ _LOCK = threading.Lock()
 def _make() -> dict[str, st.Page]:
     return {p.name: st.Page(SCRIPTS / p.script, title=_(p.title), icon=f":material/{p.icon}:",
                             **({"default": True} if not p.path else {"url_path": p.path})) for p in PAGES}
+
+
+def sections(pages: dict[str, st.Page]) -> dict[str, list[st.Page]]:
+    """{menu title: its pages}, for ``st.navigation(..., position="top")`` (``catalogue.menus``)."""
+    return {_(title): [pages[name] for name in names] for title, names in menus()}
 
 
 def app_pages() -> dict[str, st.Page]:

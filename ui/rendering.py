@@ -36,7 +36,7 @@ def _part(view: View, part: Part, result, state, run_key: tuple):
     if part.when is not None and not part.when(result):
         return state
     if part.kind == "columns":
-        for column, inner in zip(st.columns(len(part.parts)), part.parts, strict=True):
+        for column, inner in zip(widgets.chart_columns(len(part.parts)), part.parts, strict=True):
             with column:
                 _part(view, inner, result, state, run_key)
         return state

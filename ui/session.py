@@ -35,6 +35,7 @@ from ui import picks
 _PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mode (sidebar collapsed)
 _URL = "_attnviz_url"  # the query string this session last parsed or wrote
 _WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
+_PAGE = "_attnviz_page"  # the page this run draws (``keep``)
 _KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widget
 MORE = "_attnviz_more"  # the sidebar's "More settings" switch: closed again for each new link
 # The states made from a session's values (a text of up to 20,000 characters among them), shared by every
@@ -76,6 +77,7 @@ def keep(page: str) -> None:
     session's values or else the last known ones; move the others out, into the last
     known values. Then apply a chart's pending pick and keep the head count valid."""
     ss = st.session_state
+    ss[_PAGE] = page
     now = ss.to_dict()
     known = now.get(_KNOWN) or DEFAULTS.values()
     live = live_names(page)
@@ -151,6 +153,12 @@ def adopt(values: dict, page: str) -> ViewState:
     return state
 
 
+def fall_back(values: dict) -> ViewState:
+    """Settings the running page sets back (a chosen head or query that the new input no longer has): the
+    state with them, and the link written again, so that it never keeps a value the page does not show."""
+    return adopt(values, st.session_state[_PAGE])
+
+
 def write_url(state: ViewState, page: str) -> None:
     """Mirror in the query string the settings ``page`` reads that differ from their defaults
     (``link_query``; only when it changed): a short link that reopens this view."""
@@ -161,10 +169,21 @@ def write_url(state: ViewState, page: str) -> None:
     st.session_state[_KNOWN] = state.values()
 
 
+# The page's top margin under the navigation's menus (Streamlit's is 6rem: the heading and the first chart
+# a screen lower on a laptop).
+PAGE_CSS = "[data-testid=stMainBlockContainer] {padding-top: 3.5rem}"
+# Presenter mode's body text, for the back of a classroom: the charts' text grows with their font
+# (attnviz.views.selection.PRESENTER_FONT), the page's own words here.
+PRESENTER_CSS = ("[data-testid=stMain] [data-testid=stMarkdownContainer] p, "
+                 "[data-testid=stMain] [data-testid=stMarkdownContainer] li {font-size: 1.3rem; line-height: 1.5}"
+                 " [data-testid=stMain] [data-testid=stCaptionContainer] {font-size: 1.1rem}")
+
+
 def presenter_hint() -> None:
-    """Presenter mode collapses the sidebar when a page opens with it; switched on later,
-    the sidebar stays where it is, so say how to close it."""
+    """The page's margins and presenter mode's larger body text; presenter mode collapses the sidebar when a
+    page opens with it, and switched on later, the sidebar stays where it is, so say how to close it."""
     ss = st.session_state
+    st.html("<style>" + PAGE_CSS + (" " + PRESENTER_CSS if ss.get("present") else "") + "</style>")
     if ss.get("present") and not ss.get(_PRESENT_AT_LOAD):
         st.info(_("Presenter mode is on: close the sidebar with the « button at its top (or press Esc while it "
                   "has focus). A link with present=1 opens with the sidebar closed."), icon=":material/slideshow:")

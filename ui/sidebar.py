@@ -15,12 +15,11 @@ from attnviz.models.registry import (
     MODEL_LABELS,
     RANDOM,
     ModelFacts,
-    available_models,
     layer_count,
     model_facts,
     model_kind,
 )
-from attnviz.views.catalogue import Page
+from attnviz.views.catalogue import Page, models_for, why_not
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
 from ui.controls import MASK_NAMES, control, label_of, row
@@ -30,7 +29,7 @@ LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads"
             "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
 
 
-BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors", "present")
+BEHIND_MORE = ("seed", "pad_to", "tokenize", "dropout", "projections", "positional", "colors")
 
 
 # What a model's config.json says (its layers; its heads, width and mask), asked on every rerun and the same
@@ -81,8 +80,8 @@ def more_settings(sb, live=frozenset(BEHIND_MORE)) -> bool:
     label = _("More settings")
     if chosen:
         label += " · " + _("set: {settings}").format(settings=md(" · ".join(chosen)))
-    return sb.toggle(label, key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional encoding, "
-                                             "the colour scale and presenter mode."))
+    return sb.toggle(label, key=MORE, help=_("Seed, padding, tokens, dropout, projections, positional encoding "
+                                             "and the colour scale."))
 
 
 def _model_facts(sb, model: str, stack: str) -> None:
@@ -110,6 +109,9 @@ def sidebar(page: Page) -> None:
     live = live_names(page.name)
     t = fixed()  # format_func runs outside this run's context in tests: bind the language now
     control("lang", sb, format_func=LANGUAGES.get)
+    # In sight on every page: a lesson turns it on once (or opens a link with present=1, which also
+    # closes the sidebar).
+    control("present", sb)
     if "text" in live:
         control("text", sb, kind="text_area", height=110, max_chars=MAX_TEXT_CHARS,
                 help_values={"lines": MAX_LINES, "tokens": MAX_TOKENS})
@@ -120,21 +122,12 @@ def sidebar(page: Page) -> None:
         control("seq", sb, options=range(len(lines)), format_func=lambda i: f"{i + 1}: {lines[i][:40]}")
     pretrained = False
     if "model" in live:
-        # A page that patches runs a causal LM or the model Watch it learn trains; the others run any model but
-        # that one.
-        # A long context reads a causal LM (its KV cache) or the random layer.
-        models = ([m for m in available_models() if model_kind(m) in ("tiny", "causal")] if page.causal else
-                  [m for m in available_models() if model_kind(m) in (RANDOM, "causal")] if page.causal_lm else
-                  [m for m in available_models() if model_kind(m) != "tiny"])
+        models = models_for(page)  # a page that patches, a long context: the models it can run
         if ss.get("model") not in models:
             dropped, ss["model"] = ss.get("model"), models[0]
             if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
-                why = (_("has no next token to patch toward") if page.causal else
-                       _("is not a causal language model: it keeps no KV cache to evict") if page.causal_lm else
-                       _("is drawn on Watch it learn, patched on Patching") if model_kind(dropped) == "tiny" else
-                       _("is not available here"))
                 st.toast(md(_("Using {used}: {model} {why}.").format(
-                    model=dropped, why=why, used=ss["model"])), icon=":material/swap_horiz:")
+                    model=dropped, why=_(why_not(page, dropped)), used=ss["model"])), icon=":material/swap_horiz:")
         control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
         pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
         if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.stack is None:
@@ -176,10 +169,8 @@ def sidebar(page: Page) -> None:
         for name in ("pad_to", "tokenize", "dropout", "projections", "positional"):
             if name in live and (random_layer or name == "pad_to"):
                 control(name, sb, **({"step": 0.05} if name == "dropout" else {}))
-        control("colors", sb)
-        # A lesson turns it on once (or opens a link with present=1, which also closes the
-        # sidebar); behind More settings it is no element on every other run.
-        control("present", sb)
+        if "colors" in live:
+            control("colors", sb)
     # A setting declared with sidebar=True that the layout above does not place yet.
     for name, entry in SETTINGS.items():
         if entry.spec.sidebar and name not in LAID_OUT and name in live:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from attnviz.analysis.verify import verify_result
-from attnviz.i18n import N_, _
+from attnviz.i18n import N_, _, fixed
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
@@ -23,6 +23,13 @@ WEIGHTS_CSV_HOLDS = N_("Every weight, one row each: sequence, head, query and ke
 RUN_JSON_HOLDS = N_("The whole run: settings, tokens, weights, output and each chart's text description.")
 
 
+def chart_columns(spec: int | Sequence[float]) -> list:
+    """``st.columns(spec)`` for charts side by side; in presenter mode one container under another, so that
+    each chart takes a projector's whole width (side by side at 1024 px, their titles and labels were cut)."""
+    n = spec if isinstance(spec, int) else len(spec)
+    return [st.container() for _i in range(n)] if st.session_state.get("present") else st.columns(spec)
+
+
 def header(title: str, *notes: str) -> None:
     """A page's title and the small grey notes under it, as one Markdown element.
 
@@ -33,7 +40,13 @@ def header(title: str, *notes: str) -> None:
     brackets ("[PAD]") are escaped so that none can end that early (so a note holds no
     links), and those already escaped (``attnviz.views.markdown.md``) are left as they are.
     """
-    escaped = (_UNESCAPED_BRACKET.sub(r"\\\1", note) for note in notes if note)
+    escaped = [_UNESCAPED_BRACKET.sub(r"\\\1", note) for note in notes if note]
+    if st.session_state.get("present") and escaped:
+        # On a projector the notes fold under the title: at presenter mode's body size they pushed the first
+        # chart below the screen. The teacher opens them when the class needs them.
+        st.markdown(f"# {title}")
+        st.expander(_("What this page shows")).markdown("\n\n".join(escaped))
+        return
     small = "\n\n".join(f":small[:gray[{note}]]" for note in escaped)
     st.markdown(f"# {title}" + (f"\n\n{small}" if small else ""))
 
@@ -95,19 +108,31 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None
                    with_head: bool = True, with_query: bool = True) -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``), their
     options from the run; ``with_head=False`` for a page that shows every head at once,
-    ``with_query=False`` for a view that reads no query."""
+    ``with_query=False`` for a view that reads no query. The query's first option, -1 (its
+    default), follows the last real token of whatever sentence is typed, and stays out of the
+    link; a chosen head or query that the new input no longer has is said, and falls back."""
     H, L = result.heads, result.weights.shape[2]
+    last = result.lengths[seq] - 1
     ss = st.session_state
     if with_head and not 0 <= ss.get("head", 0) < H:
-        ss["head"] = 0
-    if with_query and not 0 <= ss.get("query", -1) < L:  # -1 (the default) or past the end: the last real token
-        ss["query"] = result.lengths[seq] - 1
+        st.info(_("Head {h} does not exist ({count} heads); showing head 0.").format(h=ss.get("head"), count=H),
+                icon=":material/info:")
+        session.fall_back({"head": 0})
+    if with_query and not -1 <= ss.get("query", -1) < L:
+        st.info(_("Query position {q} is past the last token ({last}); showing the last token.").format(
+            q=ss.get("query"), last=L - 1), icon=":material/info:")
+        session.fall_back({"query": -1})
     tokens = result.tokens[seq]
+    t = fixed()  # a format_func runs outside this run's context: bind its language now
+
+    def spelled(i: int) -> str:
+        return t("last token ({i}: {token})").format(i=last, token=tokens[last]) if i < 0 else f"{i}: {tokens[i]}"
+
     pair = row() if with_head and with_query else st
     h = control("head", pair, options=range(H), width=140) if with_head else ss.get("head", 0)
-    q = control("query", pair, options=range(L), label=query_label, format_func=lambda i: f"{i}: {tokens[i]}",
-                width=280) if with_query else ss.get("query", result.lengths[seq] - 1)
-    return int(h), int(q)
+    q = control("query", pair, options=[-1, *range(L)], label=query_label, format_func=spelled,
+                width=280) if with_query else ss.get("query", -1)
+    return int(h), (last if int(q) < 0 else int(q))
 
 
 def uploaded_bytes(label: str, types: list[str], *, key: str, help: str) -> tuple[bytes, str] | None:
@@ -217,8 +242,11 @@ def prompt_pair(page: str, example: Callable[[object], dict | None]):
     found = compute.guard(lambda: example(s))
     if found:
         session.adopt(found, page)
-    control("clean")
-    control("corrupted")
+    # Two rows, each side by side: the prompts, then the answer and the wrong token; so that the page's
+    # first chart starts in the first screen of a laptop.
+    prompts = row()
+    control("clean", prompts)
+    control("corrupted", prompts)
     pair = row()
     control("answer", pair)
     control("wrong", pair)

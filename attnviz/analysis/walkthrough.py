@@ -17,6 +17,10 @@ from attnviz.core.attention import attention_steps
 from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 
+# The steps, in order, by their English names (``Step.key``).
+STEP_KEYS = ("Embeddings X", "Queries of this head", "Keys of this head", "Values of this head", "Scores",
+             "Scaled scores", "Masked scores", "Weights", "After dropout", "Head output", "Heads joined", "Output")
+
 
 @dataclass
 class Step:

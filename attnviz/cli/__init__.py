@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = {k: getattr(args, k) for k in SETTINGS}
         page, data = _input_page(args)
         page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")
-        job = RenderJob(state_from(settings, args.from_url), Path(args.out), args.width, args.height,
+        job = RenderJob(state_from(settings, args.from_url, page), Path(args.out), args.width, args.height,
                   args.scale, args.theme, page, data)
         with ImageExporter() as exporter:
             run_job(job, exporter)

@@ -86,7 +86,7 @@ def job_from_settings(settings: dict, base: Path) -> RenderJob:
             source = _inside(path, base, key).resolve()  # a shared spec reads only files beside it
             data, page = read_input(source, f"`{key}`"), page or kind
     page = page or (page_of(from_url) if from_url else "explorer")
-    return RenderJob(state_from(settings, from_url), out_path, width, height, float(scale), theme, page, data)
+    return RenderJob(state_from(settings, from_url, page), out_path, width, height, float(scale), theme, page, data)
 
 
 def _bar(done: int, total: int, label: str) -> str:

@@ -22,7 +22,7 @@ from attnviz.models.registry import available_models, locate
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
-from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, page
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, models_for, page, why_not
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
@@ -51,12 +51,30 @@ class RenderJob:
     data: bytes | None = None  # the file the page reads: an image, a WAV, an attention file, a text
 
 
-def state_from(settings: dict, from_url: str | None = None) -> ViewState:
+def state_from(settings: dict, from_url: str | None = None, page_name: str | None = None) -> ViewState:
     """URL parameters (from a link, then overridden by ``settings``) -> ViewState.
 
     Unlike the app, which falls back to defaults with a warning, a build stops on the
-    first invalid value: a docs figure should never silently change.
+    first invalid value: a docs figure should never silently change. ``page_name``: the page
+    rendered, whose own default model (``models_for``, the app's) replaces one that no flag or
+    link chose and the page cannot run; a chosen one it cannot run stops the build, saying why.
     """
+    state = _state_from(settings, from_url)
+    if page_name is None or state.model not in available_models():  # a folder or a hub id: the run says
+        return state
+    models = models_for(page(page_name))
+    if state.model in models:
+        return state
+    if not models:
+        raise UsageError(f"No model this server offers runs the {page_name} page.")
+    chosen = settings.get("model") is not None or (from_url is not None and "model" in query_dict(from_url))
+    if chosen:
+        raise UsageError(f"Model {state.model} {why_not(page(page_name), state.model)}: the {page_name} page runs "
+                         f"{', '.join(models)}.")
+    return state.with_(model=models[0])
+
+
+def _state_from(settings: dict, from_url: str | None = None) -> ViewState:
     raw = query_dict(from_url) if from_url else {}
     model = None
     for key, value in settings.items():

@@ -145,10 +145,18 @@ class Trainings:
             (folder / f"{key}.stop").unlink(missing_ok=True)
             (folder / f"{key}.failed").unlink(missing_ok=True)  # an earlier try's failure: this one is tried anew
             with open(folder / f"{key}.log", "wb") as log:
-                self._jobs[key] = subprocess.Popen(
+                job = self._jobs[key] = subprocess.Popen(
                     [sys.executable, "-m", "attnviz.learn.worker", json.dumps(asdict(settings)), str(folder), key],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # Reaped as soon as it ends, not at the next look: a server no page asks (the defaults trained at start)
+        # kept its finished workers as defunct processes.
+        threading.Thread(target=self._reap_when_done, args=(job,), daemon=True, name=f"reap-{key}").start()
         return key
+
+    def _reap_when_done(self, job: subprocess.Popen) -> None:
+        job.wait()
+        with self._lock:
+            self._reap()
 
     def busy(self) -> int:
         """Trainings running now (the caller holds the lock)."""

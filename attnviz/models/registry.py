@@ -96,9 +96,9 @@ def listed_models() -> dict[str, Path]:
 
 
 # Marked for translation (attnviz.i18n.N_); translated where they are shown.
-MODEL_LABELS = {RANDOM: N_("random (tokenizer-free, one layer)"), MINILM: N_("MiniLM-L6 (pretrained BERT, 6 × 12)"),
-                TRAINED: N_("watch-it-learn (the tiny model Watch it learn trains)"),
-                LOCAL: N_("local BERT folder")}
+# Short enough to read whole in the sidebar's 240 px box (the model's help says the rest).
+MODEL_LABELS = {RANDOM: N_("random layer"), MINILM: N_("MiniLM-L6 (BERT, 6 × 12)"),
+                TRAINED: N_("watch-it-learn (tiny)"), LOCAL: N_("local BERT folder")}
 
 
 def layer_count(model: str, stack: str = "encoder") -> int:

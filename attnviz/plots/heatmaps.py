@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.i18n import _
+from attnviz.i18n import N_, _
 from attnviz.plots import margins
 from attnviz.plots.data import HeatmapData, mask_data, output_data, query_data
 from attnviz.plots.style import (
@@ -47,9 +47,9 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                    diverging: bool = False) -> go.Figure:
     layout = {
         "yaxis": {**rows_down(len(d.y)), "type": "category",
-                  "title": {"text": _("query") if not diverging else _("token")}},
+                  **_every_tick(d.y, _("query") if not diverging else _("token"))},
         "xaxis": {"type": "category" if not diverging else "linear",
-                  "title": {"text": _("key") if not diverging else _("dimension")},
+                  **(_every_tick(d.x, _("key")) if not diverging else {"title": {"text": _("dimension")}}),
                   "side": "top" if not diverging else "bottom",
                   # upright on top: a slanted label Plotly picks itself runs into the axis title above it
                   **({"tickangle": -90} if not diverging else {})},
@@ -58,8 +58,9 @@ def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
     room = {"l": margins.left(d.y, fs, title=True), "r": margins.colorbar("", fs, d.zmin, d.zmax),
             "b": margins.bottom((), fs, title=True) if diverging else fs,
             **({} if diverging else {"t": margins.top(d.x, fs, d.title)})}
+    title = _labelled(d.title, None if diverging else d.x, d.y, words=("key", "token" if diverging else "query"))
     return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
-                  layout_for(layout, style, d.title, top_axis=not diverging, room=room))
+                  layout_for(layout, style, title, top_axis=not diverging, room=room))
 
 
 # Every token labelled (the first screen's promise): the grid's tick labels are drawn at TICK_PX,
@@ -281,12 +282,12 @@ def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
                                 + _("head {h}").format(h=h) + "</extra>"}
               for h in range(w.shape[0])]
     layout = {"barmode": "group", "yaxis": {"range": [0, 1], "title": {"text": _("weight")}},
-              "xaxis": {"type": "category", "title": {"text": _("key")}}}
+              "xaxis": {"type": "category", **_every_tick(keys, _("key"))}}
     fs = style.font_size
     room = {"l": margins.left(["0.8"], fs, title=True), "b": margins.bottom(keys, fs, title=True),
             "r": margins.legend([t["name"] for t in traces], fs)}
-    return figure(traces, layout_for(layout, style, _("query “{token}” (position {q}): weights over keys").format(
-        token=qlab, q=q), room=room))
+    return figure(traces, layout_for(layout, style, _labelled(
+        _("query “{token}” (position {q}): weights over keys").format(token=qlab, q=q), keys), room=room))
 
 
 BARS_UP_TO = 128
@@ -310,13 +311,14 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     trace = {"type": "heatmap", "z": d.z, "x": d.x, "y": d.y, "zmin": 0, "zmax": 1, "showscale": False,
              "colorscale": MASK_COLORS,
              "hovertemplate": f"{_('query')}: %{{y}}<br>{_('key')}: %{{x}}<br>{_('may attend')}: %{{z}}<extra></extra>"}
-    layout = {"yaxis": {**rows_down(len(d.y)), "type": "category", "title": {"text": _("query")}, **_every_tick(d.y)},
-              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom", "title": {"text": _("key")},
-                        **({"tickangle": -90} if key_axis_top else {}), **_every_tick(d.x)}}  # as heatmap_figure
+    layout = {"yaxis": {**rows_down(len(d.y)), "type": "category", **_every_tick(d.y, _("query"))},
+              "xaxis": {"type": "category", "side": "top" if key_axis_top else "bottom",
+                        **({"tickangle": -90} if key_axis_top else {}),
+                        **_every_tick(d.x, _("key"))}}  # as heatmap_figure
     if not key_axis_top:
         layout["height"] = matrix_height(len(d.y), style.font_size)
     fs = style.font_size
-    title = d.title + " " + _("(dark = blocked)")
+    title = _labelled(d.title + " " + _("(dark = blocked)"), d.x, d.y)
     room = {"l": margins.left(d.y, fs, title=True), "b": fs if key_axis_top else margins.bottom(d.x, fs, title=True),
             **({"t": margins.top(d.x, fs, title)} if key_axis_top else {})}
     return figure([trace], layout_for(layout, style, title, top_axis=key_axis_top, room=room))
@@ -326,8 +328,29 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
 EVERY_TICK_UP_TO = 48
 
 
-def _every_tick(labels: list[str]) -> dict:
-    return {"tickmode": "array", "tickvals": labels, "ticktext": labels} if len(labels) <= EVERY_TICK_UP_TO else {}
+def _every_tick(labels: list[str], name: str = "") -> dict:
+    """An axis's ticks, written as the tokens read: the plain text without the invisible suffix that keeps two
+    copies of a token apart as categories (copy, search and screen readers meet what is seen). Every label up to
+    ``EVERY_TICK_UP_TO``; past it one in k (``_every``), which the figure's title says (``_labelled``)."""
+    kept = labels[::_every(labels)]
+    out = {"tickmode": "array", "tickvals": kept, "ticktext": [plain_label(t) for t in kept]}
+    if name:
+        out["title"] = {"text": name}
+    return out
+
+
+def _every(labels: list[str]) -> int:
+    return max(1, math.ceil(len(labels) / EVERY_TICK_UP_TO))
+
+
+def _labelled(title: str, x: list[str] | None = None, y: list[str] | None = None, *, words=("key", "query")) -> str:
+    """``title``, and under it which labels an axis thinned ("one key in 2 labelled"), where one did: said on
+    the chart, in the title's lines (an axis title of a short plot has no room for it at a projector's font)."""
+    says = {"key": N_("one key in {k}"), "query": N_("one query in {k}"), "column": N_("one column in {k}"),
+            "row": N_("one row in {k}"), "token": N_("one token in {k}")}
+    notes = [_(says[word]).format(k=_every(labels)) for word, labels in zip(words, (x, y), strict=True)
+             if labels is not None and _every(labels) > 1]
+    return title if not notes else f"{title}<br>" + _("({which} labelled)").format(which=", ".join(notes))
 
 
 def matrix_height(rows: int, font_size: int = 12) -> int:
@@ -370,4 +393,4 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
     fs = style.font_size
     room = {"l": margins.left(y, fs), "b": margins.bottom(x, fs),
             "r": margins.colorbar(bar_title, fs, trace["zmin"], trace["zmax"])}
-    return figure([trace], layout_for(layout, style, title, room=room))
+    return figure([trace], layout_for(layout, style, _labelled(title, x, y, words=("column", "row")), room=room))

@@ -9,9 +9,12 @@ between heads, so a 24-layer × 14-head model is one trace of a few tens of thou
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 
+from attnviz.i18n import _
 from attnviz.plots.style import FigureStyle, wrap_title
 
 MULTIPLES_CELLS = 60_000  # cells of the small multiples at most, every head together
@@ -130,7 +133,12 @@ def window_figure(weights: np.ndarray, tokens: list[str], q0: int, k0: int, styl
     fig = go.Figure(go.Heatmap(z=weights.astype(np.float32), x=xs, y=ys, colorscale=style.colors, zmin=0,
                                colorbar={"title": "weight"},
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
-    fig.update_layout(**_frame(title, style), xaxis_title="key", yaxis_title="query", height=600)
+    every = 1 if cols <= CLOSE_UP_LABELS else math.ceil(cols / CLOSE_UP_LABELS)  # labels that fit side by side
+    key_title = _("key") if every == 1 else _("key ({note})").format(note=_("one in {k} labelled").format(k=every))
+    fig.update_layout(**_frame(title, style), xaxis_title=key_title, yaxis_title=_("query"), height=600)
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(type="category", showticklabels=cols <= 32)
+    fig.update_xaxes(type="category", tickmode="array", tickvals=xs[::every], ticktext=xs[::every])
     return fig
+
+
+CLOSE_UP_LABELS = 32  # key labels a close-up's width holds upright

@@ -84,7 +84,8 @@ def spectrogram_figure(spec: np.ndarray, times: list[str], weights: np.ndarray, 
                        "name": f"head {h}", "xaxis": "x", "yaxis": "y",
                        "hovertemplate": "frame %{x}<br>weight: %{y:.4f}<extra>head " + str(h) + "</extra>"})
     layout = {"height": 560, "xaxis": {"title": {"text": _("frame")}, "anchor": "y"},
-              "yaxis": {"domain": [0, 0.38], "title": {"text": _("weight from frame {n}").format(n=chosen)},
+              "yaxis": {"domain": [0, 0.38], "title": {"text": _("weight")},  # the title names the frame: a
+                        # longer axis title outgrows this short lower panel at a projector's font
                         "rangemode": "tozero"},
               "yaxis2": {"domain": [0.45, 1], "title": {"text": _("frequency (Hz)")}, "anchor": "x"},
               "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,

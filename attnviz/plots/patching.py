@@ -71,7 +71,8 @@ def attribution_figure(heads: np.ndarray, rest: dict[str, float], title: str,
     other = {"type": "bar", "x": axis_labels(list(rest)), "y": np.asarray(list(rest.values()), dtype=np.float64),
              "name": _("the other parts"), "marker": {"color": "#8d99ae"},
              "hovertemplate": "%{x}: %{y:.3f}<extra></extra>"}
-    layout = {"barmode": "group", "showlegend": True, "height": 400,
+    # taller on a projector: at its font, the rotated part names left the axis title less than its length
+    layout = {"barmode": "group", "showlegend": True, "height": 560 if style.presenting else 400,
               "xaxis": {"type": "category", "title": {"text": _("part of the residual stream")}},
               "yaxis": {"title": {"text": _("logits toward the answer")}, "zeroline": True}}
     return figure([trace, other], layout_for(layout, style, title))

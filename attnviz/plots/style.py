@@ -64,6 +64,19 @@ def presenting(font_size: int) -> bool:
     return font_size > 14
 
 
+# The tallest chart in presenter mode: a projector's screen (1024 × 768) holds it whole, with the line above it.
+PROJECTOR_CHART_PX = 680
+
+
+def fit_screen(layout: dict) -> dict:
+    """``layout`` (a figure's plain dict's, changed in place) at most one projector screen tall where its text is
+    presenter mode's (a font over 14 px); a laptop's figure as it is."""
+    height, size = layout.get("height"), (layout.get("font") or {}).get("size") or 12
+    if height and presenting(size) and height > PROJECTOR_CHART_PX:
+        layout["height"] = PROJECTOR_CHART_PX
+    return layout
+
+
 def rows_down(n: int) -> dict:
     """A categorical y axis of ``n`` rows, the first at the top, as a fixed range.
 

@@ -89,8 +89,9 @@ class AttentionConfig:
         help=N_("Several lines (up to {lines}) form a padded batch. Up to {tokens} tokens per line."))
     model: str = setting(
         "random", sidebar=True, convert=_model, choices=_models, pages=BY_ENTRY, label=N_("Model"),
-        help=N_("random: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
-                "WordPiece tokens through all its layers, offline."))
+        help=N_("random layer: one layer of seeded weights over tokenizer-free tokens. A pretrained model reads "
+                "WordPiece tokens through all its layers, offline. watch-it-learn: the tiny attention-only model "
+                "the Watch it learn page trains."))
     stack: str = setting(
         "encoder", sidebar=True, choices=STACKS, pages=BY_ENTRY, label=N_("Attention"),
         help=N_("An encoder–decoder model (T5, BART) has three: the encoder's self-attention, the decoder's causal "

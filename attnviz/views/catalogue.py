@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from attnviz.i18n import N_
+from attnviz.models.registry import RANDOM as RANDOM_MODEL
+from attnviz.models.registry import available_models, model_kind
 from attnviz.views import contributions as C
 from attnviz.views import layers as Y
 from attnviz.views import neurons as U
@@ -34,6 +36,8 @@ from attnviz.views import patching as P
 from attnviz.views import roles as R
 from attnviz.views import weights as W
 from attnviz.views.selection import style_for
+
+ATTENTION, BEYOND, LONG, CIRCUITS = N_("Attention"), N_("Beyond text"), N_("Long inputs"), N_("Circuits")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Page:
     script: str  # its file under app_pages/
     title: str  # marked for translation
     icon: str  # a Material icon name
+    menu: str = ATTENTION  # the navigation's menu that lists it (marked for translation)
     text: bool = True  # uses the sidebar's text and text-only controls
     input: str = ""  # the input it runs instead of a text: "image", "audio" or "graph" (attnviz.views.modality)
     file: str = ""  # the file it reads, by the CLI's flag and a spec's key ("image": --image FILE, image = "…")
@@ -63,6 +68,9 @@ class Page:
     # Its own settings: (the field of ViewState that holds them, the settings class's name in its module), so
     # that the state is composed from this table (``page_settings``) and imports no page.
     settings: tuple[tuple[str, str], ...] = ()
+    # Settings declared for every page that this one has no use for (Why √d_k draws no colour scale): its
+    # sidebar does not draw them, its link does not carry them.
+    ignores: tuple[str, ...] = ()
 
 
 # Groups of shared settings, by link name, for the entries below.
@@ -75,55 +83,72 @@ INPUT_RUN = ("device", *RANDOM, "input_projections")  # the random layer over an
 PAIR = ("clean", "corrupted", "answer", "wrong")  # two prompts and the answer: one pair opens Patching and Circuit
 
 
+def without(group: tuple[str, ...], *names: str) -> tuple[str, ...]:
+    """``group`` less ``names``: a page that reads a group but for a setting it has no use for."""
+    return tuple(k for k in group if k not in names)
+
+
 PAGES = (
     Page("", "explorer", "explorer.py", N_("Explorer"), "search", module="explorer",
          reads=(*TEXT_RUN, *MASK, "head", "query", "view"), settings=(("explorer", "Settings"),)),
     Page("step-by-step", "step-by-step", "step_by_step.py", N_("Step by step"), "stairs", module="stepbystep",
-         reads=(*TEXT_RUN, *MASK, "head", "query")),
+         reads=(*TEXT_RUN, *MASK, "head", "query"), settings=(("step_by_step", "Settings"),)),
+    # Mask lab compares masks of its own ("masks"), before dropout: it reads the window, not the sidebar's mask
+    # or dropout.
     Page("mask-lab", "mask-lab", "mask_lab.py", N_("Mask lab"), "grid_on", window=True, module="masklab",
-         reads=(*TEXT_RUN, *MASK, "head"), settings=(("mask_lab", "Settings"),)),
+         reads=(*without(TEXT_RUN, "dropout"), "window", "head"), settings=(("mask_lab", "Settings"),)),
     Page("cross-attention", "cross-attention", "cross_attention.py", N_("Cross-attention"), "swap_horiz",
          stack="cross", module="cross", reads=(*TEXT_RUN, "head", "query"),  # padding only: no MASK
          settings=(("cross_attention", "Settings"),)),
     Page("verify", "verify", "verify.py", N_("Verify against PyTorch"), "verified", module="verify",
          reads=(*TEXT_RUN, *MASK), settings=(("verify", "Settings"),)),
     Page("gradients", "gradients", "gradients.py", N_("Gradients"), "trending_down", module="gradients",
-         reads=(*TEXT_RUN, *MASK, "query"), settings=(("gradients", "Settings"),)),
+         reads=(*without(TEXT_RUN, "dropout"), *MASK, "query"),  # a gradient runs without dropout
+         settings=(("gradients", "Settings"),)),
     Page("why-scale", "why-scale", "why_scale.py", N_("Why scale by √d_k"), "straighten", module="whyscale",
-         reads=("seed",), settings=(("why_scale", "Settings"),)),
-    Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", text=False,
+         reads=("seed",), settings=(("why_scale", "Settings"),), ignores=("colors",)),  # line charts only
+    Page("image-patches", "image-patches", "image_patches.py", N_("Image patches"), "image", menu=BEYOND, text=False,
          input="image", file="image", module="modality", figure="image_figure",
          reads=(*INPUT_RUN, "model", "layer", "head", "view"), settings=(("image_patches", "ImageSettings"),)),
-    Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", text=False,
+    Page("audio-frames", "audio-frames", "audio_frames.py", N_("Audio frames"), "graphic_eq", menu=BEYOND, text=False,
          input="audio", file="audio", module="modality", figure="audio_figure", reads=INPUT_RUN,
          settings=(("audio_frames", "AudioSettings"),)),
-    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", text=False, input="graph",
+    Page("graph-nodes", "graph-nodes", "graph_nodes.py", N_("Graph nodes"), "hub", menu=BEYOND, text=False,
+         input="graph",
          module="modality", figure="graph_figure", reads=INPUT_RUN, settings=(("graph_nodes", "GraphSettings"),)),
     # Long sequences and the Q/K map run the random layer over a text of their own (a text repeated, the
     # corpus): they read how a text is embedded and masked, though not the sidebar's sentence to show.
-    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", window=True,
+    Page("long-sequences", "long-sequences", "long_sequences.py", N_("Long sequences"), "speed", menu=LONG, window=True,
          module="longseq", reads=("text", "device", *RANDOM, *EMBED, *MASK),
          settings=(("long_sequences", "Settings"),)),
-    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", text=False,
-         random=False, file="attention", module="attention_file", reads=("layer", "head", "query", "view")),
-    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", module="qkmap",
-         reads=(*MODEL, *RANDOM, *EMBED, *MASK, "head"), settings=(("qk_map", "Settings"),)),
-    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", text=False,
-         random=False, module="learn", command="python -m attnviz learn",
+    Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", menu=BEYOND,
+         text=False, random=False, file="attention", module="attention_file", reads=("layer", "head", "query", "view")),
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", menu=BEYOND, module="qkmap",
+         reads=(*MODEL, *RANDOM, *without(EMBED, "dropout"), *MASK, "head"),  # queries and keys: before dropout
+         settings=(("qk_map", "Settings"),)),
+    Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", menu=CIRCUITS,
+         text=False, random=False, module="learn", command="python -m attnviz learn",
          settings=(("learn", "LearnSettings"), ("watch", "Settings"))),  # its training's, and the page's
-    Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", text=False, random=False, causal=True,
-         module="patching", reads=(*MODEL, *PAIR),  # the pair is shared
+    Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", menu=CIRCUITS, text=False,
+         random=False, causal=True, module="patching", reads=(*MODEL, *PAIR),  # the pair is shared
          settings=(("patching", "Settings"),)),
-    Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", text=False, random=False, causal=True,
-         module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
-    Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", text=False, random=False,
-         causal_lm=True, module="longcontext", file="text-file",
+    Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", menu=CIRCUITS, text=False, random=False,
+         causal=True, module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
+    Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", menu=LONG, text=False,
+         random=False, causal_lm=True, module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults
          settings=(("long", "LongSettings"),)),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 FILE_PAGES = {p.file: p.name for p in PAGES if p.file}  # the page a file flag (--image, --text-file…) opens
 HOME = PAGES[0].name  # the default page: a link without a path, where a click elsewhere opens a head
+
+
+def menus() -> list[tuple[str, list[str]]]:
+    """The navigation's menus across the top of every page, in the order of their first page: (title, its
+    pages' names). (A list of seventeen pages in the sidebar pushed the controls a page reads below the first
+    screen.)"""
+    return [(title, [p.name for p in PAGES if p.menu == title]) for title in dict.fromkeys(p.menu for p in PAGES)]
 
 
 def page_settings(entry: Page) -> list[tuple[str, type]]:
@@ -135,6 +160,26 @@ def page_settings(entry: Page) -> list[tuple[str, type]]:
 
 def page(name: str) -> Page:
     return next(p for p in PAGES if p.name == name)
+
+
+def models_for(entry: Page) -> list[str]:
+    """The models ``entry`` runs, of those this server offers, in the order offered: the first is the one the
+    app opens the page on and ``render --page`` renders. A page that patches runs a causal LM or the model Watch
+    it learn trains; a long context, a causal LM (its KV cache) or the random layer; the others any but the
+    trained one."""
+    kinds = ({"tiny", "causal"} if entry.causal else {RANDOM_MODEL, "causal"} if entry.causal_lm else None)
+    models = [m for m in available_models() if (model_kind(m) in kinds if kinds else model_kind(m) != "tiny")]
+    if entry.causal_lm:  # a causal LM first: it has a next token, whose cost under a compressed cache the page shows
+        models.sort(key=lambda m: model_kind(m) != "causal")
+    return models
+
+
+def why_not(entry: Page, model: str) -> str:
+    """Why ``entry`` does not run ``model`` (one of ``available_models``, not in ``models_for``), in words."""
+    return (N_("has no next token to patch toward") if entry.causal else
+            N_("is not a causal language model: it keeps no KV cache to evict") if entry.causal_lm else
+            N_("is drawn on Watch it learn, patched on Patching") if model_kind(model) == "tiny" else
+            N_("is not available here"))
 
 
 def check_view(page: str, state) -> None:
@@ -283,8 +328,9 @@ VIEWS = {v.name: v for v in (
          (Part("caption", P.tokens_caption), Part("caption", P.definition),
           Part("figure", selectable=True, plain=False, opens=P.pick_head),
           Part("subheader", P.chosen_title),
-          Part("columns", parts=(Part("figure", P.draw_chosen, name="head", reads=("patched",)),
-                                 Part("figure", P.draw_difference, name="difference", reads=("patched",)))),
+          Part("columns", parts=(Part("figure", P.draw_clean, name="clean", reads=("patched",)),
+                                 Part("figure", P.draw_corrupted, name="corrupted", reads=("patched",)))),
+          Part("figure", P.draw_difference, name="difference", reads=("patched",)),
           Part("figure", P.draw_positions, name="positions"),
           Part("caption", P.attribution_caption),
           Part("figure", P.draw_attribution, name="attribution", when=P.has_attribution)),

@@ -80,11 +80,23 @@ class CircuitSettings:
     def with_(self, **changes) -> CircuitSettings:
         return replace(self, **changes)
 
-COMPOSITION = ("‖W_OV^sender · W^receiver‖_F / (‖W_OV^sender‖_F ‖W^receiver‖_F), W^receiver being W_Q W_Kᵀ (q), "
-               "W_K W_Qᵀ (k) or W_V W_O (v), on the weights with the norms folded and the writing weights centred")
+
+COMPOSITION = ("how much of what the sender writes (its OV matrix) the receiver reads through its queries, keys "
+               "(its QK matrix, either side) or values (its OV matrix), as a share of the two matrices' norms; on the "
+               "weights with the norms folded and the writing weights centred")
 DEFINITIONS = {"paths": PATHS, "composition": COMPOSITION, "score_attribution": SCORES}
 DEFINITION_NAMES = {"paths": N_("path patching"), "composition": N_("composition score"),
                     "score_attribution": N_("score attribution")}  # as the page names them
+# Each definition as a formula (LaTeX), drawn above its words: m is the metric (the answer's logit minus the
+# wrong token's), s the sender, r the receiver, c its input (q, k or v).
+FORMULAS = {
+    "paths": r"m\big(\text{corrupted run};\ c_r \leftarrow \mathrm{LN}(x + o_s^{\text{clean}} - o_s^{\text{corrupted}})"
+             r"\, W_c^{r}\big)",
+    "composition": r"\frac{\lVert W_{OV}^{s}\, W^{r} \rVert_F}{\lVert W_{OV}^{s} \rVert_F\, \lVert W^{r} \rVert_F},"
+                   r"\quad W^{r} \in \{W_Q W_K^\top,\ W_K W_Q^\top,\ W_V W_O\}",
+    "score_attribution": r"s_{qk} = \text{scale} \cdot \Big(\sum_i \mathrm{LN}_q(x_i)\, W_Q\Big) \cdot "
+                         r"\Big(\sum_j \mathrm{LN}_k(x_j)\, W_K\Big) = \sum_{i,j} t_{ij}",
+}
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 # The imports "X as X" are what the Watch it learn page reads of the library below, through this module
 # (a page imports no lower floor).
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from attnviz.learn.trained import predict as predict
 from attnviz.learn.trained import token_name
 from attnviz.learn.worker import TRAININGS as TRAININGS
 from attnviz.learn.worker import key_of as key_of
+from attnviz.learn.worker import trained_weights
 from attnviz.models.tiny import AttentionOnly
 from attnviz.plots.circuit import circuit_figure, circuit_title
 from attnviz.plots.patching import head_patching_figure
@@ -88,31 +90,52 @@ def loss_figure(checkpoints: list[dict], control: list[dict] | None, style: F.Fi
                           log_x=False, mark=mark, dash=(control_name,))
 
 
+def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
+    """The page's first chart, for ``render --page watch-it-learn``: the loss of ``state.learn``'s training (and of
+    its one-layer control where the page trains one), read from the runs folder, where the app's worker keeps them;
+    trained here first where no one has (seeded, on one thread: the page's numbers)."""
+    records = _records(state)
+    control = records["control"]["checkpoints"] if records["control"] else None
+    return loss_figure(records["training"]["checkpoints"], control, style)
+
+
+def numbers(state, fmt: str, data: bytes | None = None) -> bytes:
+    """Every number the loss chart draws, for ``render --page watch-it-learn --out x.json``: the training's record
+    (each checkpoint's losses, head scores and attention on the probe) and its control's."""
+    return json.dumps(_records(state), sort_keys=True).encode("utf-8")
+
+
+def _records(state) -> dict:
+    def record(settings) -> dict:
+        trained_weights(settings)
+        return TRAININGS.progress(key_of(settings)).record
+
+    return {"training": record(state.learn), "control": record(control_of(state.learn)) if state.watch.control
+            else None}
+
+
 def scores_figure(checkpoints: list[dict], score: str, style: F.FigureStyle) -> go.Figure:
     steps = [c["step"] for c in checkpoints]
     heads = [(h["layer"], h["head"]) for h in checkpoints[0]["heads"]] if checkpoints else []
     series = {f"L{layer} H{head}": [next(h[score] for h in c["heads"] if (h["layer"], h["head"]) == (layer, head))
                                     for c in checkpoints] for layer, head in heads}
-    title = _("{score} score of every head").format(score=_(CHECKPOINT_SCORES[score]))
-    return F.lines_figure(steps, series, title, style, x_title=_("step"), y_title=_("score"), log_x=False)
+    # short: three of these stand side by side at 1366 px, and a legend already names every head
+    title = _("{score} score").format(score=_(CHECKPOINT_SCORES[score]))
+    return F.lines_figure(steps, series, title, style, x_title=_("step"), y_title=_("score of each head"), log_x=False)
 
 
 def heads_figure(checkpoint: dict, tokens: list[int], style: F.FigureStyle, title: str | None = None,
                  roles=None) -> go.Figure:
     """Every (layer, head)'s attention on the probe at ``checkpoint``: a row per layer, each
-    titled with its role where ``roles`` (layers, H) names one (``views.roles.head_title``)."""
-    from dataclasses import replace
-
-    import numpy as np
-
+    titled with its role where ``roles`` (layers, H) names one (``views.roles.head_title``), every
+    block labelled with the probe's tokens (the grid's own plan: as many as fit)."""
     w = np.asarray(checkpoint["weights"], dtype=np.float32)  # (layers, H, L, L)
     labels = [token_name(t) for t in tokens]
     data = [F.matrix_data(w[layer, h], labels, labels, head_title(layer, h, "" if roles is None else roles[layer, h]),
                           None)
             for layer in range(w.shape[0]) for h in range(w.shape[1])]
-    tall = replace(style, height=style.height or 140 + 300 * w.shape[0])  # square-ish blocks
-    return F.grid_figure(data, tall, title=title or _("every head on the probe at step {s}").format(
-        s=checkpoint["step"]), cols=w.shape[1], ticks=False)
+    return F.grid_figure(data, style, title=title or _("every head on the probe at step {s}").format(
+        s=checkpoint["step"]), cols=w.shape[1])
 
 
 def opened_head_figure(weights: list, tokens: list[int], layer: int, head: int, role: str, style: F.FigureStyle

@@ -277,8 +277,15 @@ def close_up(result: LongAttention, layer: int, head: int, q0: int, k0: int, sty
              size: int = CLOSE_UP):
     """The exact weights of queries q0… over keys k0… of one head (``LongAttention.window``)."""
     a = result.window(layer, head, q0, k0, size)  # (rows, columns)
-    return window_figure(a, result.tokens, q0, k0, style,
-                         title=f"layer {layer}, head {head}: exact weights of queries {q0:,}… over keys {k0:,}…")
+    rows, cols = a.shape
+    return window_figure(a, result.tokens, q0, k0, style, title=_(
+        "layer {layer}, head {head}: exact weights of queries {q0}–{q1} over keys {k0}–{k1}").format(
+        layer=layer, head=head, q0=f"{q0:,}", q1=f"{q0 + rows - 1:,}", k0=f"{k0:,}", k1=f"{k0 + cols - 1:,}"))
+
+
+def corner_words(q0: int, size: int = CLOSE_UP) -> str:
+    """The close-up's first query setting in words: -1 (its default) is the last ``size`` queries."""
+    return _("the last {n} queries").format(n=size) if q0 < 0 else _("queries from {q0}").format(q0=f"{q0:,}")
 
 
 def strip(kept, n: int, style: FigureStyle):

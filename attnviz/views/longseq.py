@@ -153,8 +153,8 @@ def low_rank_figures(lr: LS.LowRank, style: F.FigureStyle) -> tuple[go.Figure, g
     error = F.lines_figure(lr.ranks, {_("rank-k truncation of the weights"): drawn(lr.truncated),
                                       _("K, V as k segment means (exact at k = L)"): drawn(lr.linformer),
                                       _("K, V by an untrained random projection"): drawn(lr.random)},
-                           _("output error against rank k"), style, x_title="k",
-                           y_title=_("‖O − Ô‖ / ‖O‖ (≤ 10⁻⁷ drawn at 10⁻⁷)"), log_y=True)
+                           _("output error against rank k (≤ 10⁻⁷ drawn at 10⁻⁷)"), style, x_title="k",
+                           y_title="‖O − Ô‖ / ‖O‖", log_y=True)  # short: a projector's font outgrew the plot
     return spectrum, error
 
 

@@ -20,6 +20,10 @@ from attnviz.settings.spec import OWN, Reason, setting
 from attnviz.views.selection import check_selection
 
 MASK_CHOICES = MASK_KINDS  # the Mask lab's masks, in order
+# A mask at work, in order: the mask, the scores before and after it, the weights (``mask_lab_figure``).
+STAGES = ("mask", "before", "after", "weights")
+STAGE_NAMES = {"mask": N_("the mask"), "before": N_("scores before"), "after": N_("scores after"),
+               "weights": N_("weights")}
 
 
 def _masks(raw: str, taken: dict) -> str:
@@ -35,6 +39,9 @@ class Settings:
 
     masks: str = setting("causal,window,causal+window", convert=_masks, pages=OWN,
                          label=N_("Masks to compare"), help=N_("Each with the same text, heads and seed."))
+    stage: str = setting("weights", pages=OWN, choices=STAGES, label=N_("Show"),
+                         help=N_("In presenter mode, one picture of each mask at a time: the mask, the scores "
+                                 "before and after it, or the weights."))
 
 
 def mask_kinds(state) -> list[str]:

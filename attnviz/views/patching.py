@@ -294,15 +294,24 @@ def chosen_title(run: PatchRun, state) -> str:
                                                                                 share=f"{v:.2f}")
 
 
-def draw_chosen(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
-    """The chosen head's attention on the clean prompt and on the corrupted one, on one 0–1 scale."""
+def _chosen_on(run: PatchRun, state, style: F.FigureStyle, clean: bool) -> go.Figure:
+    """The chosen head's (L, L) attention on one prompt, labelled with that prompt's own tokens (the pair differ
+    where the corruption is: one grid of both would label both with one)."""
     layer, head = chosen(run, state)
     p = run.patching
-    data = [F.matrix_data(run.clean_weights[layer, head], p.clean_tokens, p.clean_tokens, _("on the clean prompt"),
-                          F.DEFAULT_MAX_CELLS),
-            F.matrix_data(run.corrupted_weights[layer, head], p.corrupted_tokens, p.corrupted_tokens,
-                          _("on the corrupted prompt"), F.DEFAULT_MAX_CELLS)]
-    return F.grid_figure(data, style, cols=2, title=_("L{layer} H{head}'s attention").format(layer=layer, head=head))
+    weights, tokens = ((run.clean_weights, p.clean_tokens) if clean else (run.corrupted_weights, p.corrupted_tokens))
+    title = (_("L{layer} H{head} on the clean prompt") if clean else
+             _("L{layer} H{head} on the corrupted prompt")).format(layer=layer, head=head)
+    return F.matrix_figure(weights[layer, head], tokens, tokens, title, style, zero_one=True, value_name=_("weight"),
+                           bar_title=_("weight"))
+
+
+def draw_clean(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    return _chosen_on(run, state, style, clean=True)
+
+
+def draw_corrupted(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
+    return _chosen_on(run, state, style, clean=False)
 
 
 def draw_difference(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:

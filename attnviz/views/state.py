@@ -183,15 +183,17 @@ query_dict = U.query_dict
 
 def reads(page: str) -> frozenset[str]:
     """The settings ``page`` reads, by link name: its sidebar draws these, and its link writes those
-    of them that differ from their defaults. Every page reads the settings declared for all; the shared
-    ones its entry in the table names (``Page.reads``); and its own (declared ``OWN`` in the settings classes its
-    entry names: ``Page.settings``)."""
+    of them that differ from their defaults. Every page reads the settings declared for all, less those it
+    ignores (``Page.ignores``); the shared ones its entry in the table names (``Page.reads``); and its own
+    (declared ``OWN`` in the settings classes its entry names: ``Page.settings``)."""
     entry = next((p for p in PAGES if p.name == page), None)
     shared = entry.reads if entry else ()
     own = {name for name, _cls in entry.settings} if entry else set()
+    ignored = entry.ignores if entry else ()
     return _READS.get(page) or _READS.setdefault(page, frozenset(
         k for k, e in SETTINGS.items()
-        if "*" in e.spec.pages or page in e.spec.pages or k in shared or (e.spec.pages == OWN and e.path[0] in own)))
+        if ("*" in e.spec.pages and k not in ignored) or page in e.spec.pages or k in shared
+        or (e.spec.pages == OWN and e.path[0] in own)))
 
 
 _READS: dict[str, frozenset[str]] = {}

@@ -1,20 +1,29 @@
 """The Step by step page: one head's computation as the formulas write it, each step with its
 formula, its matrix and the followed token's row (``attnviz.analysis.walkthrough``).
 
-A page module: it has no settings of its own (the head and the query are shared with the pages
-that follow one); its run is the text's, and its figure for the CLI is the weights step (``figure``).
+A page module: its own setting is the step presenter mode shows (the head and the query are shared with the
+pages that follow one); its run is the text's, and its figure for the CLI is the weights step (``figure``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
 from attnviz import plots as F
-from attnviz.analysis.walkthrough import walkthrough, weighted_sum_terms
-from attnviz.i18n import _
+from attnviz.analysis.walkthrough import STEP_KEYS, walkthrough, weighted_sum_terms
+from attnviz.i18n import N_, _
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
+from attnviz.settings.spec import OWN, setting
 from attnviz.views.selection import check_selection
+
+
+@dataclass(frozen=True)
+class Settings:
+    step: int = setting(1, url="walk_step", lo=1, hi=len(STEP_KEYS), pages=OWN, label=N_("Step"),
+                        help=N_("In presenter mode, the step shown: one a screen."))
 
 
 def walk_steps(result: AttentionResult, seq: int, head: int, query: int):

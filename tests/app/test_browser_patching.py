@@ -46,4 +46,4 @@ def test_a_click_on_a_head_opens_it_on_both_prompts(server, tmp_path):
         assert dict(parse_qsl(urlsplit(page.url).query))["model"] == "watch-it-learn"
         titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                "g => g._fullLayout.title.text)")
-        assert "L0 H1's attention" in titles, titles
+        assert "L0 H1 on the clean prompt" in titles, titles

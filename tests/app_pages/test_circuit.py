@@ -59,9 +59,12 @@ def test_the_default_link_finds_the_induction_circuit_and_opens_its_key_path():
     graph = figures(at)[0]
     edges = next(t for t in graph["data"] if t.get("name") == "edges")
     assert ["k", s, h, 1, 0] in edges["customdata"]  # the diamond a click opens the path with
-    # the definitions, each in one line
-    lines = next(m.value for m in at.markdown if "**path patching**" in m.value).splitlines()
-    assert [line.split("**")[1] for line in lines] == ["path patching", "composition score", "score attribution"]
+    # the definitions, each named, its formula rendered (LaTeX, not raw underscores) and its words under it
+    names = [m.value.strip("*") for m in at.markdown if m.value.startswith("**") and m.value.endswith("**")]
+    assert names == ["path patching", "composition score", "score attribution"]
+    formulas = [x.value.strip("$\n") for x in at.latex]  # st.latex wraps each in $$ lines
+    assert formulas == list(C.FORMULAS.values()) and all("\\" in f for f in formulas)
+    assert not any("W_OV^" in c.value for c in at.caption)
     q = dict(at.query_params)
     assert q["model"] == "watch-it-learn" and q["corrupted"] == pair["corrupted"]
 

@@ -129,6 +129,29 @@ def test_query_focus_uses_the_chosen_token():
     np.testing.assert_allclose(z({"z": bars[1]["y"]}), r.weights[0, 1, 2].numpy(), atol=1e-7)
 
 
+def test_the_followed_query_follows_a_new_sentence_and_stays_out_of_the_link():
+    at = app("view=query&heads=2")
+    assert at.selectbox(key="query").value == -1 and "query" not in at.query_params
+    words = "The quick brown fox jumps over the lazy dog and runs far away"
+    at.text_area(key="text").set_value(words).run()
+    no_errors(at)
+    r = compute(AttentionConfig(text=words, num_heads=2, mask="causal"))
+    last = r.lengths[0] - 1
+    title = figures(at)[0]["layout"]["title"]["text"]
+    assert f"(position {last})" in title and "query" not in at.query_params  # the new sentence's last token
+    bars = [t for t in figures(at)[0]["data"] if t["type"] == "bar"]
+    np.testing.assert_allclose(z({"z": bars[1]["y"]}), r.weights[0, 1, last].numpy(), atol=1e-7)
+
+
+def test_a_chosen_query_past_a_shorter_sentence_says_so_and_falls_back():
+    at = app("view=query&heads=2&query=12&text=The+quick+brown+fox+jumps+over+the+lazy+dog+and+runs+far+away")
+    assert at.selectbox(key="query").value == 12 and at.query_params["query"] == "12"  # a choice: in the link
+    at.text_area(key="text").set_value("I love AI").run()
+    no_errors(at)
+    assert any("past the last token" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.selectbox(key="query").value == -1 and "query" not in at.query_params
+
+
 def test_batch_selector_shows_the_chosen_sentence():
     at = app()
     at.text_area(key="text").set_value("I love AI\n我爱人工智能").run()
@@ -411,7 +434,7 @@ def test_more_settings_are_drawn_only_when_on_and_keep_their_values():
 
 @pytest.mark.parametrize("query, named", [("seed=4", "Seed 4"), ("colors=Magma", "Colour scale Magma"),
                                           ("positional=0", "Positional encoding off"),
-                                          ("present=1", "Presenter mode on"), ("heads=2&mask=none", None)])
+                                          ("pad_to=16", "Pad to 16"), ("heads=2&mask=none", None)])
 def test_a_link_that_sets_a_setting_behind_more_names_it_there(query, named):
     from ui.session import MORE
 
@@ -425,7 +448,7 @@ def test_a_link_that_sets_a_setting_behind_more_names_it_there(query, named):
     if named:  # and the link's value is what runs
         more_settings(at)
         name = query.split("=")[0]
-        assert any(w.key == name for w in [*at.number_input, *at.selectbox, *at.toggle])
+        assert any(w.key == name for w in [*at.number_input, *at.selectbox, *at.toggle, *at.slider])
         assert at.toggle(key=MORE).label == "More settings"  # open, the widgets say it
         at.toggle(key=MORE).set_value(False).run()  # the label changed twice: the switch kept its state
         assert at.toggle(key=MORE).value is False and named in at.toggle(key=MORE).label

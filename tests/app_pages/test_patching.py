@@ -10,13 +10,15 @@ import pytest
 
 from attnviz import limits
 from attnviz.models import registry as R
+from attnviz.plots.style import plain_label
 from attnviz.views import patching as V
 from tests.support import hfmodels
 from tests.support.apphelp import after_loads, app, figures
 
 PAGE = "app_pages/patching.py"
-TITLES = ["each head patched from the clean run: the share of the answer it brings back", "L1 H0's attention",
-          "clean − corrupted", "the residual stream into each layer patched at one position",
+TITLES = ["each head patched from the clean run: the share of the answer it brings back",
+          "L1 H0 on the clean prompt", "L1 H0 on the corrupted prompt", "clean − corrupted",
+          "the residual stream into each layer patched at one position",
           "each head's direct logit attribution, in logits"]
 
 
@@ -35,6 +37,11 @@ def test_the_default_link_draws_every_picture_and_says_the_definition():
     assert not at.exception and not at.error
     assert [f["layout"]["title"]["text"] for f in figures(at)] == TITLES
     assert [h.value for h in at.subheader] == ["Head L1 H0: it brings back 0.97 of the answer"]
+    # each panel's rows and columns are its own prompt's tokens, where the two differ (28 and 12 swapped)
+    clean, corrupted = (f["data"][0] for f in figures(at)[1:3])
+    assert [plain_label(t) for t in clean["y"]] == at.text_input(key="clean").value.split()
+    assert [plain_label(t) for t in corrupted["x"]] == at.text_input(key="corrupted").value.split()
+    assert clean["y"] != corrupted["y"]
     assert any("(patched − corrupted) / (clean − corrupted)" in c.value for c in at.caption)
     assert any("**28**" in c.value and "**12**" in c.value for c in at.caption)  # the tokens that differ
     assert not at.toast  # the explorer's random model, left for this page's first: nothing to say
@@ -49,7 +56,7 @@ def test_a_link_reopens_its_head_and_its_prompts():
     assert not at.exception and not at.error
     assert at.subheader[0].value.startswith("Head L0 H1")
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
-    assert "L0 H1's attention" in titles and "each head's direct logit attribution, in logits" not in titles
+    assert "L0 H1 on the clean prompt" in titles and "each head's direct logit attribution, in logits" not in titles
     assert any("needs a wrong token" in c.value for c in at.caption)
     assert any("log p(answer)" in plain(c.value) for c in at.caption)
 
@@ -72,7 +79,7 @@ def test_the_sweep_runs_in_the_background_with_a_progress_bar(monkeypatch):
     assert at.get("progress") and "Patching every head" in at.get("progress")[0].proto.text
     gate.set()
     after_loads(at, 120)
-    assert not at.get("progress") and len(figures(at)) == 5
+    assert not at.get("progress") and len(figures(at)) == len(TITLES)
 
 
 @pytest.mark.parametrize("query, words", [

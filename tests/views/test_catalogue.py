@@ -85,11 +85,15 @@ def test_a_pages_own_settings_are_declared_in_its_module_and_the_state_keeps_the
     assert own >= 50  # every page's own settings, not a few
 
 
-def test_a_page_with_a_command_of_its_own_says_which():
-    import pytest
-
+def test_a_page_with_a_command_of_its_own_renders_its_first_chart_too(learned_defaults, monkeypatch):
+    from attnviz.plots.style import FigureStyle
+    from attnviz.views.catalogue import page
     from attnviz.views.pages import page_figure
     from attnviz.views.state import ViewState
 
-    with pytest.raises(ValueError, match="has a command of its own: python -m attnviz learn"):
-        page_figure("watch-it-learn", ViewState(), None)
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained runs
+    assert page("watch-it-learn").command == "python -m attnviz learn"  # its training's own command
+    fig = page_figure("watch-it-learn", ViewState(), FigureStyle())
+    assert fig.layout.title.text == "loss as it learns"
+    steps = [c["step"] for c in learned_defaults["records"][0]["checkpoints"]]
+    assert list(fig.data[0].x) == steps  # the default training's record, as the page draws it

@@ -41,7 +41,9 @@ def test_pages_that_embed_a_text_of_their_own_read_how_it_is_masked_but_not_the_
 
 def test_every_page_reads_the_shared_language_colours_and_presenter_mode():
     for page in PAGES:
-        assert {"lang", "colors", "present"} <= reads(page.name), page.name
+        assert {"lang", "present"} <= reads(page.name), page.name
+        assert ("colors" in reads(page.name)) is ("colors" not in page.ignores), page.name
+    assert "colors" not in reads("why-scale")  # line charts: no colour scale to choose
 
 
 def test_cross_attentions_source_follows_the_language_until_it_is_changed():
