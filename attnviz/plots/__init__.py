@@ -30,7 +30,6 @@ from attnviz.plots.data import (  # noqa: F401
 )
 from attnviz.plots.heatmaps import (  # noqa: F401
     BARS_UP_TO,
-    EVERY_TICK_UP_TO,
     LABEL_PITCH_PX,
     MASK_COLORS,
     PLOT_PX,
@@ -77,3 +76,4 @@ from attnviz.plots.style import (  # noqa: F401
     rows_down,
     template,
 )
+from attnviz.plots.ticks import EVERY_TICK_UP_TO  # noqa: F401

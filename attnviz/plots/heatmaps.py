@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz.i18n import N_, _
+from attnviz.i18n import _
 from attnviz.plots import margins
 from attnviz.plots.data import HeatmapData, mask_data, output_data, query_data
 from attnviz.plots.style import (
     DIVERGING,
+    PROJECTOR_CHART_PX,
     FigureStyle,
     axis_labels,
     colorscale,
@@ -24,7 +25,11 @@ from attnviz.plots.style import (
     plain_label,
     presenting,
     rows_down,
+    wrap_title,
 )
+from attnviz.plots.ticks import every_fitting
+from attnviz.plots.ticks import every_tick as _every_tick
+from attnviz.plots.ticks import labelled as _labelled
 from attnviz.run.result import AttentionResult
 
 
@@ -45,22 +50,33 @@ def heatmap_trace(d: HeatmapData, style: FigureStyle, *, shared: bool, diverging
 
 def heatmap_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *,
                    diverging: bool = False) -> go.Figure:
+    """One matrix, a row per query (or token), the keys on top. Its height gives each row a readable label
+    (at most a projector's screen, or 900 px); where they do not all fit, one in k is labelled, said in the
+    title (``ticks.labelled``)."""
+    fs = style.font_size
+    height = style.height or min(PROJECTOR_CHART_PX if presenting(fs) else 900, max(450, matrix_height(len(d.y), fs)))
+    words = ("key", "token" if diverging else "query")
+    top = margins.top(d.x, fs, wrap_title(d.title + "<br>" + words[0], fs)) if not diverging else 60 + fs
+    every = (None if diverging else every_fitting(d.x, fs, FULL_WIDTH_PLOT_PX),
+             every_fitting(d.y, fs, height - top - margins.bottom((), fs, title=True)))
     layout = {
-        "yaxis": {**rows_down(len(d.y)), "type": "category",
-                  **_every_tick(d.y, _("query") if not diverging else _("token"))},
+        "height": height,
+        "yaxis": {**rows_down(len(d.y)), "type": "category", **_every_tick(d.y, _(words[1]), every[1])},
         "xaxis": {"type": "category" if not diverging else "linear",
-                  **(_every_tick(d.x, _("key")) if not diverging else {"title": {"text": _("dimension")}}),
+                  **(_every_tick(d.x, _("key"), every[0]) if not diverging else {"title": {"text": _("dimension")}}),
                   "side": "top" if not diverging else "bottom",
                   # upright on top: a slanted label Plotly picks itself runs into the axis title above it
                   **({"tickangle": -90} if not diverging else {})},
     }
-    fs = style.font_size
+    title = _labelled(d.title, None if diverging else d.x, d.y, words=words, every=every)
     room = {"l": margins.left(d.y, fs, title=True), "r": margins.colorbar("", fs, d.zmin, d.zmax),
-            "b": margins.bottom((), fs, title=True) if diverging else fs,
-            **({} if diverging else {"t": margins.top(d.x, fs, d.title)})}
-    title = _labelled(d.title, None if diverging else d.x, d.y, words=("key", "token" if diverging else "query"))
+            "b": margins.bottom((), fs, title=True) if diverging else fs + 4,  # the last row label's descent
+            **({} if diverging else {"t": margins.top(d.x, fs, wrap_title(title, fs))})}
     return figure([heatmap_trace(d, style, shared=False, diverging=diverging)],
                   layout_for(layout, style, title, top_axis=not diverging, room=room))
+
+
+FULL_WIDTH_PLOT_PX = 800  # a full-width chart's plot on a laptop or a projector, its margins taken
 
 
 # Every token labelled (the first screen's promise): the grid's tick labels are drawn at TICK_PX,
@@ -179,6 +195,13 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
 
     for i, d in enumerate(data):
         r, c = divmod(i, cols)
+        # One axis of labels per row and per column of blocks: blocks side by side must read the same rows, blocks
+        # one above another the same columns (two prompts in one grid were both labelled with the second's).
+        for j, axis in ((r * cols, "y"), (c, "x")):
+            if j != i and getattr(d, axis) is not getattr(data[j], axis) and \
+                    list(getattr(d, axis)) != list(getattr(data[j], axis)):
+                raise ValueError(f"grid_figure: block {i} ({d.title}) has other {'rows' if axis == 'y' else 'columns'} "
+                                 f"than block {j} ({data[j].title}), which shares its labels; draw them apart.")
         y0, x0 = r * (L + gap_y), c * (S + gap_x)
         z[y0:y0 + L, x0:x0 + S] = d.z
         head[y0:y0 + L, x0:x0 + S] = i
@@ -320,37 +343,8 @@ def mask_figure(result: AttentionResult, n: int = 0, style: FigureStyle = Figure
     fs = style.font_size
     title = _labelled(d.title + " " + _("(dark = blocked)"), d.x, d.y)
     room = {"l": margins.left(d.y, fs, title=True), "b": fs if key_axis_top else margins.bottom(d.x, fs, title=True),
-            **({"t": margins.top(d.x, fs, title)} if key_axis_top else {})}
+            **({"t": margins.top(d.x, fs, wrap_title(title, fs))} if key_axis_top else {})}
     return figure([trace], layout_for(layout, style, title, top_axis=key_axis_top, room=room))
-
-
-# Up to this many categories, every one gets its tick label (Plotly thins them otherwise).
-EVERY_TICK_UP_TO = 48
-
-
-def _every_tick(labels: list[str], name: str = "") -> dict:
-    """An axis's ticks, written as the tokens read: the plain text without the invisible suffix that keeps two
-    copies of a token apart as categories (copy, search and screen readers meet what is seen). Every label up to
-    ``EVERY_TICK_UP_TO``; past it one in k (``_every``), which the figure's title says (``_labelled``)."""
-    kept = labels[::_every(labels)]
-    out = {"tickmode": "array", "tickvals": kept, "ticktext": [plain_label(t) for t in kept]}
-    if name:
-        out["title"] = {"text": name}
-    return out
-
-
-def _every(labels: list[str]) -> int:
-    return max(1, math.ceil(len(labels) / EVERY_TICK_UP_TO))
-
-
-def _labelled(title: str, x: list[str] | None = None, y: list[str] | None = None, *, words=("key", "query")) -> str:
-    """``title``, and under it which labels an axis thinned ("one key in 2 labelled"), where one did: said on
-    the chart, in the title's lines (an axis title of a short plot has no room for it at a projector's font)."""
-    says = {"key": N_("one key in {k}"), "query": N_("one query in {k}"), "column": N_("one column in {k}"),
-            "row": N_("one row in {k}"), "token": N_("one token in {k}")}
-    notes = [_(says[word]).format(k=_every(labels)) for word, labels in zip(words, (x, y), strict=True)
-             if labels is not None and _every(labels) > 1]
-    return title if not notes else f"{title}<br>" + _("({which} labelled)").format(which=", ".join(notes))
 
 
 def matrix_height(rows: int, font_size: int = 12) -> int:

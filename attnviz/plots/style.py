@@ -342,7 +342,10 @@ def layout_for(layout: dict, style: FigureStyle, title: str, *, top_axis: bool =
         layout["height"] += 2 * added * line_px
     layout.update(
         template=template(style.theme),
-        title={"text": title, "font": {"size": round(style.font_size * 1.3)}},
+        title={"text": title, "font": {"size": round(style.font_size * 1.3)},
+               # a key axis on top: the title at the figure's top, whatever room the labels below it take
+               # (Plotly's default centres it in the top margin, onto the axis title of long labels)
+               **({"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 28}} if top_axis else {})},
         font={"family": FONT_FAMILY, "size": style.font_size},
         margin={"l": 10, "r": 10, "t": top, "b": 10, **(room or {})},
     )

@@ -40,10 +40,11 @@ def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
             return [t.y[10], t.x[3], [box.left + L._size.l + L.xaxis.l2p(t.x[3]),
                                       box.top + L._size.t + L.yaxis.l2p(t.y[10])]]; }""")
         page.mouse.click(*xy)
-        want = f"{CLOSE_UP} {int(q):,}… over keys {int(k):,}…"
-        page.wait_for_function("(want) => [...document.querySelectorAll('.js-plotly-plot')].some("
-                               "g => g.layout.title && g.layout.title.text.includes(want))", arg=want,
-                               timeout=60_000)
+        want = f"{CLOSE_UP} {int(q):,}–"  # the close-up's rows start at the clicked block's query
+        keys = f"over keys {int(k):,}–"
+        page.wait_for_function("([want, keys]) => [...document.querySelectorAll('.js-plotly-plot')].some("
+                               "g => g.layout.title && g.layout.title.text.includes(want) && "
+                               "g.layout.title.text.includes(keys))", arg=[want, keys], timeout=60_000)
         # the corner is in the link: the link reopens the same close-up
         page.wait_for_function("(q) => location.search.includes('long_q0=' + q)", arg=str(int(q)), timeout=30_000)
         link = page.url

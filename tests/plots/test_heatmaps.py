@@ -182,3 +182,16 @@ def test_the_grids_shared_labels_give_each_head_its_own_data(words):
         np.testing.assert_array_equal(d.z, alone.z)
         assert {k: v for k, v in asdict(d).items() if k != "z"} == {k: v for k, v in asdict(alone).items() if k != "z"}
     assert shared[0].pooled == (1 if words == 5 else 4)
+
+
+def test_a_grid_refuses_blocks_side_by_side_that_read_different_rows():
+    matrix_data, grid_figure = F.matrix_data, F.grid_figure
+    w = np.eye(3, dtype=np.float32)
+    clean = matrix_data(w, ["BOS", "10", "28"], ["BOS", "10", "28"], "clean", None)
+    corrupted = matrix_data(w, ["BOS", "10", "12"], ["BOS", "10", "12"], "corrupted", None)
+    with pytest.raises(ValueError, match="other rows than block 0"):
+        grid_figure([clean, corrupted], cols=2)  # one row of labels would name both with the corrupted prompt
+    with pytest.raises(ValueError, match="other columns than block 0"):
+        grid_figure([clean, corrupted], cols=1)
+    same = matrix_data(w * 0.5, ["BOS", "10", "28"], ["BOS", "10", "28"], "again", None)
+    assert grid_figure([clean, same], cols=2).layout.annotations[1].text == "again"
