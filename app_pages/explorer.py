@@ -8,20 +8,18 @@ from attnviz.i18n import _, fixed
 from attnviz.views import generation as G
 from attnviz.views.catalogue import VIEW_TITLES, VIEWS, views_on
 from attnviz.views.markdown import md
-from attnviz.views.selection import clamp_selection, file_stem, resolve_query, style_for
+from attnviz.views.selection import fallbacks, file_stem, resolve_query, style_for
 from ui import compute, picks, rendering, session, widgets
 from ui.controls import control
 
 s = session.current()
 result = compute.result(s.config)
-clamped, fixes = clamp_selection(result, s)
-# A choice that no longer fits falls back (drawn below, so still assignable; seq is kept valid by the sidebar),
-# the query to -1, which follows the last token and stays out of the link.
-fallen = {k: -1 if k == "query" else 0 for k in ("head", "query")
-          if clamped.value(k) != s.value(k) and s.value(k) != -1}
+# A head or query that this input lacks falls back (drawn below, so still assignable; seq is kept valid by the
+# sidebar), the query to -1, which follows the last token and stays out of the link.
+fallen, fixes = fallbacks(result, s, ("head", "query"))
 if fallen:
-    session.fall_back(fallen)
-s = clamped
+    s = session.fall_back(fallen)
+s = resolve_query(result, s)
 for note in result.notes + fixes:
     st.info(note, icon=":material/info:")
 

@@ -14,6 +14,7 @@ from attnviz.i18n import N_, _, fixed
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
+from attnviz.views.selection import fallbacks
 from ui import compute, loading, session
 from ui.controls import control, row
 
@@ -114,14 +115,12 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None
     H, L = result.heads, result.weights.shape[2]
     last = result.lengths[seq] - 1
     ss = st.session_state
-    if with_head and not 0 <= ss.get("head", 0) < H:
-        st.info(_("Head {h} does not exist ({count} heads); showing head 0.").format(h=ss.get("head"), count=H),
-                icon=":material/info:")
-        session.fall_back({"head": 0})
-    if with_query and not -1 <= ss.get("query", -1) < L:
-        st.info(_("Query position {q} is past the last token ({last}); showing the last token.").format(
-            q=ss.get("query"), last=L - 1), icon=":material/info:")
-        session.fall_back({"query": -1})
+    fallen, notes = fallbacks(result, session.current().with_(seq=seq),
+                              ("head",) * with_head + ("query",) * with_query)
+    for note in notes:
+        st.info(note, icon=":material/info:")
+    if fallen:
+        session.fall_back(fallen)
     tokens = result.tokens[seq]
     t = fixed()  # a format_func runs outside this run's context: bind its language now
 

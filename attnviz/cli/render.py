@@ -59,7 +59,8 @@ def state_from(settings: dict, from_url: str | None = None, page_name: str | Non
     rendered, whose own default model (``models_for``, the app's) replaces one that no flag or
     link chose and the page cannot run; a chosen one it cannot run stops the build, saying why.
     """
-    state = _state_from(settings, from_url)
+    linked = query_dict(from_url) if from_url else {}
+    state = _state_from(settings, dict(linked))
     if page_name is None or state.model not in available_models():  # a folder or a hub id: the run says
         return state
     models = models_for(page(page_name))
@@ -67,15 +68,15 @@ def state_from(settings: dict, from_url: str | None = None, page_name: str | Non
         return state
     if not models:
         raise UsageError(f"No model this server offers runs the {page_name} page.")
-    chosen = settings.get("model") is not None or (from_url is not None and "model" in query_dict(from_url))
+    chosen = settings.get("model") is not None or "model" in linked
     if chosen:
         raise UsageError(f"Model {state.model} {why_not(page(page_name), state.model)}: the {page_name} page runs "
                          f"{', '.join(models)}.")
     return state.with_(model=models[0])
 
 
-def _state_from(settings: dict, from_url: str | None = None) -> ViewState:
-    raw = query_dict(from_url) if from_url else {}
+def _state_from(settings: dict, raw: dict) -> ViewState:
+    """``raw`` (a link's parameters) overridden by ``settings``, parsed and checked."""
     model = None
     for key, value in settings.items():
         if value is None:

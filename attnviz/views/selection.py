@@ -48,14 +48,21 @@ def selection_problems(result: AttentionResult, state: Selection) -> dict[str, s
     return problems
 
 
+def fallbacks(result: AttentionResult, state: Selection,
+              names: tuple[str, ...] = ("seq", "head", "query")) -> tuple[dict[str, int], list[str]]:
+    """Which of ``names`` (seq/head/query) this result does not have, as the values they fall back to
+    (sentence 1, head 0, the query -1 that follows the last token) and a sentence each saying so."""
+    problems = {k: text for k, text in selection_problems(result, state).items() if k in names}
+    shown = {"seq": _("showing sentence 1"), "head": _("showing head 0"), "query": _("showing the last token")}
+    return ({k: (-1 if k == "query" else 0) for k in problems},
+            [f"{text}; {shown[k]}." for k, text in problems.items()])
+
+
 def clamp_selection(result: AttentionResult, state: Selection) -> tuple[Selection, list[str]]:
     """Keep seq/head/query inside this result, saying what was changed (the app's way);
     query -1 becomes the last real token of the sentence."""
-    problems = selection_problems(result, state)
-    shown = {"seq": _("showing sentence 1"), "head": _("showing head 0"), "query": _("showing the last token")}
-    notes = [f"{text}; {shown[k]}." for k, text in problems.items()]
-    fixed = state.with_(**{k: (-1 if k == "query" else 0) for k in problems})
-    return resolve_query(result, fixed), notes
+    fallen, notes = fallbacks(result, state)
+    return resolve_query(result, state.with_(**fallen)), notes
 
 
 def resolve_query(result: AttentionResult, state: Selection) -> Selection:

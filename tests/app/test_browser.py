@@ -8,7 +8,6 @@ from tests.support.browserkit import (
     SHOTS,
     chromium_path,
     full_page_screenshot,
-    launch,
     streamlit_server,
     subplot_titles,
     wait_for_label,
@@ -22,20 +21,6 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r req
 from attnviz.views.catalogue import PAGES, menus  # noqa: E402
 from attnviz.views.catalogue import page as page_named  # noqa: E402
 from attnviz.views.state import reads  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture

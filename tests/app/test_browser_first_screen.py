@@ -8,27 +8,13 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
 
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, SHOTS, chromium_path, launch, streamlit_server, wait_idle
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, SHOTS, chromium_path, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
 
 LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
 THIRTEEN = "The quick brown fox jumps over the lazy dog and runs far away"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 def _open(browser, base: str, path: str, size: tuple[int, int]):

@@ -16,8 +16,6 @@ from tests.support.browserkit import (
     SCREENSHOTS_ENV,
     SHOTS,
     chromium_path,
-    launch,
-    streamlit_server,
 )
 from tests.support.layoutkit import measure, problems
 
@@ -28,20 +26,6 @@ from attnviz.views.catalogue import PAGES  # noqa: E402
 LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
 LAPTOP_BODY_PX = 14  # Streamlit's body text
 README_SHOTS = ("step-by-step", "mask-lab")  # the pages that show one view a screen, with a chooser
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 # Drawn: no run going, no background work's progress bar, every chart in sight holding its drawing.
