@@ -24,6 +24,7 @@ from attnviz.plots import (
     DIVERGING,
     FigureStyle,
     colorscale,
+    colour_bar,
     figure,
     grid_figure,
     heatmap_figure,
@@ -161,7 +162,7 @@ def show_analysis(a: Attention, style: FigureStyle) -> go.Figure:
     for column, name, xa, ya, bar_x in panels:
         traces.append({"type": "heatmap", "z": table_matrix(rows, column, a.layers, a.heads), "x": x, "y": y,
                        "xaxis": xa, "yaxis": ya, "colorscale": colorscale(style.colors), "name": column,
-                       "colorbar": {"x": bar_x, "len": 0.9, "thickness": 12, "title": {"text": column}},
+                       "colorbar": colour_bar(column, x=bar_x, len=0.9, thickness=12),
                        "hovertemplate": f"%{{y}}, %{{x}}<br>{name}: %{{z:.3f}}<extra></extra>"})
     layout = {
         "xaxis": {"domain": [0.0, 0.38], "type": "category", "title": {"text": "entropy (nats)"}},

@@ -68,6 +68,7 @@ from attnviz.plots.style import (  # noqa: F401
     FigureStyle,
     axis_labels,
     colorscale,
+    colour_bar,
     escape_label,
     figure,
     invisible_suffix,

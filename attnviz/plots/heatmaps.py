@@ -19,6 +19,7 @@ from attnviz.plots.style import (
     FigureStyle,
     axis_labels,
     colorscale,
+    colour_bar,
     figure,
     invisible_suffix,
     layout_for,
@@ -241,7 +242,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     layout: dict = {
         "clickmode": "event+select",
         "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0.0, "cmax": 1.0,
-                      "colorbar": {"title": {"text": value_name}}},
+                      "colorbar": colour_bar(value_name)},
         "annotations": annotations,
         "xaxis": {"type": "category", "showgrid": False, "tickangle": -90, "showticklabels": ticks},
         "yaxis": {"type": "category", "showgrid": False, **rows_down(R), "showticklabels": ticks},
@@ -375,7 +376,7 @@ def matrix_figure(matrix: np.ndarray, rows: list[str], cols: list[str], title: s
     trace.update({"zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors)} if zero_one else
                  {"zmin": -lim or -1.0, "zmax": lim or 1.0, "zmid": 0.0, "colorscale": colorscale(DIVERGING)})
     if bar_title:
-        trace["colorbar"] = {"title": {"text": bar_title}}
+        trace["colorbar"] = colour_bar(bar_title)
     x, y = trace["x"], trace["y"]
     layout: dict = {"yaxis": {**rows_down(len(y)), "type": "category", **_every_tick(y)},
                     "xaxis": {"type": "category", **_every_tick(x)},

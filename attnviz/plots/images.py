@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from attnviz.i18n import _
 from attnviz.plots.data import HeatmapData
 from attnviz.plots.heatmaps import heatmap_trace
-from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for, rows_down
+from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for, rows_down
 
 # Past this many cells, a full-detail view is drawn as an image (one pixel per cell, PNG)
 # rather than a heatmap: 2048 × 2048 float32 would be 22 MB of JSON, the PNG a few MB.
@@ -54,7 +54,7 @@ def image_figure(d: HeatmapData, style: FigureStyle = FigureStyle(), *, scale: l
     # An invisible one-point heatmap carries the colour bar for the image.
     bar = {"type": "heatmap", "z": [[d.zmin, d.zmax]], "x": [0, 0], "y": [0, 0], "opacity": 0, "hoverinfo": "skip",
            "colorscale": scale, "zmin": d.zmin, "zmax": d.zmax,
-           "colorbar": {"title": {"text": d.value_name or _("weight")}}}
+           "colorbar": colour_bar(d.value_name or _("weight"))}
     layout = {"xaxis": {"title": {"text": _("key position")}, "side": "top", "range": [-0.5, cols - 0.5],
                         "showgrid": False},
               "yaxis": {"title": {"text": _("query position")}, "range": [rows - 0.5, -0.5], "showgrid": False,

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
-from attnviz.plots.style import FigureStyle, wrap_title
+from attnviz.plots.style import FigureStyle, colour_bar, wrap_title
 
 MULTIPLES_CELLS = 60_000  # cells of the small multiples at most, every head together
 MULTIPLES_SIDE = (4, 32)  # blocks a side of one small multiple: at least, at most
@@ -67,7 +67,7 @@ def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.
             info[r:r + s, c:c + s] = (layer, h, sink[layer, h], distance[layer, h])
     fig = go.Figure(go.Heatmap(
         z=z, customdata=info, colorscale=style.colors, zmin=FLOOR, zmax=0, xgap=0, ygap=0,
-        colorbar={"title": "log10 max weight"},
+        colorbar=colour_bar("log10 max weight"),
         hovertemplate="layer %{customdata[0]:.0f} · head %{customdata[1]:.0f}<br>sink share %{customdata[2]:.3f}"
                       "<br>mean distance %{customdata[3]:.1f} tokens<br>log10 block max %{z:.2f}<extra></extra>"))
     fig.update_layout(**_frame(title, style), height=max(300, 60 + 22 * layers * step // 2))
@@ -86,7 +86,7 @@ def head_figure(overview: np.ndarray, block: int, n: int, style: FigureStyle, *,
     B = overview.shape[-1]
     starts = np.arange(B) * block
     fig = go.Figure(go.Heatmap(z=_log(overview), x=starts, y=starts, colorscale=style.colors, zmin=FLOOR, zmax=0,
-                               colorbar={"title": "log10 max weight"},
+                               colorbar=colour_bar("log10 max weight"),
                                hovertemplate="queries %{y}…, keys %{x}…<br>log10 block max %{z:.2f}<extra></extra>"))
     if click_grid:
         at = starts[np.unique(np.linspace(0, B - 1, min(B, click_grid)).round().astype(np.int64))]  # (g,)
@@ -116,7 +116,7 @@ def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *
             rows.append(pad.reshape(-1, b).sum(-1) / sizes)
             labels.append(f"L{layer} KV{g}")
     fig = go.Figure(go.Heatmap(z=np.stack(rows).astype(np.float32), x=np.arange(len(rows[0])) * b, y=labels,
-                               colorscale=style.colors, zmin=0, zmax=1, colorbar={"title": "kept"},
+                               colorscale=style.colors, zmin=0, zmax=1, colorbar=colour_bar("kept"),
                                hovertemplate="%{y}, tokens %{x}…: %{z:.0%} kept<extra></extra>"))
     fig.update_layout(**_frame(title, style), xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
     fig.update_yaxes(autorange="reversed")
@@ -131,7 +131,7 @@ def window_figure(weights: np.ndarray, tokens: list[str], q0: int, k0: int, styl
     ys = [f"{q0 + i} {tokens[q0 + i]}" for i in range(rows)]
     xs = [f"{k0 + j} {tokens[k0 + j]}" for j in range(cols)]
     fig = go.Figure(go.Heatmap(z=weights.astype(np.float32), x=xs, y=ys, colorscale=style.colors, zmin=0,
-                               colorbar={"title": "weight"},
+                               colorbar=colour_bar("weight"),
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>"))
     every = 1 if cols <= CLOSE_UP_LABELS else math.ceil(cols / CLOSE_UP_LABELS)  # labels that fit side by side
     key_title = _("key") if every == 1 else _("key ({note})").format(note=_("one in {k} labelled").format(k=every))

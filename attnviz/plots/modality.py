@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from attnviz.i18n import _
 from attnviz.plots.images import image_uri
-from attnviz.plots.style import FigureStyle, colorscale, figure, layout_for
+from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
 
 
 def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid: tuple[int, int], patch: int,
@@ -34,7 +34,7 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
     top = max(float(np.max(z)) for _name, z in panels) or 1.0
     layout: dict = {"images": [], "annotations": [], "shapes": [], "showlegend": False,
                     "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": top,
-                                  "colorbar": {"title": {"text": f"{_('weight')}<br>(0–{top:.3f})"}}},
+                                  "colorbar": colour_bar(f"{_('weight')}<br>(0–{top:.3f})")},
                     "clickmode": "event+select", "height": 300 * rows + 100}
     traces = []
     cx = [c * stride + patch / 2 for c in range(nW)]
@@ -131,7 +131,7 @@ def graph_figure(n: int, edges: list[tuple[int, int]], weights: np.ndarray, chos
                                     "<extra></extra>", "showlegend": False})
     layout = {"height": 520, "xaxis": {"visible": False}, "yaxis": {"visible": False, "scaleanchor": "x"},
               "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": 1,
-                            "colorbar": {"title": {"text": _("weight")}}}}
+                            "colorbar": colour_bar(_("weight"))}}
     return figure(traces, layout_for(layout, style, _("what node {n} attends to (mean over heads)").format(n=chosen)))
 
 

@@ -18,6 +18,7 @@ from attnviz.i18n import _
 from attnviz.plots.style import (
     FigureStyle,
     colorscale,
+    colour_bar,
     escape_label,
     figure,
     layout_for,
@@ -80,8 +81,7 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
         else:
             marker.update(color=values[idx], colorscale=colorscale(style.colors), cmin=0.0, cmax=max(top, 1.0),
                           showscale=kind == "query",
-                          colorbar={"title": {"text": _("position") if color == "position" else _("sentence")},
-                                    "thickness": 12})
+                          colorbar=colour_bar(_("position") if color == "position" else _("sentence"), thickness=12))
             name = names[kind]
         traces.append({"type": "scatter", "mode": "markers", "name": name, "x": np.array([pts[i]["x"] for i in idx]),
                        "y": np.array([pts[i]["y"] for i in idx]), "customdata": np.array(idx, dtype=np.int32),

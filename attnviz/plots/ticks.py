@@ -39,7 +39,8 @@ def labelled(title: str, x: list[str] | None = None, y: list[str] | None = None,
     """``title``, and under it which labels an axis thinned ("one key in 2 labelled"), where one did: said on
     the chart, in the title's lines (an axis title of a short plot has no room for it at a projector's font)."""
     says = {"key": N_("one key in {k}"), "query": N_("one query in {k}"), "column": N_("one column in {k}"),
-            "row": N_("one row in {k}"), "token": N_("one token in {k}")}
+            "row": N_("one row in {k}"), "token": N_("one token in {k}"), "head": N_("one head in {k}"),
+            "position": N_("one position in {k}")}
     ks = [k or (_every(labels) if labels is not None else 1) for k, labels in zip(every, (x, y), strict=True)]
     notes = [_(says[word]).format(k=k) for word, labels, k in zip(words, (x, y), ks, strict=True)
              if labels is not None and k > 1]

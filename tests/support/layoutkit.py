@@ -5,7 +5,7 @@ of one another. Used by the layout test of every page (tests/app/test_browser_la
 from __future__ import annotations
 
 # The parts of a Plotly chart that carry words a reader must read whole: the title, each axis's
-# title, the legend, each colour bar's title, each annotation (a grid's subplot titles among them).
+# title, the legend, each colour bar's title and tick labels, each annotation (a grid's subplot titles among them).
 _MEASURE = r"""() => {
   const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top,
                      bottom: r.bottom}; };
@@ -20,7 +20,10 @@ _MEASURE = r"""() => {
     g.querySelectorAll('text[class$=title]').forEach(e => {
       const c = e.getAttribute('class'); if (/^[xy]\d*title$/.test(c)) add('axis title', e); });
     g.querySelectorAll('.legend').forEach(e => add('legend', e.querySelector('.bg') || e));
-    g.querySelectorAll('.cbtitle text').forEach(e => add('colour bar title', e));
+    // a colour bar's title line by line (a blank line under it keeps it off the top tick), and its tick labels
+    g.querySelectorAll('.cbtitle text').forEach(e => { const lines = e.querySelectorAll('tspan.line');
+      if (lines.length) lines.forEach(l => add('colour bar title', l)); else add('colour bar title', e); });
+    g.querySelectorAll('.colorbar .cbaxis text').forEach(e => add('colour bar tick', e));
     g.querySelectorAll('.annotation').forEach(e => { const t = e.querySelector('.annotation-text');
       if (t) add('annotation', t); });
     const seen = new Set();  // one element matched by two selectors counts once
@@ -81,7 +84,7 @@ def problems(drawn: dict, screen: tuple[int, int], present: bool) -> list[str]:
                 out.append(f"{name}: {p['kind']} {p['text']!r} outside the chart")
         for i, a in enumerate(c["parts"]):
             for b in c["parts"][i + 1:]:
-                if a["kind"] == b["kind"] == "legend":
+                if a["kind"] == b["kind"] and a["kind"] in ("legend", "colour bar tick"):
                     continue
                 if _overlap(a, b):
                     out.append(f"{name}: {a['kind']} {a['text']!r} over {b['kind']} {b['text']!r}")
