@@ -26,6 +26,7 @@ from attnviz.plots.style import (
     plain_label,
     presenting,
     rows_down,
+    title_line_px,
     wrap_title,
 )
 from attnviz.plots.ticks import every_fitting
@@ -171,6 +172,8 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     L, S = data[0].z.shape
     plan = grid_plan(H, L, S, style.font_size, cols)
     rows, cols = plan.rows, plan.cols
+    if ticks and plan.thinned:  # said on the chart, wherever it is drawn (a page's caption may say more)
+        title = _labelled(title, [], [], every=(plan.every_x, plan.every_y))
     lines = max(d.title.count("<br>") + 1 for d in data)  # title lines above each block
     per_row = SMALL_ROW_PX + TITLE_LINE_PX * (lines - 1)  # small multiples: pixels per row of blocks
     gap_x = _gap_x(S)
@@ -277,7 +280,13 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
         layout["yaxis"].update(showticklabels=True, tickmode="array", ticktext=list(row_names[:rows]),
                                tickvals=[y_lab[r * (L + gap_y) + L // 2] for r in range(rows)])
         room["l"] = margins.left(row_names[:rows], fs)
-    return figure(traces, layout_for(layout, style, title, room=room))
+    layout = layout_for(layout, style, title, room=room)
+    if ticks and plan.thinned:  # the note's line counted twice, as a wrapped line is: Plotly centres the title's
+        # lines from the first down, and a second one ran into the first row's block titles
+        layout["margin"]["t"] += title_line_px(fs)
+        if "height" in layout:
+            layout["height"] += title_line_px(fs)
+    return figure(traces, layout)
 
 
 SMALL_ROW_PX = 110  # small multiples: a row of blocks with one title line

@@ -2,7 +2,8 @@
 formula, its matrix and the followed token's row (``attnviz.analysis.walkthrough``).
 
 A page module: its own setting is the step presenter mode shows (the head and the query are shared with the
-pages that follow one); its run is the text's, and its figure for the CLI is the weights step (``figure``).
+pages that follow one); its run is the text's, and its figure for the CLI is the chosen step (``main_figure``),
+as presenter mode shows it.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def output_terms(result: AttentionResult, seq: int, head: int, query: int) -> li
 
 
 def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Figure:
-    """The weights step for the followed head, its token outlined."""
+    """The chosen step (``walk_step``, the one presenter mode shows: the first unless told) for the followed
+    head, its token outlined."""
     result = compute(state.config)
     state = check_selection(result, state)
-    step = next(s for s in walk_steps(result, state.seq, state.head, state.query) if s.key == "Weights")
-    return walk_step_figure(step, state.head, state.query, style)
+    steps = walk_steps(result, state.seq, state.head, state.query)
+    return walk_step_figure(steps[state.step_by_step.step - 1], state.head, state.query, style)

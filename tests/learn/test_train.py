@@ -305,6 +305,8 @@ def test_the_page_starts_the_default_training_itself_where_the_launcher_did_not(
         at.run()
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert "loss as it learns" in titles, ([c.value for c in at.caption], titles)
+    for k in keys:  # seen started: stopped, not trained to the end (the test before this one trains them whole)
+        TRAININGS.stop(k)
     _wait(TRAININGS, keys)  # leave no worker writing into tmp_path
 
 
