@@ -40,25 +40,34 @@ def _fresh_app_caches():
 
 @pytest.fixture(scope="session")
 def learned_defaults(tmp_path_factory):
-    """Watch it learn's default training and its one-layer control, trained once per test
-    session as the worker trains them (``_train_to_files``, in this process, one thread):
+    """Watch it learn's default training and its one-layer control, trained once per test run (every
+    worker's session reads the same) as the worker trains them (``_train_to_files``, in this process, one thread):
     a runs folder holding their records and weights, as a server's replays read them.
     {"dir": the folder, "keys": [default, control], "records": [default, control]}."""
     import json
     from dataclasses import asdict
 
+    from filelock import FileLock
+
     from attnviz.learn.worker import _train_to_files, key_of
     from attnviz.views.learn import default_trainings
 
-    folder = tmp_path_factory.mktemp("learn-runs")
-    threads = torch.get_num_threads()
-    try:
-        keys = []
-        for settings in default_trainings():
-            keys.append(key_of(settings))
-            _train_to_files(asdict(settings), str(folder), keys[-1])
-    finally:
-        torch.set_num_threads(threads)  # the worker's function sets one thread
+    # Trained once for the whole run: where the suite runs on several workers (pytest-xdist), their temporary
+    # folders share a parent, and the first worker to need the trainings makes them there while the others wait.
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "learn-runs"
+    keys = [key_of(settings) for settings in default_trainings()]
+    with FileLock(str(root / "learn-runs.lock")):
+        if not (folder / "trained").exists():
+            folder.mkdir(exist_ok=True)
+            threads = torch.get_num_threads()
+            try:
+                for settings, key in zip(default_trainings(), keys, strict=True):
+                    _train_to_files(asdict(settings), str(folder), key)
+            finally:
+                torch.set_num_threads(threads)  # the worker's function sets one thread
+            (folder / "trained").touch()
     return {"dir": folder, "keys": keys,
             "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
 
