@@ -284,7 +284,7 @@ def grid_figure(data: list[HeatmapData], style: FigureStyle = FigureStyle(), *,
     if ticks and plan.thinned:  # the note's line counted twice, as a wrapped line is: Plotly centres the title's
         # lines from the first down, and a second one ran into the first row's block titles
         layout["margin"]["t"] += title_line_px(fs)
-        if "height" in layout:
+        if style.height is None and "height" in layout:  # an explicit size wins, as everywhere
             layout["height"] += title_line_px(fs)
     return figure(traces, layout)
 

@@ -83,7 +83,7 @@ def test_the_projections_switch_reruns_each_page(page):
     from tests.support.apphelp import heatmaps, z
 
     def grid(at):
-        fig = next(f for f in figures(at) if f["layout"]["title"]["text"] == "attention weights per head")
+        fig = next(f for f in figures(at) if f["layout"]["title"]["text"].startswith("attention weights per head"))
         return np.nan_to_num(z(heatmaps(fig)[0]))
 
     at = app("heads=4", page=f"app_pages/{page}.py", timeout=120)

@@ -130,6 +130,7 @@ def test_grid_thins_labels_past_what_fits_and_says_so():
     assert plan.cols == 1 and plan.thinned
     fig = F.grid_figure(F.grid_data(r), F.FigureStyle())
     assert len(fig.layout.xaxis.tickvals) == len(range(0, 80, plan.every_x))
+    assert fig.layout.title.text.endswith(f"<br>(one key in {plan.every_x}, one query in {plan.every_y} labelled)")
     note = F.thinning_note(plan, 80, 80)
     assert f"one key in {plan.every_x}" in note and "One head" in note
     assert "every key" in F.thinning_note(F.GridPlan(1, 1, 1, 3), 80, 80)  # only the queries thinned
