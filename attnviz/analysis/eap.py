@@ -78,14 +78,14 @@ May import: attnviz.analysis, attnviz.limits, attnviz.models.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from attnviz import limits
-from attnviz.analysis.edgegraph import Graph, Split, graph_of, node_activations
+from attnviz.analysis.edgegraph import Split, graph_of, node_activations
 from attnviz.analysis.patching import Runs, metric
 from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer, two_prompts
 from attnviz.models.stacks import Trace
@@ -113,7 +113,7 @@ def check_steps(steps) -> int:
     return int(steps)
 
 
-def _chunks(n: int, L: int) -> list[range]:
+def batches(n: int, L: int) -> list[range]:
     size = max(1, limits.PATCH_BATCH_TOKENS // L)
     return [range(i, min(n, i + size)) for i in range(0, n, size)]
 
@@ -205,7 +205,7 @@ def _one(trace: Trace, i: int) -> Trace:
                  trace.resid_final[i:i + 1], trace.logits[i:i + 1], calls=trace.calls)
 
 
-def _runs(subject: Subject, clean, corrupted, answer, wrong, ran: Runs | None) -> Runs:
+def both_runs(subject: Subject, clean, corrupted, answer, wrong, ran: Runs | None) -> Runs:
     """Both prompts through the model in one batch (no attention weights kept), checked and read as
     ``patching.runs`` checks and reads them (its messages for bad prompts and tokens)."""
     if ran is not None:
@@ -222,7 +222,7 @@ def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, metho
     them) by ``method`` ("eap", "eap-ig-inputs", "eap-ig-activations"; ``steps`` points for the last two):
     see the module doc. ``ran``: both runs where they were made already."""
     method, steps = check_method(method), check_steps(steps)
-    ran = _runs(subject, clean, corrupted, answer, wrong, ran)
+    ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
     stack, a, w = subject.stack, ran.answer, ran.wrong
     graph = graph_of(stack)
     split = Split(stack, graph, ran.corrupted)
@@ -245,7 +245,7 @@ def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, metho
     groups[("input", 0)] = slice(0, 1)
     total = torch.zeros(len(graph.receivers), L, acts_clean.shape[-1])  # (R, L, E)
     checked = False
-    for chunk in _chunks(len(rows), L):
+    for chunk in batches(len(rows), L):
         part = [rows[i] for i in chunk]
         alpha = torch.tensor([al for _key, al in part])  # (B,)
         if method == "eap-ig-inputs":
@@ -279,96 +279,3 @@ def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, metho
                            float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0]),
                            subject.spelled(ran.clean_ids), subject.spelled(ran.corrupted_ids), graph.senders,
                            graph.receivers, scores)
-
-
-@dataclass
-class Faithfulness:
-    """The metric of the clean run with only a set of edges carrying the clean activations."""
-
-    model: str
-    edges: int  # how many edges are kept
-    metric: float
-    clean: float
-    corrupted: float
-
-    @property
-    def fraction(self) -> float:
-        """(metric − corrupted) / (clean − corrupted); ``ValueError`` where the two runs agree."""
-        gap = self.clean - self.corrupted
-        if abs(gap) < 1e-9:
-            raise ValueError(f"The clean and the corrupted prompt give the same metric ({self.clean:.4g}): no set of "
-                             "edges can bring anything back. Corrupt a token the answer depends on.")
-        return (self.metric - self.corrupted) / gap
-
-
-def _kept(graph: Graph, edges, name: str) -> np.ndarray:
-    """(senders, receivers) bool: the named edges; ``ValueError`` naming the first that is not one."""
-    if isinstance(edges, str):
-        raise ValueError("edges must be a list of edge names, for example ['input->a0.h1<q>', 'a0.h1->logits'].")
-    s = {n: i for i, n in enumerate(graph.senders)}
-    r = {n: j for j, n in enumerate(graph.receivers)}
-    allowed = graph.allowed()
-    kept = np.zeros_like(allowed)
-    for e in edges:
-        sender, _, receiver = str(e).partition("->")
-        i, j = s.get(sender), r.get(receiver)
-        if i is None or j is None or not allowed[i, j]:
-            raise ValueError(f"“{e}” is not an edge of {name}'s graph ({graph.layers} layers × {graph.heads} heads"
-                             f"{'' if graph.mlp else ', no MLP'}): edges are named sender->receiver, for example "
-                             "input->a0.h3<k>, a0.h3->a1.h0<v>, a1.h0->m1, m1->logits, the receiver in a later layer "
-                             "than its sender (or the MLP of the sender's layer, or the logits).")
-        kept[i, j] = True
-    return kept
-
-
-def _faithful(subject: Subject, ran: Runs, masks: list[np.ndarray]) -> list[float]:
-    """The metric of the patched clean run for each kept-edge mask (senders, receivers), batched."""
-    stack = subject.stack
-    graph = graph_of(stack)
-    split = Split(stack, graph, ran.corrupted)
-    corrupted = node_activations(stack, graph, ran.corrupted)  # (L, F, E)
-    x_clean = ran.clean.resid_pre[0][0]  # (L, E)
-    L = x_clean.shape[0]
-    out = []
-    for chunk in _chunks(len(masks), L):
-        dropped = torch.from_numpy(~np.stack([masks[i] for i in chunk])).float()  # (B, F, R): 1 carries corrupted
-
-        def into(key, streams, acts, dropped=dropped):  # (k, B, L, E)
-            prev, cols = graph.reads(key)
-            now = torch.cat(acts, 2)[:, :, :prev]  # (B, L, prev, E): the senders as this run computes them
-            return streams + torch.einsum("bfr,blfe->rble", dropped[:, :prev, cols], corrupted[None, :, :prev] - now)
-
-        with torch.no_grad():
-            logits, _acts = split.run(x_clean.expand(len(chunk), L, -1), into)
-        out += metric(logits, ran.answer, ran.wrong).tolist()
-    return out
-
-
-def circuit_metric(subject: Subject, clean, corrupted, *, answer, wrong=None, edges: Iterable[str],
-                         ran: Runs | None = None) -> Faithfulness:
-    """The metric with only ``edges`` (names, as ``EdgeAttribution`` names them) carrying the clean
-    run's activations, every other edge its sender's corrupted one (see the module doc)."""
-    ran = _runs(subject, clean, corrupted, answer, wrong, ran)
-    graph = graph_of(subject.stack)
-    kept = _kept(graph, list(edges), subject.name)
-    value = _faithful(subject, ran, [kept])[0]
-    a, w = ran.answer, ran.wrong
-    return Faithfulness(subject.name, int(kept.sum()), value, float(metric(ran.clean.logits, a, w)[0]),
-                        float(metric(ran.corrupted.logits, a, w)[0]))
-
-
-def faithfulness_by_count(subject: Subject, clean, corrupted, *, answer, wrong=None, attribution: EdgeAttribution,
-                       counts: Iterable[int] = CURVE_COUNTS, ran: Runs | None = None) -> list[Faithfulness]:
-    """Faithfulness with the ``counts`` edges of largest |score| in ``attribution`` kept (those under
-    the number of edges), then every edge."""
-    ran = _runs(subject, clean, corrupted, answer, wrong, ran)
-    graph = graph_of(subject.stack)
-    ranked = attribution.ranked()
-    if attribution.senders != graph.senders or attribution.receivers != graph.receivers:
-        raise ValueError(f"The attribution is of another graph than {subject.name}'s: score this model's edges first.")
-    sizes = sorted({int(c) for c in counts if 0 < int(c) < len(ranked)}) + [len(ranked)]
-    masks = [_kept(graph, ranked[:n], subject.name) for n in sizes]
-    values = _faithful(subject, ran, masks)
-    a, w = ran.answer, ran.wrong
-    c, x = float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0])
-    return [Faithfulness(subject.name, n, v, c, x) for n, v in zip(sizes, values, strict=True)]

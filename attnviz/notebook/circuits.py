@@ -22,16 +22,9 @@ import torch
 
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.composition import composition_scores_of
-from attnviz.analysis.eap import (
-    CURVE_COUNTS,
-    DEFAULT_STEPS,
-    EdgeAttribution,
-    Faithfulness,
-    circuit_metric,
-    faithfulness_by_count,
-    score_edges,
-)
+from attnviz.analysis.eap import CURVE_COUNTS, DEFAULT_STEPS, EdgeAttribution, score_edges
 from attnviz.analysis.examples import example_prompts
+from attnviz.analysis.faithful import EdgeEffects, Faithfulness, circuit_metric, edge_effects, faithfulness_by_count
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.learn.trained import subject_of
@@ -48,14 +41,25 @@ def composition_scores(model, mode: str) -> torch.Tensor:
 
 
 def path_patch(model, clean, corrupted, *, answer: str | int, wrong: str | int | None = None,
-               component: str) -> torch.Tensor:
-    """(sender layers, sender heads, receiver layers, receiver heads) float64: the metric on the
-    corrupted run with the sender's clean-minus-corrupted output added to the receiver's own
-    ``component`` input ("q", "k" or "v") only (TransformerLens 4.3's
+               component: str | None = None, edges=None) -> torch.Tensor | EdgeEffects:
+    """With ``component``: (sender layers, sender heads, receiver layers, receiver heads) float64, the
+    metric on the corrupted run with the sender's clean-minus-corrupted output added to the receiver's
+    own ``component`` input ("q", "k" or "v") only (TransformerLens 4.3's
     ``get_act_patch_direct_path_all_sources``; the metric and prompts as ``patch_heads``'s). NaN
     where the receiver's layer is not later than the sender's: no path, not a measurement (where
     TransformerLens puts 0.0). A grouped-query model's shared KV head: the path reaches the key or
-    value of the receiving query head alone."""
+    value of the receiving query head alone.
+
+    With ``edges`` (names, as ``edge_attribution`` names them, for example its ``.top(20)``'s): only
+    those edges, each one's exact effect (``EdgeEffects``, a mapping name → effect): the metric of the
+    clean run with that one edge carrying its sender's corrupted activation, minus the clean metric,
+    which is what its attribution score estimates. For an edge between two heads it is the path
+    patching above with the prompts' roles swapped, minus the clean metric."""
+    if (component is None) == (edges is None):
+        raise ValueError("Give path_patch either component ('q', 'k' or 'v': every path into it) or edges (a list "
+                         "of edge names, as edge_attribution names them), not both or neither.")
+    if edges is not None:
+        return edge_effects(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, edges=edges)
     p = path_patching(subject_of(model), clean, corrupted, answer=answer, wrong=wrong, component=component)
     return torch.from_numpy(p.values)
 
