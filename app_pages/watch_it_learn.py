@@ -204,6 +204,8 @@ if progress.done and V.TRAININGS.weights_file(keys[0]) is not None:
             compute.chart(compute.cached_figure(("learn-circuit", keys[0], compute.style_key(style_for(s))),
                                                 lambda: V.circuit_figure_of(pair, style_for(s))),
                           key="learn_circuit", filename="attnviz-learn-circuit")
+            edges = compute.cached(("learn-edges", *trained), lambda: V.learned_edges(model, pair, trained[0]))
+            st.markdown(md(V.edges_summary(edges)))
         if "control" in found:
             st.markdown(md(_("The one-layer control: {message}").format(message=found["control"].message)))
         st.caption(_("The Circuit page opens any path and any cell of this model (watch-it-learn, for the default "

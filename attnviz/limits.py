@@ -265,6 +265,12 @@ PATCH_BATCH_TOKENS = 512
 # the corrupted and the clean run; Hanna et al. 2024 use 5 to 100). Each point is a forward and backward
 # pass (EAP-IG-activations: one per node and point), batched PATCH_BATCH_TOKENS tokens at a time.
 EAP_STEPS = (1, 256)
+# The Circuit page: the edges its attribution graph draws (of 32,491 on a GPT-2 small), and the
+# tokens of patched runs (rows × prompt tokens) its exact sweep of every head-to-head path may take:
+# about 70,000 for a 6-layer × 8-head model at 24 tokens (seconds), 690,000 for a GPT-2 small
+# (minutes: its page shows the attribution graph and the top edges' exact effects instead).
+MAX_EDGES_DRAWN = 200
+MAX_EXACT_SWEEP_TOKENS = 250_000
 # Background jobs (attnviz.jobs), per kind: (running at once, waiting beyond those, finished ones
 # kept to answer whoever asks again). A kind's jobs run on at most `running` threads, which end when
 # no job waits; past running + waiting a new job is refused with "the server is busy, try again
@@ -283,6 +289,7 @@ JOB_SHARES = {
     "long-context": (1, 6, 4),
     "long-cost": (1, 6, 8),  # the Long sequences page's cost sweep (seconds at L = 8192)
     "circuit": (1, 6, 8),
+    "edge-attribution": (1, 6, 8),  # the Circuit page's every-edge scores: seconds on a GPT-2 small
     "training": (max(1, (os.cpu_count() or 1)), 0, 0),
 }
 MAX_TRAININGS = JOB_SHARES["training"][0]

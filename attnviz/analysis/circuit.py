@@ -26,6 +26,14 @@ from attnviz.analysis.pathpatch import COMPONENTS, path_patching
 from attnviz.analysis.scoreattr import attribute_score, key_side
 from attnviz.analysis.subjects import Subject
 
+
+def sweep_tokens(layers: int, heads: int, tokens: int) -> int:
+    """The tokens of patched runs (rows × prompt tokens) ``find_circuit`` takes: every head, then every path
+    from a head into each head of a later layer through q, k and v."""
+    paths = 3 * heads * heads * layers * (layers - 1) // 2
+    return (layers * heads + paths) * tokens
+
+
 ONE_LAYER = ("{model} has one layer: its heads have no later head to compose with, so there is no circuit of heads to "
              "find, only each head's own effect on the answer.")
 

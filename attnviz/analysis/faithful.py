@@ -18,6 +18,9 @@ from attnviz.analysis.edgegraph import Graph, Split, graph_of, node_activations
 from attnviz.analysis.patching import Runs, metric
 from attnviz.analysis.subjects import Subject
 
+FAITHFULNESS = ("(the metric of the clean run in which every edge outside the circuit carries its sender's corrupted "
+                "activation − the corrupted run's) / (the clean run's − the corrupted run's): EAP-IG's evaluate_graph")
+
 
 @dataclass
 class Faithfulness:

@@ -20,15 +20,18 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import torch
 
+from attnviz import limits
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
 from attnviz.analysis.composition import composition_scores_of
 from attnviz.analysis.eap import CURVE_COUNTS, DEFAULT_STEPS, EdgeAttribution, score_edges
+from attnviz.analysis.edgegraph import graph_of
 from attnviz.analysis.examples import example_prompts
 from attnviz.analysis.faithful import EdgeEffects, Faithfulness, circuit_metric, edge_effects, faithfulness_by_count
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.learn.trained import subject_of
 from attnviz.plots.circuit import check_threshold, circuit_figure, circuit_title
+from attnviz.plots.edgescores import edge_graph_figure, graph_title
 from attnviz.plots.style import FigureStyle
 
 
@@ -113,25 +116,44 @@ def circuit(model, clean=None, corrupted=None, *, answer=None, wrong=None) -> Fo
     ``.through`` "q", "k" or "v"), the key part that makes it attend where it does (``.key_part``),
     every path (``.paths``) and a sentence (``.message``). Without prompts: the model's example
     pair for the Circuit page."""
-    subject = subject_of(model)
+    clean, corrupted, answer, wrong = _pair(model, clean, corrupted, answer, wrong)
+    return find_circuit(subject_of(model), clean, corrupted, answer=answer, wrong=wrong)
+
+
+def _pair(model, clean, corrupted, answer, wrong) -> tuple:
+    """The prompts, answer and wrong token given, or the model's example pair for the Circuit page."""
     if clean is None:
+        subject = subject_of(model)
         pair = example_prompts(subject, "break")
         if pair is None:
             raise ValueError(f"No example pair is known for {subject.name}: give two prompts and an answer.")
         clean, corrupted, answer, wrong = pair["clean"], pair["corrupted"], pair["answer"], pair["wrong"]
     if corrupted is None or answer is None:
         raise ValueError("Give both prompts and the answer (or none of them, for the model's example pair).")
-    return find_circuit(subject, clean, corrupted, answer=answer, wrong=wrong)
+    return clean, corrupted, answer, wrong
 
 
 def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, threshold: float = 0.1,
-                 composition: str | None = "k", style: FigureStyle | None = None) -> go.Figure:
-    """The circuit as a graph (never shown: display it): heads as nodes by layer, sized and coloured
-    by what each alone brings back; every path that brings back at least ``threshold`` of the
-    answer (normalised) as an edge coloured by q, k or v; the ``composition`` scores ("q", "k",
-    "v" or None) at 0.2 and above as dashed grey edges, from the weights alone. The prompts as
-    ``circuit`` takes them."""
+                 composition: str | None = "k", style: FigureStyle | None = None, method: str | None = None,
+                 steps: int = DEFAULT_STEPS, top: int = 20) -> go.Figure:
+    """The circuit as a graph (never shown: display it). Without ``method``: heads as nodes by layer,
+    sized and coloured by what each alone brings back; every path that brings back at least
+    ``threshold`` of the answer (normalised) as an edge coloured by q, k or v; the ``composition``
+    scores ("q", "k", "v" or None) at 0.2 and above as dashed grey edges, from the weights alone.
+    With ``method`` ("eap", "eap-ig-inputs", "eap-ig-activations"; ``steps`` points): the whole
+    model's graph scored by edge attribution, its ``top`` edges by |score| drawn (coloured by the input
+    they reach, solid for a positive score, dotted for a negative one), as the Circuit page draws it.
+    The prompts as ``circuit`` takes them."""
     threshold = check_threshold(threshold)
+    if method is not None:
+        clean, corrupted, answer, wrong = _pair(model, clean, corrupted, answer, wrong)
+        lo, hi = 1, limits.MAX_EDGES_DRAWN
+        if isinstance(top, bool) or not isinstance(top, int) or not lo <= top <= hi:
+            raise ValueError(f"top must be a whole number from {lo} to {hi} (MAX_EDGES_DRAWN); got {top!r}.")
+        e = edge_attribution(model, clean, corrupted, answer=answer, wrong=wrong, method=method, steps=steps)
+        g = graph_of(subject_of(model).stack)
+        return edge_graph_figure(e.top(top), g.layers, g.heads, g.mlp,
+                                 graph_title(e.model, e.method, e.steps, top, len(e)), style or FigureStyle())
     found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
     scores = None if composition is None else composition_scores(model, composition).numpy()
     title = circuit_title(threshold, found.model, found.message if found.receiver is None else None)

@@ -16,9 +16,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import plotly.graph_objects as go
 
-from attnviz import jobs
-from attnviz.analysis.circuit import FoundCircuit, find_circuit
+from attnviz import jobs, limits
+from attnviz.analysis.circuit import FoundCircuit, find_circuit, sweep_tokens
 from attnviz.analysis.composition import MODES, composition_scores_of
+from attnviz.analysis.eap import DEFAULT_STEPS, METHODS
+from attnviz.analysis.eap import DEFINITION as EAP
+from attnviz.analysis.faithful import EFFECT, FAITHFULNESS
 from attnviz.analysis.patching import runs
 from attnviz.analysis.pathpatch import DEFINITION as PATHS
 from attnviz.analysis.pathpatch import edge_attention
@@ -33,6 +36,7 @@ from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import OWN, Reason, setting, validate
+from attnviz.views import attribution as A
 from attnviz.views.patching import kept_sweep, model_identity, trace_of, with_example, wrong_of
 
 PAGE = "circuit"
@@ -40,12 +44,21 @@ EXAMPLE = "break"  # the kind of example pair the page opens with (attnviz.analy
 COMPOSITION_CHOICES = ("none", *MODES)
 EDGE = re.compile(r"^([qkv]):(\d+)\.(\d+)-(\d+)\.(\d+)$")  # "k:0.1-1.0": into L1 H0's keys from L0 H1
 CELL = re.compile(r"^(\d+)\.(\d+)$")  # "17.10": query 17, key 10
+# An edge of the attribution graph, as EAP-IG names it: "a0.h1->a1.h0<k>", "input->m0", "m1->logits"
+LINK = re.compile(r"^(input|a\d+\.h\d+|m\d+)->(a\d+\.h\d+<[qkv]>|m\d+|logits)$")
 
 
 def _edge(raw: str, taken: dict) -> str:
     raw = raw.strip().lower()
     if raw and not EDGE.match(raw):
         raise Reason(_("must be empty (the circuit's own edge) or component:layer.head-layer.head, like k:0.1-1.0"))
+    return raw
+
+
+def _link(raw: str, taken: dict) -> str:
+    raw = raw.strip()
+    if raw and not LINK.match(raw):
+        raise Reason(_("must be empty (the top edge) or sender->receiver as the graph names it, like a0.h1->a1.h0<k>"))
     return raw
 
 
@@ -67,6 +80,17 @@ class CircuitSettings:
                                label=N_("Composition scores"),
                                help=N_("A second layer of edges from the weights alone (dashed, 0.2 and above): "
                                        "through queries, keys or values; none hides them."))
+    method: str = setting("eap-ig-inputs", url="circuit_method", pages=OWN, choices=METHODS, label=N_("Attribution"),
+                          help=N_("How every edge is scored at once: EAP (the gradient at the clean run) or EAP-IG "
+                                  "(averaged between the runs, on the inputs or on each node's outputs)."))
+    steps: int = setting(DEFAULT_STEPS, url="circuit_steps", pages=OWN, lo=limits.EAP_STEPS[0],
+                         hi=limits.EAP_STEPS[1], label=N_("Integration steps"),
+                         help=N_("The points EAP-IG averages the gradient over (EAP takes one: the clean run)."))
+    top: int = setting(20, url="circuit_top", pages=OWN, lo=1, hi=limits.MAX_EDGES_DRAWN, label=N_("Edges drawn"),
+                       help=N_("The edges of largest |score| the graph draws."))
+    link: str = setting("", url="circuit_link", pages=OWN, convert=_link, label=N_("Scored edge"),
+                        help=N_("The edge of the graph whose exact effect is shown, as sender->receiver "
+                                "(a0.h1->a1.h0<k>); a click on an edge sets it. Empty: the top edge."))
     edge: str = setting("", url="circuit_edge", pages=OWN, convert=_edge, label=N_("Edge"),
                         help=N_("The path opened below, as component:layer.head-layer.head (k:0.1-1.0); a click on "
                                 "an edge sets it. Empty: the circuit's own."))
@@ -84,12 +108,20 @@ class CircuitSettings:
 COMPOSITION = ("how much of what the sender writes (its OV matrix) the receiver reads through its queries, keys "
                "(its QK matrix, either side) or values (its OV matrix), as a share of the two matrices' norms; on the "
                "weights with the norms folded and the writing weights centred")
-DEFINITIONS = {"paths": PATHS, "composition": COMPOSITION, "score_attribution": SCORES}
-DEFINITION_NAMES = {"paths": N_("path patching"), "composition": N_("composition score"),
+DEFINITIONS = {"attribution": EAP, "faithfulness": FAITHFULNESS, "effect": EFFECT, "paths": PATHS,
+               "composition": COMPOSITION, "score_attribution": SCORES}
+DEFINITION_NAMES = {"attribution": N_("edge attribution"), "faithfulness": N_("faithfulness"),
+                    "effect": N_("exact effect"), "paths": N_("path patching"), "composition": N_("composition score"),
                     "score_attribution": N_("score attribution")}  # as the page names them
 # Each definition as a formula (LaTeX), drawn above its words: m is the metric (the answer's logit minus the
 # wrong token's), s the sender, r the receiver, c its input (q, k or v).
 FORMULAS = {
+    "attribution": r"\mathrm{score}(u \to v) = \sum_{\text{positions}} "
+                   r"\big(z_u^{\text{corrupted}} - z_u^{\text{clean}}\big) "
+                   r"\cdot \frac{\partial m}{\partial\, \text{input}_v}",
+    "faithfulness": r"\frac{m(\text{clean run, every edge outside the circuit corrupted}) - m_{\text{corrupted}}}"
+                    r"{m_{\text{clean}} - m_{\text{corrupted}}}",
+    "effect": r"m(\text{clean run, edge } u \to v \text{ corrupted}) - m_{\text{clean}}",
     "paths": r"m\big(\text{corrupted run};\ c_r \leftarrow \mathrm{LN}(x + o_s^{\text{clean}} - o_s^{\text{corrupted}})"
              r"\, W_c^{r}\big)",
     "composition": r"\frac{\lVert W_{OV}^{s}\, W^{r} \rVert_F}{\lVert W_{OV}^{s} \rVert_F\, \lVert W^{r} \rVert_F},"
@@ -152,15 +184,44 @@ def circuit_record(run: CircuitRun, threshold: float) -> dict:
             "composition": {m: v.tolist() for m, v in run.composition.items()}, "definitions": DEFINITIONS}
 
 
+def exact_too_large(model, clean) -> str | None:
+    """Why the exact sweep of every path is not run for this model and prompt (its patched runs' tokens past
+    ``MAX_EXACT_SWEEP_TOKENS``), or None where it is."""
+    subject = subject_of(model)
+    need = sweep_tokens(subject.stack.layers, subject.stack.heads, len(subject.ids(clean)))
+    if need <= limits.MAX_EXACT_SWEEP_TOKENS:
+        return None
+    return _("Patching every path of {model} exactly takes {need:,} tokens of patched runs, more than this page's "
+             "bound of {most:,}: the attribution graph scores every edge instead, and its table gives the top "
+             "edges' exact effects.").format(model=subject.name, need=need, most=limits.MAX_EXACT_SWEEP_TOKENS)
+
+
+def attribution_of(model, clean, corrupted, answer, wrong, settings: CircuitSettings) -> A.AttributionRun:
+    return A.attribution_run(model, clean, corrupted, answer, wrong, settings.method, settings.steps)
+
+
 def circuit_json(model, clean, corrupted, answer, wrong=None, settings: CircuitSettings | None = None) -> bytes:
-    """Every number the Circuit page draws for these prompts and ``settings``: the circuit, the edges past the
-    threshold, the composition scores, the opened edge's two patterns and the opened cell's terms."""
+    """Every number the Circuit page draws for these prompts and ``settings``: every edge's attribution, the
+    faithfulness curve, the top edges' exact effects and the opened edge's; then, where the model is small
+    enough, the circuit by exact path patching, the edges past the threshold, the composition scores, the
+    opened path's two patterns and the opened cell's terms."""
     settings = settings or CircuitSettings()
     settings.validate()
-    run = circuit_run(model, clean, corrupted, answer, wrong)
+    arun = attribution_of(model, clean, corrupted, answer, wrong, settings)
+    link = A.picked(arun, settings.link)
     data = {"config": {"model": str(model), "clean": clean, "corrupted": corrupted, "answer": answer,
-                       "wrong": wrong or None, "composition": settings.composition},
-            **circuit_record(run, settings.threshold)}
+                       "wrong": wrong or None, "composition": settings.composition, "method": settings.method,
+                       "steps": settings.steps, "top": settings.top},
+            "attribution": A.attribution_record(arun, settings.top),
+            "link": {"edge": link, "score": arun.attribution[link],
+                     "exact_effect": A.edge_effect(model, clean, corrupted, answer, wrong, arun, link)},
+            "definitions": DEFINITIONS}
+    too_large = exact_too_large(model, clean)
+    if too_large is not None:
+        return json.dumps({**data, "circuit": None, "exact_sweep": too_large}, ensure_ascii=False,
+                          sort_keys=True).encode("utf-8")
+    run = circuit_run(model, clean, corrupted, answer, wrong)
+    data.update(circuit_record(run, settings.threshold))
     edge = edge_of(run, settings)
     if edge is not None:
         view = edge_view(model, clean, corrupted, answer, wrong, edge)
@@ -181,12 +242,13 @@ def page_json(state) -> bytes:
 
 
 def circuit_page_figure(state, style: FigureStyle) -> go.Figure:
-    """The page's graph for a link's settings (``render --page circuit --out x.png``)."""
+    """The page's first figure for a link's settings (``render --page circuit --out x.png``): the attribution
+    graph, its picked edge outlined."""
     state = with_example(state, EXAMPLE)
     state.circuit.validate()
-    pair = state.patching
-    run = circuit_run(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong)
-    return draw(run, state.circuit.threshold, composition_mode(state.circuit), style)
+    pair, settings = state.patching, state.circuit
+    arun = attribution_of(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong, settings)
+    return A.draw_graph(arun, settings.top, style, A.picked(arun, settings.link))
 
 
 def composition_mode(settings: CircuitSettings) -> str | None:

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from attnviz import limits
 from attnviz import plots as F
 from attnviz.analysis.circuit import FoundCircuit, find_circuit
+from attnviz.analysis.eap import score_edges
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import patch, runs
 from attnviz.analysis.probe import PROBE_LENGTH as PROBE_LENGTH
@@ -243,6 +244,34 @@ def learned_circuit(model: AttentionOnly, control: AttentionOnly | None = None,
             out[name] = find_circuit(subject, pair["clean"], pair["corrupted"], answer=pair["answer"],
                                      wrong=pair["wrong"], **kept)
     return out
+
+
+def learned_edges(model: AttentionOnly, found: FoundCircuit, key: str | None = None) -> dict:
+    """The trained ``model``'s circuit found again by EAP-IG on the inputs (every edge scored at once,
+    ``attnviz.analysis.eap``) on the pair ``found`` ran: {"top": the three edges of largest |score|,
+    "key_edge": the name of the edge from the circuit's sender into the receiver through its component,
+    "rank": that edge's place by |score|, from 1}."""
+    subject = TinySubject(model, "model")
+    kept = _kept(subject, key)
+    ran = runs(subject, found.clean, found.corrupted, answer=found.answer, wrong=found.wrong, trace=kept.get("trace"))
+    e = score_edges(subject, found.clean, found.corrupted, answer=found.answer, wrong=found.wrong,
+                    method="eap-ig-inputs", ran=ran)
+    out = {"top": e.top(3), "key_edge": None, "rank": None}
+    if found.receiver is not None:
+        (s, h), (r, g) = found.sender, found.receiver
+        out["key_edge"] = f"a{s}.h{h}->a{r}.h{g}<{found.through}>"
+        out["rank"] = e.ranked().index(out["key_edge"]) + 1
+    return out
+
+
+def edges_summary(edges: dict) -> str:
+    """EAP-IG's view of the circuit, in a sentence."""
+    top = ", ".join(f"{n} ({v:+.2f})" for n, v in edges["top"])
+    words = _("EAP-IG on the inputs scores every edge at once; its top three: {top}.").format(top=top)
+    if edges["key_edge"] is not None:
+        words += " " + _("The path patching's key edge, {edge}, ranks {rank} of them all.").format(
+            edge=edges["key_edge"], rank=edges["rank"])
+    return words
 
 
 def circuit_figure_of(found: FoundCircuit, style: F.FigureStyle, threshold: float = 0.1) -> go.Figure:

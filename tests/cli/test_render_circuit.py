@@ -52,7 +52,32 @@ def test_a_figure_offline(learned, tmp_path):
     code, err = _cli("--model", "watch-it-learn", "--out", "c.html", cwd=tmp_path, env=learned)
     assert code == 0, err
     html = (tmp_path / "c.html").read_text(encoding="utf-8")
-    assert '<script src="http' not in html and "the circuit found by the numbers" in html
+    assert '<script src="http' not in html and "edges of largest |score|" in html  # the page's first figure
+
+
+def test_the_json_holds_every_edge_score_and_the_curve(learned, tmp_path):
+    code, err = _cli("--model", "watch-it-learn", "--circuit-method", "eap-ig-inputs", "--circuit-steps", "3",
+                     "--circuit-top", "4", "--circuit-link", "a0.h1->a1.h0<k>", "--out", "c.json", cwd=tmp_path,
+                     env=learned)
+    assert code == 0, err
+    rec = json.loads((tmp_path / "c.json").read_text(encoding="utf-8"))
+    pair = attnviz.example_pair("watch-it-learn", "break")
+    want = attnviz.edge_attribution("watch-it-learn", pair["clean"], pair["corrupted"], answer=pair["answer"],
+                                    wrong=pair["wrong"], method="eap-ig-inputs", steps=3)
+    a = rec["attribution"]
+    assert a["method"] == "eap-ig-inputs" and a["steps"] == 3 and a["scores"].keys() == dict(want).keys()
+    assert max(abs(a["scores"][n] - want[n]) for n in want) < 1e-9
+    assert a["drawn"] == [n for n, _s in want.top(4)]
+    curve = attnviz.faithfulness_curve("watch-it-learn", pair["clean"], pair["corrupted"], answer=pair["answer"],
+                                       wrong=pair["wrong"], attribution=want)
+    assert [c["edges"] for c in a["curve"]] == [c.edges for c in curve]
+    assert np.allclose([c["fraction"] for c in a["curve"]], [c.fraction for c in curve])
+    exact = attnviz.path_patch("watch-it-learn", pair["clean"], pair["corrupted"], answer=pair["answer"],
+                               wrong=pair["wrong"], edges=["a0.h1->a1.h0<k>"])
+    assert rec["link"]["edge"] == "a0.h1->a1.h0<k>"
+    assert abs(rec["link"]["exact_effect"] - exact["a0.h1->a1.h0<k>"]) < 1e-6
+    assert set(a["exact"]["effects"]) == {n for n, _s in want.top(20)} and -1 <= a["rank_agreement"] <= 1
+    assert rec["circuit"]["receiver"] == [1, 0]  # the tiny model is small enough for the exact sweep too
 
 
 @pytest.mark.parametrize("args, words", [
@@ -62,6 +87,10 @@ def test_a_figure_offline(learned, tmp_path):
     (("--clean", "BOS 10 28 11"), "The clean prompt has 4 tokens and the corrupted one 19"),
     (("--answer", "12 13"), "is not one of watch-it-learn's tokens"),
     (("--circuit-threshold", "2"), "must be between 0.0 and 1.0"),
+    (("--circuit-method", "acdc"), "circuit_method=\"acdc\" must be one of eap, eap-ig-inputs"),
+    (("--circuit-steps", "0"), "circuit_steps=\"0\" must be between 1 and 256"),
+    (("--circuit-link", "a0.h1-a1.h0"), "must be empty (the top edge) or sender->receiver"),
+    (("--circuit-link", "a1.h0->a0.h1<q>"), "is not an edge of watch-it-learn's graph"),
 ])
 def test_bad_input_exits_2_with_one_line(learned, tmp_path, args, words):
     code, err = _cli("--model", "watch-it-learn", *args, "--out", "c.json", cwd=tmp_path, env=learned)

@@ -55,3 +55,44 @@ def test_a_one_layer_model_says_it_has_no_later_head_to_compose_with():
 def test_a_threshold_outside_0_1_is_refused(model):
     with pytest.raises(ValueError, match="threshold must be between 0 and 1"):
         attnviz.circuit_view(model, CLEAN, CORRUPTED, answer="12", threshold=2)
+
+
+def test_with_a_method_the_whole_graph_is_drawn_from_the_attribution(model):
+    """Each of the top edges by |score| is one line from its sender's node to its receiver's, in the colour of the
+    input it reaches, as wide as its share of the largest, solid for a positive score and dotted for a negative
+    one; a diamond on each reports its name."""
+    from attnviz.plots.edgescores import COLOURS as EDGE_COLOURS
+    from attnviz.plots.edgescores import edge_kind, node_place
+
+    e = attnviz.edge_attribution(model, CLEAN, CORRUPTED, answer="12", wrong="14", method="eap-ig-inputs", steps=4)
+    fig = attnviz.circuit_view(model, CLEAN, CORRUPTED, answer="12", wrong="14", method="eap-ig-inputs", steps=4,
+                               top=6)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    top = e.top(6)
+    big = max(abs(s) for _n, s in top)
+    assert len(lines) == 6 and any(s < 0 for _n, s in top)
+    for trace, (name, score) in zip(lines, top, strict=True):
+        sender, receiver = name.split("->")
+        assert list(zip(trace.x, trace.y, strict=True)) == [node_place(sender, 3, 2), node_place(receiver, 3, 2)]
+        assert trace.line.color == EDGE_COLOURS[edge_kind(name)]
+        assert trace.line.width == pytest.approx(max(1.0, WIDEST * abs(score) / big))
+        assert trace.line.dash == ("solid" if score >= 0 else "dot")
+    marks = next(t for t in fig.data if t.name == "edges")
+    assert [d[0] for d in marks.customdata] == [n for n, _s in top]
+    assert "the 6 edges of largest |score|<br>of " in fig.layout.title.text
+    for top in (0, 201, 2.5):
+        with pytest.raises(ValueError, match="top must be a whole number from 1 to 200"):
+            attnviz.circuit_view(model, CLEAN, CORRUPTED, answer="12", method="eap", top=top)
+    with pytest.raises(ValueError, match="method must be 'eap'"):
+        attnviz.circuit_view(model, CLEAN, CORRUPTED, answer="12", method="acdc")
+
+
+def test_node_places_and_edge_kinds():
+    from attnviz.plots.edgescores import edge_kind, node_place
+
+    assert node_place("a2.h1", 3, 4) == (2, 1) and node_place("input", 3, 4) == (-0.8, 1.5)
+    assert node_place("logits", 3, 4) == (2.8, 1.5) and node_place("m1", 3, 4) == (1.45, 3.8)
+    assert [edge_kind(n) for n in ("input->a0.h1<q>", "a0.h0->a1.h1<v>", "a0.h0->m0", "m1->logits")] == \
+        ["q", "v", "mlp", "logits"]
+    with pytest.raises(ValueError, match="is not a node of the graph"):
+        node_place("b0", 3, 4)

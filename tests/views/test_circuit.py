@@ -49,7 +49,8 @@ def test_the_json_holds_every_number_the_picture_draws(pair):
     for mode in "qkv":
         np.testing.assert_allclose(data["composition"][mode], attnviz.composition_scores("watch-it-learn", mode),
                                    atol=1e-6)
-    assert set(data["definitions"]) == {"paths", "composition", "score_attribution"}
+    assert set(data["definitions"]) == {"attribution", "faithfulness", "effect", "paths", "composition",
+                                        "score_attribution"}
     assert all(not isinstance(v, float) or math.isfinite(v) for v in json.loads(json.dumps(c["heads"]))[0])
 
 

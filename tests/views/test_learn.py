@@ -51,3 +51,14 @@ def test_the_circuit_found_by_the_numbers_is_induction_and_the_control_has_none(
     assert found["control"].receiver is None and "no later head to compose with" in found["control"].message
     fig = V.circuit_figure_of(m, V.F.FigureStyle())
     assert any(t.name == "path into k" for t in fig.data)
+
+
+def test_eap_ig_finds_the_induction_circuits_key_edge_among_its_top_three(learned_defaults):
+    settings, _control = V.default_trainings()
+    model = load_trained(settings, learned_defaults["dir"] / f"{learned_defaults['keys'][0]}.safetensors")
+    found = V.learned_circuit(model)["model"]
+    edges = V.learned_edges(model, found)
+    s, h = found.sender
+    assert edges["key_edge"] == f"a{s}.h{h}->a1.h0<k>" and 1 <= edges["rank"] <= 3
+    assert edges["key_edge"] in [n for n, _v in edges["top"]]
+    assert f"ranks {edges['rank']} of them all" in V.edges_summary(edges)
