@@ -78,7 +78,7 @@ effect = compute.guard(lambda: compute.cached(
                                                    prompts.wrong, arun, link)))
 st.markdown(_("**{edge}**: score {score:+.4g}, exact effect {effect:+.4g} (the clean run with this one edge "
               "corrupted, minus the clean run's metric). A click on an edge's diamond opens it.").format(
-    edge=link, score=arun.attribution[link], effect=effect))
+    edge=md(link), score=arun.attribution[link], effect=effect))
 control("circuit_link", placeholder=link)  # empty, it shows the top edge
 with st.expander(_("The top {n} edges: score and exact effect").format(n=A.EXACT_TOP), expanded=not s.present):
     rho = arun.agreement

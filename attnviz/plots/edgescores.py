@@ -1,7 +1,8 @@
 """The whole model's graph scored by edge attribution (``attnviz.analysis.eap``): every node (the
 input, each head by layer and head, each layer's MLP, the logits), the ``top`` edges by |score| as
 lines coloured by the input they reach (a head's q, k or v, an MLP, the logits), as wide as their
-share of the largest, solid where the score is positive and dotted where it is negative; a diamond on
+share of the largest, solid where the score is positive and dotted where it is negative (the legend
+says which); a diamond on
 each edge reports a click (its name, as EAP-IG writes it)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from attnviz.plots.style import FigureStyle, figure, layout_for
 
 COLOURS = {**HEAD_COLOURS, "mlp": "#9467bd", "logits": "#7f7f7f"}  # by the input an edge reaches
 NODE = re.compile(r"^(input|logits|m(\d+)|a(\d+)\.h(\d+))(?:<([qkv])>)?$")
+ALONG = {"q": 0.3, "k": 0.5, "v": 0.7, "mlp": 0.5, "logits": 0.5}  # where on its line an edge's diamond sits
 LABELLED_HEADS = 64  # more heads than this: their names in the hover only (GPT-2 small has 144)
 
 
@@ -29,8 +31,8 @@ def graph_title(model: str, method: str, steps: int | None, top: int, total: int
     """The graph's one title (the Circuit page, the CLI and ``circuit_view(method=...)``)."""
     how = _(METHOD_NAMES[method]) + ("" if steps is None else _(", {n} steps").format(n=steps))
     # In lines short enough for half a laptop's page, where the faithfulness curve sits beside it
-    return _("{model}: the {n} edges of largest |score|<br>of {total}, by {method}<br>solid: positive score; "
-             "dotted: negative").format(model=model, n=min(top, total), total=total, method=how)
+    return _("{model}: the {n} edges of largest |score|<br>of {total}, by {method}").format(
+        model=model, n=min(top, total), total=total, method=how)
 
 
 def node_place(node: str, layers: int, heads: int) -> tuple[float, float]:
@@ -77,7 +79,12 @@ def edge_graph_figure(top: list[tuple[str, float]], layers: int, heads: int, mlp
                        "legendgroup": kind, "showlegend": kind not in shown, "hoverinfo": "skip",
                        "line": {"color": COLOURS[kind], "width": width, "dash": "solid" if score >= 0 else "dot"}})
         shown.add(kind)
-        marks.append((x0 + 0.5 * (x1 - x0), y0 + 0.5 * (y1 - y0), name, score, kind))
+        at = ALONG[kind]  # q, k and v edges between the same two nodes share their line: each diamond its own place
+        marks.append((x0 + at * (x1 - x0), y0 + at * (y1 - y0), name, score, kind))
+    for sign, dash in ((_("positive score"), "solid"), (_("negative score"), "dot")):  # the legend says the dashes
+        if any((s >= 0) == (dash == "solid") for _n, s in top):
+            traces.append({"type": "scatter", "mode": "lines", "x": [None], "y": [None], "name": sign,
+                           "hoverinfo": "skip", "line": {"color": "#555555", "width": 2, "dash": dash}})
     if marks:  # Plotly reports a click on a marker, not on a line
         traces.append({"type": "scatter", "mode": "markers", "name": _("edges"), "showlegend": False,
                        "x": [m[0] for m in marks], "y": [m[1] for m in marks], "customdata": [[m[2]] for m in marks],
@@ -105,12 +112,17 @@ def edge_graph_figure(top: list[tuple[str, float]], layers: int, heads: int, mlp
                         "range": [-1.2, layers + 0.1], "zeroline": False},
               "yaxis": {"title": {"text": _("head")}, "tickmode": "array", "tickvals": list(range(heads)),
                         "range": [heads + 0.3 if mlp else heads - 0.5, -0.7 - 0.4 * (grow - 1)], "zeroline": False},
-              # at the figure's foot, under the axis title, whatever the plot's height
-              "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
               "clickmode": "event+select"}
-    layout = layout_for(layout, style, title, room={"l": 60, "b": round(110 * grow)})
+    if style.presenting:  # beside the plot, in a column: under it, in rows, it took a projector's height
+        layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top",
+                            "font": {"size": round(0.75 * style.font_size)}}  # its six entries within the plot's height
+        room = {"l": 60, "b": round(3.4 * style.font_size), "r": round(8.5 * style.font_size)}
+    else:  # at the figure's foot, under the axis title, whatever the plot's height
+        layout["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
+        room = {"l": 60, "b": 110}
+    layout = layout_for(layout, style, title, room=room)
     if style.height is None:  # the margins the title and legend take, and a plot of a row per head beside them
-        plot = min(420 * grow, max(200 * grow, 34 * grow * (heads + 1.5)))
+        plot = min(420 * grow, max(120 * grow, 34 * grow * (heads + 1.5)))
         layout["height"] = round(layout["margin"]["t"] + layout["margin"]["b"] + plot)
     return figure(traces, layout)
 

@@ -1,6 +1,7 @@
-"""The Circuit page in Chromium: a click on an edge's diamond opens that path (the receiver's attention with
-and without it patched), a click on a cell of that attention opens its score in parts, and the link then
-holds both."""
+"""The Circuit page in Chromium: a click on a scored edge's diamond opens its exact effect; a click on an
+exact path's diamond opens that path (the receiver's attention with and without it patched), a click on a
+cell of that attention opens its score in parts, and the link then holds them; on a projector the
+attribution graph is the first screen."""
 
 from contextlib import contextmanager
 
@@ -77,15 +78,27 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
         full_page_screenshot(page, SHOTS / "circuit.png")
 
 
+def test_a_click_on_a_scored_edge_opens_its_exact_effect(learned_defaults):
+    with _circuit(learned_defaults, 1366, "circuit_method=eap") as page:
+        _wait_chart(page, "edges of largest |score|", timeout=300_000)
+        xy = page.evaluate(POINT, ["edges of largest |score|", "edges", ["a0.h0->a1.h0<k>"]])
+        assert xy is not None
+        page.mouse.click(*xy)
+        _wait_text(page, "a0.h0->a1.h0<k>: score")
+        page.wait_for_function("() => location.search.includes('circuit_link=a0.h0-%3Ea1.h0%3Ck%3E')",
+                               timeout=30_000)
+        assert "exact effect" in page.evaluate("() => document.body.innerText")
+
+
 def test_on_a_projector_the_graph_is_the_first_screen(learned_defaults):
-    """Presenter mode at 1024 × 768: the circuit's graph, whole, in the first screen (the prompts, the
-    definitions and the threshold folded away above it), its sentence under it."""
+    """Presenter mode at 1024 × 768: the attribution graph, whole, in the first screen (the prompts, the
+    definitions and the settings folded away above it)."""
     with _circuit(learned_defaults, 1024, "present=1") as page:
-        _wait_chart(page, "the circuit found by the numbers", timeout=300_000)
-        _wait_text(page, "brings back")
+        _wait_chart(page, "edges of largest |score|", timeout=300_000)
+        _wait_text(page, "exact effect")
         page.wait_for_timeout(500)
         box = page.evaluate("""() => { const g = [...document.querySelectorAll('.js-plotly-plot')].find(
-            g => g.layout.title.text.includes('the circuit found')); const b = g.getBoundingClientRect();
+            g => g.layout.title.text.includes('edges of largest')); const b = g.getBoundingClientRect();
             return [b.top, b.bottom, window.scrollY]; }""")
         assert box[2] == 0 and 0 <= box[0] and box[1] <= 768, box
         assert page.get_by_text("Prompts, answer, definitions and threshold").is_visible()

@@ -151,7 +151,8 @@ def test_every_edge_scored_its_top_edges_exact_and_a_link_opens_another():
 
     want = attnviz.path_patch("watch-it-learn", pair["clean"], pair["corrupted"], answer=pair["answer"],
                               wrong=pair["wrong"], edges=["a0.h0->a1.h0<k>"])["a0.h0->a1.h0<k>"]
-    opened = next(m.value for m in at.markdown if m.value.startswith("**a0.h0->a1.h0<k>**"))
+    opened = next(m.value.replace("\\", "") for m in at.markdown
+                  if m.value.replace("\\", "").startswith("**a0.h0->a1.h0<k>**"))
     assert f"exact effect {want:+.4g}" in opened and f"score {run.attribution['a0.h0->a1.h0<k>']:+.4g}" in opened
     table = at.dataframe[0].value
     assert list(table["edge"]) == [n for n, _s in run.attribution.top(A.EXACT_TOP)]
