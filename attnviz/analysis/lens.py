@@ -106,9 +106,11 @@ def unembed(u: Unembedding, x: torch.Tensor, scale: torch.Tensor) -> torch.Tenso
 
 
 def point_logits(stack, trace: Trace, *, mode: str, lens=None, mid: bool = True,
-                 positions: list[int] | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+                 positions: list[int] | None = None, own: torch.Tensor | None = None
+                 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(point name, logits (n, V) at ``positions``, every one by default) for every point (a tuned
-    ``lens``: only the points it reads, and the last), one point at a time."""
+    ``lens``: only the points it reads, and the last), one point at a time. ``own``: the model's own
+    logits at ``positions`` where they were made already, which every form gives at the last point."""
     u = stack.unembedding()
     final = trace.resid_final[0]  # (L, E)
     at = list(range(final.shape[0])) if positions is None else positions
@@ -116,6 +118,9 @@ def point_logits(stack, trace: Trace, *, mode: str, lens=None, mid: bool = True,
     points = points_of(stack, trace, mid and lens is None)
     with torch.no_grad():
         for i, p in enumerate(points):
+            if own is not None and i == len(points) - 1:
+                yield p.name, own
+                continue
             x = p.stream[at]  # (n, E)
             if lens is not None and i < len(points) - 1:  # the last point is the model's own
                 x = lens.translate(x, p.translator)
@@ -189,19 +194,22 @@ def read_points(stack, trace: Trace, *, mode: str, lens=None, mid: bool = True, 
     u = stack.unembedding()
     final = trace.resid_final[0][positions]  # (n, E)
     with torch.no_grad():
-        own = torch.log_softmax(unembed(u, final, u.scale(final)), -1)  # (n, V): the model's own log p
+        own_logits = unembed(u, final, u.scale(final))  # (n, V)
+        own = torch.log_softmax(own_logits, -1)  # (n, V): the model's own log p
+        p_own = own.exp()  # (n, V)
+        negentropy = torch.einsum("nv,nv->n", p_own, own)  # (n,): Σ p log p
     names, top_ids, top_probs, entropy, kl, logit, prob, rank = [], [], [], [], [], [], [], []
     chunk = _rows_per_chunk(own.shape[-1])
     with torch.no_grad():
-        for name, logits in point_logits(stack, trace, mode=mode, lens=lens, mid=mid, positions=positions):
+        for name, logits in point_logits(stack, trace, mode=mode, lens=lens, mid=mid, positions=positions,
+                                         own=own_logits):
             names.append(name)
             for i0 in range(0, logits.shape[0], chunk):
                 z = logits[i0:i0 + chunk]  # (r, V)
                 logq = torch.log_softmax(z, -1)  # (r, V)
                 q = logq.exp()
-                p_own = own[i0:i0 + chunk]  # (r, V)
-                entropy.append(-(q * logq).sum(-1))  # (r,)
-                kl.append((p_own.exp() * (p_own - logq)).sum(-1))  # (r,)
+                entropy.append(-torch.einsum("rv,rv->r", q, logq))  # (r,)
+                kl.append(negentropy[i0:i0 + chunk] - torch.einsum("rv,rv->r", p_own[i0:i0 + chunk], logq))  # (r,)
                 top = logq.topk(k, -1)
                 top_ids.append(top.indices)
                 top_probs.append(top.values.exp())  # (r, k)
