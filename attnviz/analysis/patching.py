@@ -196,7 +196,7 @@ def attribution_definition(wrong: bool) -> str:
     """The one sentence that defines direct logit attribution, with or without a wrong token."""
     if wrong:
         return ("each part of the last position's residual stream, centred (LayerNorm) and divided by the final norm's "
-                "scale, projected onto w ⊙ (W_U[answer] − W_U[wrong]); the parts sum to logit[answer] − logit[wrong]")
+                "scale, projected onto w ⊙ (W_U[answer] − W_U[wrong])")
     return ("each part of the last position's residual stream, centred (LayerNorm) and divided by the final norm's "
             "scale, projected onto w ⊙ (W_U[answer] − mean over the vocabulary of W_U), TransformerLens's centred "
             "unembedding; the parts sum to the centred logit, logit[answer] − the mean logit (raw_logit: uncentred)")
