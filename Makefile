@@ -28,6 +28,8 @@ install: $(STAMP)
 # The tests' and tools' own requirements, on top of the app's (make run never installs them).
 $(TEST_STAMP): $(STAMP) requirements-test.txt
 	$(PY) -m pip install -q -r requirements-test.txt
+	# The file's "# no-deps:" lines (tuned-lens: the tuned lens's reference) without the dependencies they declare.
+	$(PY) -m pip install -q --no-deps $$(sed -n 's/^# no-deps: //p' requirements-test.txt)
 	touch $(TEST_STAMP)
 
 # A model named by its Hugging Face id is read from the local cache (never downloaded): on for

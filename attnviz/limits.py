@@ -261,6 +261,29 @@ MAX_PATCH_TOKENS = 128
 # Tokens of patched runs in one batch (rows × prompt tokens): one batch is one turn on the compute
 # workers, under a second for a GPT-2-small on 2 cores however long the sweep (bench_patching --server).
 PATCH_BATCH_TOKENS = 512
+# The logit lens (attnviz.analysis.lens): a text's tokens, each position read at every point of the residual stream
+# (2 per layer) through the whole unembedding, so its work is points × tokens × width × vocabulary (a GPT-2-small
+# at 256 tokens: 25 × 256 rows of 50,257 logits, computed a memory budget's worth at a time); the top tokens kept.
+MAX_LENS_TOKENS = 256
+MAX_LENS_TOP = 100
+# A tuned lens's folder (tuned-lens 0.2.0's format), read before anything is decoded: its config.json, and its
+# params.pt, which holds (width² + width) numbers per layer: at most that in float32 for the model it is read for,
+# plus this much for the file's own structure.
+MAX_LENS_CONFIG_BYTES = 64 * 2**10
+LENS_FILE_SLACK_BYTES = 2**20
+# Training a tuned lens (attnviz.analysis.tunedlens): the corpus's tokens whose residual streams are held (every
+# layer's, float32: a GPT-2-small holds 13 × 768 × 4 bytes a token, 160 MB at this bound, fewer where the memory
+# budget says so), the tokens of one step, and its steps.
+LENS_TRAIN_TOKENS = 4096
+LENS_BATCH_TOKENS = 256
+LENS_STEPS = (1, 5000)
+
+
+def max_lens_bytes(layers: int, width: int) -> int:
+    """The most bytes a tuned lens's params.pt may hold for a model of ``layers`` layers and ``width``."""
+    return layers * (width * width + width) * 4 + LENS_FILE_SLACK_BYTES
+
+
 # Edge attribution's integration points (EAP-IG: the gradient averaged over `steps` points between
 # the corrupted and the clean run; Hanna et al. 2024 use 5 to 100). Each point is a forward and backward
 # pass (EAP-IG-activations: one per node and point), batched PATCH_BATCH_TOKENS tokens at a time.

@@ -221,7 +221,7 @@ SAME_MEANING = {
 }
 # Module names at several floors, one topic each: its numbers, its figures, its page's views.
 TOPICS = {"contributions", "longseq", "modality", "qkmap", "roles", "learn", "patching", "longcontext", "circuit",
-          "gradients", "verify",
+          "gradients", "verify", "lens",
           "attention_file"}
 
 

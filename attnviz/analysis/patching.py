@@ -17,7 +17,10 @@ TransformerLens's definitions (read from its source: ``transformer_lens/patching
   LayerNorm centres it (not for RMSNorm) and divided by the final norm's scale on the whole
   stream, projected onto w ⊙ (W_U[answer] − W_U[wrong]) (w: the norm's weight, which
   TransformerLens folds into W_U); the norm's and the unembedding's biases are one more part.
-  The parts sum to the logit difference (tested).
+  The parts sum to the logit difference (tested). Without a wrong token, in TransformerLens's
+  convention (``center_unembed``): onto w ⊙ (W_U[answer] − mean_v W_U[v]), the biases likewise
+  less their mean over the vocabulary, so that the parts sum to the centred logit,
+  logit[answer] − mean_v logit[v] (the softmax ignores the mean); the raw logit is kept beside it.
 
 Patching is batched and starts late: for each layer, one batch of runs (a row per head, or per
 position) from the corrupted run's residual stream into that layer, the layers below it not run
@@ -164,15 +167,18 @@ class Attribution:
 
     model: str
     answer: str
-    wrong: str | None  # None: onto the answer's logit alone
+    wrong: str | None  # None: onto the answer's centred logit alone
     tokens: list[str]
     heads: np.ndarray  # (layers, H): each head's z_h W_O^h
     attention_biases: np.ndarray  # (layers,): each attention's output bias b_O
     mlps: np.ndarray  # (layers,): each MLP's output (0 where there is none)
     embeddings: float  # the stream into layer 0: token (and position) embeddings
     biases: float  # the final norm's bias and the unembedding's, on the answer's direction
-    logit_difference: float  # logit[answer] − logit[wrong] (logit[answer] without one), the model's own
+    # logit[answer] − logit[wrong], the model's own; without a wrong token the centred logit,
+    # logit[answer] − mean_v logit[v] (TransformerLens's center_unembed)
+    logit_difference: float
     norm: str  # how the final norm was taken in: "layer", "rms" or "none"
+    raw_logit: float  # logit[answer] as the model gives it, uncentred
 
     @property
     def total(self) -> float:
@@ -182,15 +188,23 @@ class Attribution:
         return {"model": self.model, "answer": self.answer, "wrong": self.wrong, "tokens": self.tokens,
                 "heads": self.heads.tolist(), "attention_biases": self.attention_biases.tolist(),
                 "mlps": self.mlps.tolist(), "embeddings": self.embeddings, "biases": self.biases,
-                "logit_difference": self.logit_difference, "sum_of_parts": self.total, "final_norm": self.norm,
-                "definition": "each part of the last position's residual stream, centred (LayerNorm) and divided "
-                              "by the final norm's scale, projected onto w ⊙ " + ("W_U[answer]" if self.wrong is None
-                                                                               else "(W_U[answer] − W_U[wrong])")}
+                "logit_difference": self.logit_difference, "raw_logit": self.raw_logit, "sum_of_parts": self.total,
+                "final_norm": self.norm, "definition": attribution_definition(self.wrong is not None)}
+
+
+def attribution_definition(wrong: bool) -> str:
+    """The one sentence that defines direct logit attribution, with or without a wrong token."""
+    if wrong:
+        return ("each part of the last position's residual stream, centred (LayerNorm) and divided by the final norm's "
+                "scale, projected onto w ⊙ (W_U[answer] − W_U[wrong])")
+    return ("each part of the last position's residual stream, centred (LayerNorm) and divided by the final norm's "
+            "scale, projected onto w ⊙ (W_U[answer] − mean over the vocabulary of W_U), TransformerLens's centred "
+            "unembedding; the parts sum to the centred logit, logit[answer] − the mean logit (raw_logit: uncentred)")
 
 
 def attribute(stack, trace: Trace, answer: int, wrong: int | None) -> dict:
     """The parts of ``trace``'s last position and their projections (``Attribution``'s fields);
-    without a wrong token, onto the answer's unembedding alone."""
+    without a wrong token, onto the answer's centred unembedding (``answer_direction``)."""
     u = stack.unembedding()
     x = trace.resid_final[0, -1]  # (E,)
     parts = {"embeddings": trace.resid_pre[0][0, -1]}
@@ -211,10 +225,7 @@ def attribute(stack, trace: Trace, answer: int, wrong: int | None) -> dict:
     if off > SUM_TOLERANCE:
         raise ModelError(f"{stack.name}'s residual stream is not the sum of its embeddings and its layers' "
                          f"outputs (they differ by {off:.2g} of its norm): direct logit attribution needs it to be.")
-    unembed = u.w_u[answer] if wrong is None else u.w_u[answer] - u.w_u[wrong]  # (E,)
-    direction = unembed
-    if u.weight is not None:
-        direction = direction * u.weight  # TransformerLens folds the norm's weight into W_U
+    direction, bias = answer_direction(u, answer, wrong)
     scale = u.scale(x)  # (1,) the final norm's divisor, from the whole stream
 
     def project(c: torch.Tensor) -> torch.Tensor:  # (..., E) -> (...)
@@ -222,16 +233,26 @@ def attribute(stack, trace: Trace, answer: int, wrong: int | None) -> dict:
             c = c - c.mean(-1, keepdim=True)
         return (c / scale) @ direction
 
+    logits = trace.logits[0]  # (V,)
+    logit = logits[answer] - (logits.double().mean() if wrong is None else logits[wrong])
+    return {"heads": project(heads).double().numpy(), "attention_biases": project(biases).double().numpy(),
+            "mlps": project(mlps).double().numpy(), "embeddings": float(project(parts["embeddings"])),
+            "biases": bias, "logit_difference": float(logit), "norm": u.kind, "raw_logit": float(logits[answer])}
+
+
+def answer_direction(u, answer: int, wrong: int | None) -> tuple[torch.Tensor, float]:
+    """(w ⊙ d (E,), the constant the norm's bias and the unembedding's bias add along d), d being
+    W_U[answer] − W_U[wrong], or without a wrong token W_U[answer] − mean_v W_U[v]
+    (TransformerLens's ``center_unembed``; its biases likewise centred); w: the final norm's weight,
+    which TransformerLens folds into W_U."""
+    unembed = u.w_u[answer] - (u.w_u.double().mean(0).float() if wrong is None else u.w_u[wrong])  # (E,)
+    direction = unembed if u.weight is None else unembed * u.weight  # (E,)
     bias = 0.0
     if u.bias is not None:
         bias += float(u.bias @ unembed)
     if u.b_u is not None:
-        bias += float(u.b_u[answer] - (0 if wrong is None else u.b_u[wrong]))
-    logit = trace.logits[0, answer] - (0 if wrong is None else trace.logits[0, wrong])
-    return {"heads": project(heads).double().numpy(), "attention_biases": project(biases).double().numpy(),
-            "mlps": project(mlps).double().numpy(), "embeddings": float(project(parts["embeddings"])),
-            "biases": bias, "logit_difference": float(logit),
-            "norm": u.kind}
+        bias += float(u.b_u[answer] - (u.b_u.double().mean() if wrong is None else u.b_u[wrong]))
+    return direction, bias
 
 
 @dataclass
@@ -286,8 +307,8 @@ def patch(subject: Subject, clean, corrupted, *, answer, wrong=None, heads: bool
 
 def logit_attribution_of(subject: Subject, prompt, *, answer, wrong=None, trace: Trace | None = None) -> Attribution:
     """Direct logit attribution of ``subject`` on ``prompt`` at its last position (``trace``: its run,
-    where it was made already): onto W_U[answer] − W_U[wrong], or onto W_U[answer] alone without a
-    wrong token (the parts then sum to the answer's logit)."""
+    where it was made already): onto W_U[answer] − W_U[wrong], or without a wrong token onto the
+    centred W_U[answer] − mean_v W_U[v] (the parts then sum to the centred logit; ``raw_logit`` beside it)."""
     ids = subject.ids(prompt)
     a, w = answer_ids(subject, answer, wrong)
     trace = trace or subject.stack.run(torch.tensor([ids]))

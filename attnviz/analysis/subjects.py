@@ -15,6 +15,13 @@ from attnviz.models.tiny import AttentionOnly, read_token, token_name
 
 KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
          "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
+# What each use of a subject needs that another model lacks: (the reason, who needs a causal LM).
+PURPOSES = {"patch": ("it has no next token to patch toward", "Patching"),
+            "lens": ("it has no unembedding (no language-model head) to read its residual stream through",
+                     "The logit lens")}
+
+PATCH_BOUND = (limits.MAX_PATCH_TOKENS, "patching takes at most {n} (MAX_PATCH_TOKENS: the residual sweep runs one "
+               "patched copy per token at every layer)")
 
 
 class Subject:
@@ -24,20 +31,20 @@ class Subject:
     stack: object
     vocabulary: int  # how many token ids there are
 
-    def ids(self, prompt) -> list[int]: ...
+    def ids(self, prompt, bound: tuple[int, str] = PATCH_BOUND) -> list[int]: ...
 
     def token(self, word: str, role: str) -> int: ...
 
     def spelled(self, ids: list[int]) -> list[str]: ...
 
 
-def _within(n: int, positions: int, name: str) -> None:
-    """A prompt of ``n`` tokens fits ``name``'s positions and patching's own bound."""
+def _within(n: int, positions: int, name: str, bound: tuple[int, str] = PATCH_BOUND) -> None:
+    """A prompt of ``n`` tokens fits ``name``'s positions and ``bound``: (the most tokens, the
+    sentence that says why, with ``{n}`` for the number): patching's unless another is given."""
     if n > positions:
         raise ValueError(f"The prompt has {n} tokens; {name} reads at most {positions}.")
-    if n > limits.MAX_PATCH_TOKENS:
-        raise ValueError(f"The prompt has {n} tokens; patching takes at most {limits.MAX_PATCH_TOKENS} "
-                         "(MAX_PATCH_TOKENS: the residual sweep runs one patched copy per token at every layer).")
+    if n > bound[0]:
+        raise ValueError(f"The prompt has {n} tokens; " + bound[1].format(n=bound[0]) + ".")
 
 
 class HFSubject(Subject):
@@ -51,7 +58,7 @@ class HFSubject(Subject):
         self.positions = int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
                              or limits.MAX_TOKENS)
 
-    def ids(self, prompt) -> list[int]:
+    def ids(self, prompt, bound: tuple[int, str] = PATCH_BOUND) -> list[int]:
         if isinstance(prompt, str):
             ids = self.hf.tokenizer(prompt, add_special_tokens=True)["input_ids"]
         else:
@@ -61,7 +68,7 @@ class HFSubject(Subject):
                 raise ValueError(f"Token ids must be in 0–{V - 1} for {self.name}.")
         if not ids:
             raise ValueError("The prompt is empty: type a few words.")
-        _within(len(ids), self.positions, self.name)
+        _within(len(ids), self.positions, self.name, bound)
         return ids
 
     def token(self, word: str, role: str) -> int:
@@ -91,12 +98,12 @@ class TinySubject(Subject):
         self.name, self.model, self.vocabulary = name, model, int(model.vocab)
         self.stack = TinyStack(name, model)
 
-    def ids(self, prompt) -> list[int]:
+    def ids(self, prompt, bound: tuple[int, str] = PATCH_BOUND) -> list[int]:
         words = prompt.replace(",", " ").split() if isinstance(prompt, str) else [str(int(i)) for i in prompt]
         if not words:
             raise ValueError("The prompt is empty: type tokens, for example BOS 5 9 12 5 9.")
         ids = [self.token(w, "token") for w in words]
-        _within(len(ids), self.model.length, self.name)
+        _within(len(ids), self.model.length, self.name, bound)
         return ids
 
     def token(self, word: str, role: str) -> int:
@@ -111,14 +118,14 @@ class TinySubject(Subject):
         return [token_name(i) for i in ids]
 
 
-def registry_subject(model: str) -> Subject:
+def registry_subject(model: str, purpose: str = "patch") -> Subject:
     """A model of the registry (a name the app offers, or a folder), refused with the reason
-    where it has no next token to patch toward."""
+    where it is no causal LM (``purpose``: what it is for, a key of ``PURPOSES``)."""
     kind = model_kind(model)
     if kind != "causal":
-        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: it has no next token to patch "
-                         "toward. Patching needs a causal language model: a GPT-2, LLaMA or GPT-NeoX folder, or "
-                         "watch-it-learn.")
+        reason, who = PURPOSES[purpose]
+        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: {reason}. {who} needs a causal "
+                         "language model: a GPT-2, LLaMA or GPT-NeoX folder, or watch-it-learn.")
     return HFSubject(load(model))
 
 

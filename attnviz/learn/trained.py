@@ -69,15 +69,15 @@ def knocked_out_loss(model: AttentionOnly, settings: LearnSettings, layer: int, 
     return {"loss_repeat": full, "loss_other": full_other, "knocked_repeat": out, "knocked_other": out_other}
 
 
-def subject_of(model) -> Subject:
+def subject_of(model, purpose: str = "patch") -> Subject:
     """The model a sweep patches (``attnviz.analysis.subjects``), from what the API, the pages and the CLI name it
     by: a model name, a Hugging Face folder, "watch-it-learn" (this module's trained model) or an
-    ``AttentionOnly``."""
+    ``AttentionOnly`` (``purpose``: what it is for, which a refusal names: "patch" or "lens")."""
     if isinstance(model, AttentionOnly):
         return TinySubject(model, "the tiny model")
     if model == TRAINED:
         return TinySubject(trained_model(), TRAINED)
     if isinstance(model, (str, Path)):
-        return registry_subject(str(model))
+        return registry_subject(str(model), purpose)
     raise ValueError(f"model must be a model name, a Hugging Face folder, {TRAINED!r} or an attnviz AttentionOnly "
                      f"model; got {type(model).__name__}.")

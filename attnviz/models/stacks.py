@@ -44,6 +44,9 @@ FUSED_QKV = "attn.c_attn"
 HEADWISE_QKV = "attention.query_key_value"
 APART_QKV = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj"}
 SUM_TOLERANCE = 1e-4  # the residual stream against the sum of its parts, relative to its norm
+# Architectures whose attention and MLP read the same stream side by side (x + attn(x) + mlp(x)): no stream
+# after the attention alone. GPT-NeoX says so in its config (``use_parallel_residual``).
+PARALLEL_TYPES = ("gptj", "codegen", "phi")
 
 
 @dataclass
@@ -150,6 +153,13 @@ class HFStack:
     @property
     def layers(self) -> int:
         return len(self.blocks)
+
+    @property
+    def parallel(self) -> bool:
+        """Whether each layer's attention and MLP read the same stream side by side (GPT-NeoX with
+        ``use_parallel_residual``, GPT-J): then no stream holds the attention's output alone."""
+        cfg = self.model.config
+        return bool(getattr(cfg, "use_parallel_residual", False)) or cfg.model_type in PARALLEL_TYPES
 
     def _hooks(self, keep: dict):
         handles = []

@@ -39,7 +39,8 @@ def logit_attribution(model, text, *, answer: str | int, wrong: str | int | None
     """``.heads`` (layers, heads): each head's output at the last position, divided by the final
     norm's scale, projected onto W_U[answer] − W_U[wrong] (TransformerLens's ``apply_ln=True``);
     the other parts (``.embeddings``, ``.mlps``, ``.attention_biases``, ``.biases``) with it sum to
-    ``.logit_difference``. Without ``wrong``, onto W_U[answer] alone: the parts sum to the answer's
-    logit (the model's own; TransformerLens, which centres W_U, gives each part less its
-    projection onto the mean of W_U)."""
+    ``.logit_difference``. Without ``wrong``, in TransformerLens's convention (``center_unembed``):
+    onto W_U[answer] − the mean of W_U's rows, so that the parts sum to the centred logit,
+    logit[answer] − the mean logit over the vocabulary (``.logit_difference``; the softmax ignores
+    the mean), the model's own uncentred logit beside it (``.raw_logit``)."""
     return logit_attribution_of(subject_of(model), text, answer=answer, wrong=wrong)

@@ -144,14 +144,16 @@ def test_an_answer_and_a_wrong_token_that_are_one_are_refused(folders):
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "neox"])
-def test_without_a_wrong_token_the_attributions_parts_sum_to_the_answers_logit(folders, kind):
+def test_without_a_wrong_token_the_attributions_parts_sum_to_the_answers_centred_logit(folders, kind):
     a = attnviz.logit_attribution(str(folders[kind]), CLEAN, answer=ANSWER)
     subject = registry_subject(str(folders[kind]))
     with torch.no_grad():
-        logit = float(subject.hf.model(_ids(subject, CLEAN)).logits[0, -1, subject.token(ANSWER, "answer")])
-    assert a.wrong is None and a.logit_difference == pytest.approx(logit, abs=1e-5)
-    assert a.total == pytest.approx(logit, abs=1e-4)
-    assert "W_U[answer]" in a.to_dict()["definition"] and "wrong" not in a.to_dict()["definition"]
+        logits = subject.hf.model(_ids(subject, CLEAN)).logits[0, -1].double()
+    logit = float(logits[subject.token(ANSWER, "answer")])
+    assert a.wrong is None and a.raw_logit == pytest.approx(logit, abs=1e-5)
+    assert a.logit_difference == pytest.approx(logit - float(logits.mean()), abs=1e-5)  # TransformerLens's centring
+    assert a.total == pytest.approx(a.logit_difference, abs=1e-4)
+    assert "mean" in a.to_dict()["definition"] and "wrong" not in a.to_dict()["definition"]
 
 
 def test_an_answer_may_be_a_token_id(folders, tiny):

@@ -84,6 +84,18 @@ def save(tmp_path, name: str):
 
 
 
+def perturbed(tmp_path, name: str, seed: int = 1, scale: float = 0.3):
+    """``save``'s causal LM with every norm's weight and bias and every other bias moved by ``scale`` × N(0, 1),
+    saved again: (folder, model, tokenizer). Folding the norms (and centring) is then tested too."""
+    folder, model, tok = save(tmp_path, name)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if "ln" in key or "norm" in key or key.endswith("bias"):
+                p.add_(scale * torch.randn(p.shape, generator=g))
+    model.save_pretrained(folder)
+    return folder, model, tok
+
 
 def reading(folder, positions: int):
     """``folder`` (a rotary model's: no weight depends on its positions) set to read ``positions`` tokens."""

@@ -125,3 +125,14 @@ def tiny_patched_heads(model, clean_ids, corrupted_ids, answer, wrong):
                     return heads
                 out[layer, head] = _logit_metric(tiny_forward(model, corrupted_ids, patch), answer, wrong)
     return out.numpy()
+
+
+def assert_within(got, want, rel=1e-4):
+    """|got − want| ≤ rel × max(1, |want|) everywhere (the shapes equal): a relative bound that turns absolute
+    below 1, as the lens's and the attribution's comparisons against TransformerLens state it."""
+    import numpy as np
+
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    worst = float(np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want))))
+    assert worst <= rel, f"off by {worst:.3g} × max(1, |x|)"
