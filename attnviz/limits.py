@@ -74,6 +74,13 @@ MAX_LONG_RATIO = 0.99  # the fraction of a KV cache a policy may evict (kvpress:
 MAX_LONG_WINDOW = 128  # a close-up's rows and columns
 MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its weights held)
 MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
+# Vision-language attention (attnviz.analysis.vlattention): each picture, bounded in bytes and in the pixels its
+# header claims before it is decoded (PNG or JPEG); the prompt in characters; the answer in tokens.
+MAX_VL_IMAGE_BYTES = 20 * 2**20
+MAX_VL_IMAGE_PIXELS = 40_000_000
+MAX_VL_IMAGES = 8
+MAX_VL_PROMPT_CHARS = 8_000
+MAX_VL_GENERATE = 256
 # Watch it learn: the tiny model trained on the page, in a worker process.
 MAX_LEARN_LAYERS = 3
 MAX_LEARN_HEADS = 8

@@ -1,0 +1,65 @@
+"""Each grid cell's box in the picture, against the processor's own geometry: a mark drawn in the
+middle of one cell's box must come out of the processor brightest in that cell (resized and
+cropped: LLaVA's CLIP processor; padded: LlavaImageProcessor; resized to a merged grid: Qwen2-VL)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from attnviz.models import vlgrid
+from attnviz.models.vlm import load_vlm, prepare
+from tests.support import vlmodels
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("grid")
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_pad", "qwen2_vl")}
+
+
+def _brightness(arch, inputs, grid):
+    rows, cols = grid
+    pv = inputs["pixel_values"]
+    if arch == "llava":  # (1, 3, H, W): the mean over each patch
+        p = pv.shape[-1] // cols
+        return pv[0].mean(0).reshape(rows, p, cols, p).mean((1, 3)).numpy()
+    # Qwen2-VL: (patches, C · T · P · P), each merged token's merge² patches in a row, tokens row by row
+    return pv.reshape(rows * cols, 4, -1).mean((1, 2)).reshape(rows, cols).numpy()
+
+
+@pytest.mark.parametrize("kind,size", [("llava", (60, 40)), ("llava", (30, 90)), ("llava_pad", (100, 60)),
+                                       ("llava_pad", (40, 90)), ("qwen2_vl", (100, 70)), ("qwen2_vl", (75, 130))])
+def test_a_mark_in_a_cells_box_lands_in_that_cell(folders, kind, size):
+    vlm = load_vlm(str(folders[kind]))
+    w, h = size
+    inputs = prepare(vlm, [Image.new("RGB", size)], "the cat")
+    (grid,), (boxes,) = vlgrid.geometry(vlm.arch, vlm.processor, inputs, [size])
+    family = "llava" if kind.startswith("llava") else "qwen"
+    base = _brightness(family, inputs, grid)  # the unmarked picture (padding has the processor's own colour)
+    assert boxes.shape == (*grid, 4)
+    checked = 0
+    for r in range(grid[0]):
+        for c in range(grid[1]):
+            x0, y0, x1, y1 = boxes[r, c]
+            cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 4, (y1 - y0) / 4
+            if not (0 <= cx - rx and cx + rx <= w and 0 <= cy - ry and cy + ry <= h):
+                continue  # a cell over padding or cut by the crop: no mark fits inside the picture
+            img = Image.new("RGB", size)
+            ImageDraw.Draw(img).rectangle([cx - rx, cy - ry, cx + rx - 1, cy + ry - 1], fill=(255, 255, 255))
+            seen = _brightness(family, prepare(vlm, [img], "the cat"), grid) - base
+            assert np.unravel_index(seen.argmax(), seen.shape) == (r, c), (r, c, boxes[r, c])
+            checked += 1
+    assert checked >= grid[0] * grid[1] // 2
+
+
+def test_padding_and_cropping_move_the_boxes_as_the_processor_does(folders):
+    pad = load_vlm(str(folders["llava_pad"]))
+    inputs = prepare(pad, [Image.new("RGB", (100, 60))], "the cat")
+    (_g,), (boxes,) = vlgrid.geometry("llava", pad.processor, inputs, [(100, 60)])
+    assert boxes[0, 0, 1] == pytest.approx(-20) and boxes[-1, -1, 3] == pytest.approx(80)  # 20 px of padding above
+    crop = load_vlm(str(folders["llava"]))
+    inputs = prepare(crop, [Image.new("RGB", (60, 40))], "the cat")
+    (_g,), (boxes,) = vlgrid.geometry("llava", crop.processor, inputs, [(60, 40)])
+    assert boxes[0, 0, 0] == pytest.approx(8 * 40 / 32) and boxes[-1, -1, 3] == pytest.approx(40)  # 48 → 32 wide

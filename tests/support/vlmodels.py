@@ -1,0 +1,96 @@
+"""Tiny random vision-language folders built from transformers' own config classes, each with a
+word-level tokenizer (``hfmodels.tokenizer``) that knows the image tokens and the architecture's
+own image processor (PIL backend): no download.
+
+- "llava": LLaVA-1.5 with CLIP's processor (resize the shortest edge to 32, centre-crop 32 × 32;
+  8-pixel patches: a 4 × 4 grid);
+- "llava_pad": the same model with ``LlavaImageProcessor`` padding to a square first;
+- "qwen2_vl", "qwen2_5_vl": 14-pixel patches merged 2 × 2 (28-pixel tokens), M-RoPE in 3 sections.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tests.support.hfmodels import tokenizer
+
+KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl")
+QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
+
+
+def _llama(V: int):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=256, bos_token_id=2, eos_token_id=3,
+                       pad_token_id=1)
+
+
+def save_llava(tmp_path, pad: bool = False):
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaImageProcessor,
+        LlavaProcessor,
+    )
+
+    torch.manual_seed(0)
+    tok = tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    cfg = LlavaConfig(vision_config=CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+                                                     num_attention_heads=4, intermediate_size=64, projection_dim=32),
+                      text_config=_llama(len(tok)), image_token_id=tok.convert_tokens_to_ids("<image>"),
+                      vision_feature_layer=-1)
+    model = LlavaForConditionalGeneration(cfg).eval()
+    ip = (LlavaImageProcessor(do_pad=True, size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+          if pad else CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}))
+    proc = LlavaProcessor(image_processor=ip, tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
+                          image_token="<image>", num_additional_image_tokens=1)
+    folder = tmp_path / ("llava_pad" if pad else "llava")
+    model.save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder, model, proc
+
+
+def save_qwen(tmp_path, kind: str = "qwen2_vl"):
+    from transformers import Qwen2VLImageProcessor
+
+    if kind == "qwen2_vl":
+        from transformers import Qwen2VLConfig as Config
+        from transformers import Qwen2VLForConditionalGeneration as Model
+        vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2, "patch_size": 14,
+                  "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3}
+    else:
+        from transformers import Qwen2_5_VLConfig as Config
+        from transformers import Qwen2_5_VLForConditionalGeneration as Model
+        vision = {"depth": 2, "hidden_size": 32, "out_hidden_size": 32, "intermediate_size": 64, "num_heads": 4,
+                  "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3,
+                  "window_size": 56, "fullatt_block_indexes": [1]}
+    torch.manual_seed(0)
+    tok = tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": QWEN_TOKENS})
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_TOKENS}
+    text = {"vocab_size": len(tok), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1], "rope_theta": 10000.0},
+            "bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 1}
+    cfg = Config(vision_config=vision, text_config=text, image_token_id=ids["<|image_pad|>"],
+                 video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+                 vision_end_token_id=ids["<|vision_end|>"])
+    model = Model(cfg).eval()
+    ip = Qwen2VLImageProcessor(min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16, patch_size=14, merge_size=2,
+                               temporal_patch_size=2)
+    folder = tmp_path / kind
+    model.save_pretrained(folder)
+    # The processor's own save needs its video processor, which needs torchvision (not installed): its parts apart.
+    tok.save_pretrained(folder)
+    ip.save_pretrained(folder)
+    return folder, model, None
+
+
+def save(tmp_path, kind: str):
+    if kind.startswith("llava"):
+        return save_llava(tmp_path, pad=kind == "llava_pad")
+    return save_qwen(tmp_path, kind)
