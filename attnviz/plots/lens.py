@@ -37,9 +37,9 @@ ROW_PX = 22  # a grid row on a laptop: 25 points (12 layers and their middles) i
 MIN_PLOT_PX = 160
 PRESENTER_CAP_PX = 680  # attnviz.plots.style.PROJECTOR_CHART_PX: the grid whole on a 1024 × 768 projector
 CELL_CHARS = 6  # a cell's token is cut to at most this many characters (its hover spells it whole)
-READABLE_CHARS = 4  # a narrow column's text shrinks (to MIN_CELL_FONT at most) to hold this many
+READABLE_EM = 2.6  # a narrow column's text shrinks (to MIN_CELL_FONT at most) to hold this much: 4 letters
 MIN_CELL_FONT = 9  # smaller than this, a cell shows its colour only
-CHAR_EM, CELL_PAD_EM = 0.58, 0.3  # a token's character and a cell's padding, in em of the cell's font
+CELL_PAD_EM = 0.3  # a cell's room on either side of its text, in em of its font
 STEP_COLOUR, PART_COLOURS = "#264653", {"head": "#2a9d8f", "attention biases": "#8d99ae", "mlp": "#e9c46a",
                                         "embeddings": "#8d99ae", "biases": "#8d99ae"}
 
@@ -52,11 +52,15 @@ def point_label(name: str) -> str:
     return (_("L{layer} mid") if where == "middle" else _("L{layer} end")).format(layer=layer)
 
 
-def cell_text(token: str, chars: int = CELL_CHARS) -> str:
+def cell_text(token: str, room_em: float | None = None) -> str:
     """A token as a cell shows it: a word's leading space (GPT-2's Ġ, SentencePiece's ▁) as ·, a newline as ↵,
-    at most ``chars`` characters (a cut one ends in …)."""
+    at most ``CELL_CHARS`` characters and ``room_em`` wide (a cut one ends in …; "" where nothing fits)."""
     shown = token.replace("Ġ", "·").replace("▁", "·").replace("Ċ", "↵").replace("\n", "↵")
-    return shown if len(shown) <= chars else shown[:max(1, chars - 1)] + "…"
+    for k in range(min(len(shown), CELL_CHARS), 0, -1):
+        cut = shown if k == len(shown) else shown[:k - 1] + "…" if k > 1 else ""
+        if cut and (room_em is None or margins.text_em(cut.replace("·", ".")) <= room_em):  # · is as narrow as .
+            return cut
+    return ""
 
 
 def grid_values(r, colour: str) -> np.ndarray:
@@ -71,7 +75,7 @@ def position_labels(r) -> list[str]:
 
 
 def _grid_plan(rows: int, x: list[str], y: list[str], style: FigureStyle, bar: str, hi: float, title: str,
-               chars: int) -> dict:
+               widest: float) -> dict:
     """The grid's room: its margins, its labels' fonts and angle, its height and each cell's font. On a projector
     the grid stays within one screen (``PRESENTER_CAP_PX``), its rows and columns labelled each at the size that
     fits them, the axis titles left out (the labels say what they are)."""
@@ -91,19 +95,14 @@ def _grid_plan(rows: int, x: list[str], y: list[str], style: FigureStyle, bar: s
         row_px = (height - top - bottom) / rows
         yfs = max(MIN_CELL_FONT, min(fs, math.floor(0.85 * row_px)))
     # A cell's text: its whole token at the rows' font where the column holds it; else as large as holds
-    # READABLE_CHARS of it (no smaller than MIN_CELL_FONT), cut to what the column holds at that font.
+    # READABLE_EM of it (no smaller than MIN_CELL_FONT), each token cut to what the column holds at that font.
     font = min(fs, math.floor(0.62 * row_px))
-    need = min(chars, CELL_CHARS)
-    if col_px < _text_px(need, font):
-        font = max(MIN_CELL_FONT, min(font, math.floor(col_px / _text_px(min(need, READABLE_CHARS), 1))))
-        need = min(need, math.floor((col_px / font - CELL_PAD_EM) / CHAR_EM))
-    fits = need >= 2 and font >= MIN_CELL_FONT
+    if (widest + CELL_PAD_EM) * font > col_px:
+        font = max(MIN_CELL_FONT, min(font, math.floor(col_px / (READABLE_EM + CELL_PAD_EM))))
+    room_em = col_px / font - CELL_PAD_EM
+    fits = room_em >= 1.2  # two narrow characters, or one and …
     return {"room": {"l": left, "r": right, "b": bottom}, "xfs": xfs, "yfs": yfs, "angle": angle, "height": height,
-            "font": font if fits else 0, "chars": need if fits else 0, "every": every_fitting(x, xfs, width)}
-
-
-def _text_px(chars: int, font: float) -> float:
-    return (CHAR_EM * chars + CELL_PAD_EM) * font
+            "font": font if fits else 0, "room_em": room_em, "every": every_fitting(x, xfs, width)}
 
 
 def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[int, int] | None = None) -> go.Figure:
@@ -119,13 +118,12 @@ def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[in
         model=escape_label(r.model), what=_(COLOUR_WORDS[colour]))
     if r.mode != "final-scale":
         title += "<br>" + (_("a tuned lens") if r.mode == "tuned" else _("the final norm recomputed at every point"))
-    words = [[cell_text(t[0]) for t in row] for row in r.top_tokens]
-    chars = max(len(w) for row in words for w in row)
+    widest = max(margins.text_em(cell_text(t[0]).replace("·", ".")) for row in r.top_tokens for t in row)
     title = wrap_title(title, style.font_size)  # wrapped here, so that the plan counts its lines
-    plan = _grid_plan(P, x, y, style, bar, hi, title, chars)
+    plan = _grid_plan(P, x, y, style, bar, hi, title, widest)
     if plan["every"] > 1:  # one position in k labelled: said in a line of the title
         title = labelled(title, x, None, words=("position", "row"), every=(plan["every"], None))
-        plan = _grid_plan(P, x, y, style, bar, hi, title, chars)
+        plan = _grid_plan(P, x, y, style, bar, hi, title, widest)
     hover = [[escape_label(f"{r.points[i]} · {r.positions[j]}: {r.tokens[r.positions[j]]} → ") +
               ", ".join(f"{escape_label(t)} {p:.2f}" for t, p in zip(r.top_tokens[i][j][:3], r.top_probs[i, j, :3],
                                                                      strict=False)) +
@@ -134,7 +132,7 @@ def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[in
             "colorscale": colorscale(style.colors), "colorbar": colour_bar(bar), "hoverinfo": "skip",
             "xgap": 1, "ygap": 1}
     if plan["font"]:
-        heat.update(text=[[escape_label(cell_text(t[0], plan["chars"])) for t in row] for row in r.top_tokens],
+        heat.update(text=[[escape_label(cell_text(t[0], plan["room_em"])) for t in row] for row in r.top_tokens],
                     texttemplate="%{text}",
                     textfont={"size": plan["font"]})
     # Heatmaps cannot be selected in Plotly; a near-invisible marker at each cell's centre can (patching's way).
@@ -216,25 +214,27 @@ def part_label(kind: str, layer: int | None, head: int | None) -> str:
 
 def step_bars(step, style: FigureStyle = FigureStyle()) -> go.Figure:
     """One bar per part added between two points (each head, the attention biases, the MLP), then the step
-    itself, their sum, in logits toward the answer."""
+    itself, their sum, in logits toward the answer: across, one part a row, so that every name reads level."""
     names = axis_labels([part_label(k, layer, h) for k, layer, h, _v in step.parts] + [_("the step")])
     values = [v for *_kind, v in step.parts]
     colours = [PART_COLOURS[k] for k, *_rest in step.parts]
-    trace = {"type": "bar", "x": names, "y": np.asarray([*values, step.step], dtype=np.float64),
-             "marker": {"color": [*colours, STEP_COLOUR]}, "hovertemplate": "%{x}: %{y:+.4f}<extra></extra>"}
+    trace = {"type": "bar", "orientation": "h", "y": names, "x": np.asarray([*values, step.step], dtype=np.float64),
+             "marker": {"color": [*colours, STEP_COLOUR]}, "hovertemplate": "%{y}: %{x:+.4f}<extra></extra>"}
     fs = style.font_size
-    angle = 0 if len(names) * (margins.labels_em(names) + 1) * fs <= FIGURE_PX - 120 else 90
     into = point_label(step.point)
     if step.previous is None:
         title = _("{point} at position {position} (“{token}”): the embeddings and the final biases make "
                   "{step:+.3f}").format(point=into, position=step.position, token=escape_label(step.token),
                                         step=step.step)
     else:
-        title = _("{before} → {point} at position {position} (“{token}”): a step of {step:+.3f},<br>the sum of "
-                  "these parts").format(before=point_label(step.previous), point=into, position=step.position,
-                                        token=escape_label(step.token), step=step.step)
-    layout = {"showlegend": False, "height": 560 if style.presenting else 380,
-              "xaxis": {"type": "category", "tickangle": -angle, "title": {"text": _("part added")}},
-              "yaxis": {"title": {"text": _("logits toward the answer")}, "zeroline": True}}
-    room = {"l": margins.left(["−0.000"], fs, title=True), "b": margins.bottom(names, fs, angle=angle, title=True)}
+        title = _("{before} → {point} at position {position} (“{token}”): {step:+.3f}, the sum of these "
+                  "parts").format(before=point_label(step.previous), point=into, position=step.position,
+                                  token=escape_label(step.token), step=step.step)
+    title = wrap_title(title, fs)
+    bottom = margins.bottom(["−0.0"], fs, title=True)
+    top = 60 + fs + title.count("<br>") * title_line_px(fs)
+    layout = {"showlegend": False, "height": top + bottom + max(MIN_PLOT_PX, len(names) * round(2.2 * fs)),
+              "yaxis": {"type": "category", "range": [len(names) - 0.5, -0.5], **every_tick(names, "", 1)},
+              "xaxis": {"title": {"text": _("logits toward the answer")}, "zeroline": True}}
+    room = {"l": margins.left(names, fs), "b": bottom}
     return figure([trace], layout_for(layout, style, title, room=room))

@@ -38,15 +38,15 @@ def test_the_answers_chart_and_a_steps_bars(gpt2):
     np.testing.assert_allclose(fig.data[0].y, r.answer_prob[:, 5], atol=1e-6)
     np.testing.assert_allclose(np.asarray(fig.data[1].y) - 1, r.answer_rank[:, 5])
     bars = attnviz.lens_view(gpt2, TEXT, show="step", answer=ANSWER, wrong=WRONG, cell=("layer 1 middle", 5))
-    *parts, step = bars.data[0].y
-    assert list(bars.data[0].x)[:4] == ["L1 H0", "L1 H1", "L1 H2", "L1 H3"]
+    *parts, step = bars.data[0].x  # across: a part a row
+    assert list(bars.data[0].y)[:4] == ["L1 H0", "L1 H1", "L1 H2", "L1 H3"]
     assert abs(sum(parts) - step) < 1e-9
     own = r.answer_logit[3, 5] - r.answer_logit[2, 5]
     assert abs(step - own) <= 1e-4 * max(1, abs(own))
     # by default: the last position, the point into which the answer rises most
     default = attnviz.lens_view(gpt2, TEXT, show="step", answer=ANSWER, wrong=WRONG)
     rises = int(np.argmax(np.diff(r.answer_logit[:, -1]))) + 1
-    assert default.data[0].y[-1] == pytest.approx(r.answer_logit[rises, -1] - r.answer_logit[rises - 1, -1], abs=1e-4)
+    assert default.data[0].x[-1] == pytest.approx(r.answer_logit[rises, -1] - r.answer_logit[rises - 1, -1], abs=1e-4)
 
 
 @pytest.mark.parametrize("kwargs, says", [
