@@ -128,3 +128,14 @@ def test_a_lens_given_by_path_and_an_encoder_fall_back_saying_why(dirs, monkeypa
     no_errors(at)
     assert at.selectbox(key="model").value == "watch-it-learn" and len(figures(at)) == 3
     assert any("bert is an encoder: it has no unembedding" in shown(t.value) for t in at.toast)
+
+
+def test_in_chinese_nothing_is_left_in_english():
+    from tests.test_i18n import texts, untranslated
+
+    at = _run("lang=zh")
+    no_errors(at)
+    found = texts(at)
+    assert any("每一层会预测什么：logit 透镜" in t for t in found)  # the heading
+    assert _titles(at)[0].startswith("watch-it-learn：每个点排第一的词元，按其概率着色")
+    assert not untranslated(found), untranslated(found)[:5]
