@@ -11,7 +11,7 @@
 - the pages' modules, each its own settings, run, figures and record: ``explorer``, ``stepbystep``,
   ``masklab``, ``cross``, ``verify``, ``gradients``, ``whyscale``, ``modality`` (image, audio, graph),
   ``longseq``, ``attention_file``, ``qkmap``, ``learn``, ``patching`` (two prompts' activation
-  patching, its sweep a background job), ``circuit``, ``longcontext``; ``generation`` (a causal LM's
+  patching, its sweep a background job), ``circuit``, ``longcontext``, ``lens`` (the logit lens); ``generation`` (a causal LM's
   generated tokens) and ``exports`` (CSV/JSON). The app's pages and the CLI draw through here, so
   both show the same.
 

@@ -1,5 +1,5 @@
 """A link renders what the app shows: ``render --from-url`` of every page's own address, and ``render --page P``
-with no other flag, succeed for all seventeen pages, on the model the app opens each on (``models_for``);
+with no other flag, succeed for all eighteen pages, on the model the app opens each on (``models_for``);
 a model the page cannot run, named by a flag, stops the build with the reason."""
 
 from __future__ import annotations
