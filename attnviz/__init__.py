@@ -64,7 +64,8 @@ _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", 
              "head_table", "save_attention", "load_attention", "normalise", "to_html", "neuron_view", "patch_heads",
              "patch_residual", "logit_attribution", "long_view", "composition_scores", "path_patch",
              "score_attribution", "circuit", "example_pair", "circuit_view", "edge_attribution",
-             "circuit_faithfulness", "faithfulness_curve", "logit_lens", "train_lens", "vl_attention")
+             "circuit_faithfulness", "faithfulness_curve", "logit_lens", "train_lens", "vl_attention",
+             "lens_view")
 
 
 def __getattr__(name: str):

@@ -320,6 +320,10 @@ JOB_SHARES = {
     "long-cost": (1, 6, 8),  # the Long sequences page's cost sweep (seconds at L = 8192)
     "circuit": (1, 6, 8),
     "edge-attribution": (1, 6, 8),  # the Circuit page's every-edge scores: seconds on a GPT-2 small
+    # The Logit lens page's tuned lenses trained here: 200 steps take half a minute on a GPT-2 small, and each
+    # holds LENS_TRAIN_TOKENS tokens' residual streams while it trains; a finished one (its translators, 28 MB
+    # for GPT-2 small) is kept for everyone who asks for the same model and steps.
+    "lens-training": (1, 4, 4),
     "training": (max(1, (os.cpu_count() or 1)), 0, 0),
 }
 MAX_TRAININGS = JOB_SHARES["training"][0]

@@ -33,6 +33,13 @@ lens's training loss); for an answer token, its logit in TransformerLens's centr
 (``center_unembed``: logit[answer] − the mean logit over the vocabulary; with a wrong token,
 logit[answer] − logit[wrong]), its probability, and its rank (how many tokens have a larger logit:
 0 is the top).
+
+**A step** (``lens_step``): final-scale's answer logit at one point minus the point before, at one
+position, split into the parts added between them by direct logit attribution
+(``attnviz.analysis.patching``, on the position's prefix: a causal model's stream there is the
+prefix's): into a layer's middle, its heads and its attention biases; into its end from its middle,
+its MLP; into its end without a middle, all three; the embeddings point's own value is the
+embeddings' part and the final norm's and unembedding's biases. The parts sum to the step.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import numpy as np
 import torch
 
 from attnviz import limits
+from attnviz.analysis.patching import logit_attribution_of
 from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer
 from attnviz.models.stacks import Trace, Unembedding
 
@@ -263,3 +271,62 @@ def logit_lens_of(subject: Subject, text, *, mode: str = "final-scale", lens=Non
                       top_tokens=top_tokens, answer=None if a is None else spelled_answer(subject, answer, a),
                       wrong=None if w is None else spelled_answer(subject, wrong, w),
                       lens=None if lens is None or lens.folder is None else str(lens.folder), notes=notes, **numbers)
+
+
+@dataclass
+class LensStep:
+    """One step of the final-scale logit lens at one position, in parts (see the module doc)."""
+
+    point: str  # the point stepped into ("layer 1 end")
+    previous: str | None  # the point before it; None for the embeddings, whose value is its parts' sum
+    position: int
+    token: str  # the text's token at that position
+    answer: str
+    wrong: str | None
+    parts: list[tuple[str, int | None, int | None, float]]  # (kind, layer, head, logits); kind: PART_KINDS
+
+    @property
+    def step(self) -> float:
+        return float(sum(p[3] for p in self.parts))
+
+    def to_dict(self) -> dict:
+        return {"point": self.point, "previous": self.previous, "position": self.position, "token": self.token,
+                "answer": self.answer, "wrong": self.wrong, "step": self.step,
+                "parts": [{"kind": k, "layer": layer, "head": h, "logits": v} for k, layer, h, v in self.parts]}
+
+
+PART_KINDS = ("head", "attention biases", "mlp", "embeddings", "biases")
+
+
+def lens_step(subject: Subject, ids: list[int], points: list[str], point: int, position: int, *, answer: int,
+              wrong: int | None = None) -> LensStep:
+    """The step into ``points[point]`` (a ``LensResult``'s points) at ``position`` of ``ids``, its parts by
+    direct logit attribution on the position's prefix, toward token ids ``answer`` (− ``wrong``)."""
+    if not 0 <= position < len(ids):
+        raise ValueError(f"Position {position} is out of range: the text has {len(ids)} tokens (positions 0 to "
+                         f"{len(ids) - 1}).")
+    if not 0 <= point < len(points):
+        raise ValueError(f"Point {point} is out of range: the lens reads {len(points)} points.")
+    a = logit_attribution_of(subject, ids[:position + 1], answer=answer, wrong=wrong)
+    name = points[point]
+    if point == 0:
+        parts = [("embeddings", None, None, float(a.embeddings)), ("biases", None, None, float(a.biases))]
+    else:
+        layer = int(name.split()[1])
+        attention = [("head", layer, h, float(v)) for h, v in enumerate(a.heads[layer])]
+        attention.append(("attention biases", layer, None, float(a.attention_biases[layer])))
+        mlp = [] if subject.stack.mlp[layer] is None else [("mlp", layer, None, float(a.mlps[layer]))]
+        parts = (attention if name.endswith("middle") else mlp if points[point - 1].endswith("middle")
+                 else attention + mlp)
+    return LensStep(name, points[point - 1] if point else None, position, subject.spelled([ids[position]])[0],
+                    a.answer, a.wrong, parts)
+
+
+def steepest_step(r: LensResult, column: int) -> int:
+    """The point (an index of ``r.points``, after the first) into which the answer's logit rises most at
+    ``r.positions[column]``: where the answer arrives. 0 where the lens reads one point."""
+    if r.answer_logit is None:
+        raise ValueError("The lens was read without an answer: its steps are the answer's.")
+    if len(r.points) < 2:
+        return 0
+    return int(np.argmax(np.diff(r.answer_logit[:, column]))) + 1

@@ -17,8 +17,9 @@ offline in Jupyter.
 - ``longcontext``: ``long_view`` (a long text's attention, every head, and a KV-cache policy);
 - ``patching``: ``patch_heads``, ``patch_residual`` and ``logit_attribution``: which heads cause an
   answer, for any causal LM folder and the model Watch it learn trains;
-- ``lens``: ``logit_lens`` (what each layer would predict: the logit lens in two forms, or a tuned lens) and
-  ``train_lens`` (a tuned lens trained here, in tuned-lens 0.2.0's format);
+- ``lens``: ``logit_lens`` (what each layer would predict: the logit lens in two forms, or a tuned lens),
+  ``train_lens`` (a tuned lens trained here, in tuned-lens 0.2.0's format) and ``lens_view`` (the Logit lens
+  page's figures: the grid, the answer through the points, a step in parts);
 - ``circuits``: ``composition_scores``, ``path_patch``, ``score_attribution`` and ``circuit``: how
   heads work together and why a head attends where it does; ``edge_attribution`` (EAP, EAP-IG),
   ``circuit_faithfulness`` and ``faithfulness_curve``: which edges carry an answer; ``example_pair``:
@@ -50,7 +51,7 @@ from attnviz.notebook.circuits import (  # noqa: F401
     score_attribution,
 )
 from attnviz.notebook.circuitsvis import attention_heads, attention_pattern, attention_patterns  # noqa: F401
-from attnviz.notebook.lens import logit_lens, train_lens  # noqa: F401
+from attnviz.notebook.lens import lens_view, logit_lens, train_lens  # noqa: F401
 from attnviz.notebook.longcontext import long_view  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.patching import logit_attribution, patch_heads, patch_residual  # noqa: F401

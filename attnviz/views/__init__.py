@@ -11,9 +11,9 @@
 - the pages' modules, each its own settings, run, figures and record: ``explorer``, ``stepbystep``,
   ``masklab``, ``cross``, ``verify``, ``gradients``, ``whyscale``, ``modality`` (image, audio, graph),
   ``longseq``, ``attention_file``, ``qkmap``, ``learn``, ``patching`` (two prompts' activation
-  patching, its sweep a background job), ``circuit``, ``longcontext``; ``generation`` (a causal LM's
-  generated tokens) and ``exports`` (CSV/JSON). The app's pages and the CLI draw through here, so
-  both show the same.
+  patching, its sweep a background job), ``circuit``, ``longcontext``, ``lens`` (the logit lens);
+  ``generation`` (a causal LM's generated tokens) and ``exports`` (CSV/JSON). The app's pages and the
+  CLI draw through here, so both show the same.
 
 May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.inputs, attnviz.jobs, attnviz.learn,
 attnviz.limits, attnviz.models, attnviz.notebook, attnviz.plots, attnviz.run, attnviz.settings. Never Streamlit.

@@ -71,6 +71,9 @@ class Page:
     # Settings declared for every page that this one has no use for (Why √d_k draws no colour scale): its
     # sidebar does not draw them, its link does not carry them.
     ignores: tuple[str, ...] = ()
+    # Why it runs no model of a kind (``model_kind``), in words (marked for translation), where the words of
+    # ``why_not`` do not fit it: (kind, why) pairs.
+    refuses: tuple[tuple[str, str], ...] = ()
 
 
 # Groups of shared settings, by link name, for the entries below.
@@ -81,6 +84,18 @@ MODEL = ("model", "layer", "device")  # a model and the layer followed
 TEXT_RUN = ("text", "seq", "stack", *MODEL, *RANDOM, *EMBED)  # a run of the sidebar's text (and its mask: MASK)
 INPUT_RUN = ("device", *RANDOM, "input_projections")  # the random layer over an image, a sound or a graph
 PAIR = ("clean", "corrupted", "answer", "wrong")  # two prompts and the answer: one pair opens Patching and Circuit
+
+
+# What the logit lens needs that other models lack: an unembedding to read the residual stream through.
+NO_UNEMBEDDING = (
+    ("encoder", N_("is an encoder: it has no unembedding (no language-model head) to read its residual stream "
+                   "through")),
+    ("seq2seq", N_("is an encoder–decoder: the logit lens reads a causal language model's one residual stream")),
+    ("vision", N_("is a vision transformer: it has no unembedding (no language-model head) to read its residual "
+                  "stream through")),
+    (RANDOM_MODEL, N_("is the random layer: it has no unembedding (no language-model head) to read its residual "
+                      "stream through")),
+)
 
 
 def without(group: tuple[str, ...], *names: str) -> tuple[str, ...]:
@@ -138,6 +153,9 @@ PAGES = (
          random=False, causal_lm=True, module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults
          settings=(("long", "LongSettings"),)),
+    Page("logit-lens", "logit-lens", "logit_lens.py", N_("Logit lens"), "layers", menu=CIRCUITS, random=False,
+         causal=True, module="lens", reads=("text", "seq", "model", "device"), settings=(("lens", "LensSettings"),),
+         refuses=NO_UNEMBEDDING),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 FILE_PAGES = {p.file: p.name for p in PAGES if p.file}  # the page a file flag (--image, --text-file…) opens
@@ -176,6 +194,9 @@ def models_for(entry: Page) -> list[str]:
 
 def why_not(entry: Page, model: str) -> str:
     """Why ``entry`` does not run ``model`` (one of ``available_models``, not in ``models_for``), in words."""
+    own = dict(entry.refuses).get(model_kind(model))
+    if own is not None:
+        return own
     return (N_("has no next token to patch toward") if entry.causal else
             N_("is not a causal language model: it keeps no KV cache to evict") if entry.causal_lm else
             N_("is drawn on Watch it learn, patched on Patching") if model_kind(model) == "tiny" else
