@@ -1,10 +1,12 @@
 """The logit lens's cost, and a tuned lens trained here.
 
 1. ``attnviz.logit_lens`` (every point, middles included: 25 on a GPT-2-small shape) on a
-   GPT-2-small-shaped folder (random weights: 12 layers × 12 heads, width 768, GPT-2's vocabulary of
-   50,257; ``bench_hf.build_model``) at 64 tokens, final-scale and per-layer, with an answer, against
-   its floor in the same process: one forward pass of the model plus one unembedding (64 × 768 by
-   768 × 50,257) per point. Medians and minima of ``--runs``, interleaved, the ratios printed.
+   GPT-2-small-shaped folder (random weights: 12 layers × 12 heads, width 768; ``bench_hf.build_model``)
+   at 64 tokens, final-scale and per-layer, with an answer, against its floor in the same process: one
+   forward pass of the model plus one unembedding (64 × 768 by 768 × V) per point. Twice: with GPT-2's
+   vocabulary of 50,257, where the 25 unembeddings cost more than the forward, and with a small one
+   (the tokenizer's 2,002 words), where the floor is about one forward. Medians and minima of
+   ``--runs``, interleaved, the ratios printed.
 2. ``--train STEPS``: ``attnviz.train_lens`` on a GPT-2-small-shaped folder whose word-level tokenizer
    reads the built-in corpus (``attnviz/inputs/corpus.txt``), trained on four of every five of its
    sentences, then each layer's KL to the model's own distribution, the logit lens's (per-layer) against
@@ -46,9 +48,10 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def cost(runs: int) -> None:
+def cost(runs: int, vocab: int | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        folder, _fast, words = build_model(Path(tmp), vocab_size=GPT2_VOCAB)
+        folder, fast, words = build_model(Path(tmp), vocab_size=vocab)
+        vocab = vocab or fast.vocab_size
         rng = np.random.default_rng(0)
         text = " ".join(words[i] for i in rng.choice(len(words), TOKENS, replace=False))
         subject = registry_subject(str(folder), "lens")  # loaded once, as the app's cache keeps it
@@ -75,7 +78,7 @@ def cost(runs: int) -> None:
             for name, fn in work.items():
                 times[name].append(timed(fn))
     base, low = statistics.median(times[next(iter(work))]), min(times[next(iter(work))])
-    print(f"GPT-2-small-shaped (12 × 12 heads, width 768, vocabulary {GPT2_VOCAB:,}), {TOKENS} tokens, {points} "
+    print(f"GPT-2-small-shaped (12 × 12 heads, width 768, vocabulary {vocab:,}), {TOKENS} tokens, {points} "
           f"points, CPU, {torch.get_num_threads()} thread(s); {runs} runs")
     print()
     print("| what | median (s) | × floor | min (s) | × floor |")
@@ -138,7 +141,9 @@ def main() -> None:
     if args.train:
         train(args.train)
     else:
-        cost(args.runs)
+        for vocab in (GPT2_VOCAB, None):  # GPT-2's, then the tokenizer's own 2,002 words
+            cost(args.runs, vocab)
+            print()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,15 @@ from ui.navigation import app_pages
 
 _PICKED = "_attnviz_picked"  # the pick already acted on (a selection persists across reruns)
 _PENDING = "_attnviz_pending"  # widget values picked on a chart, applied at the next run's start
+_TOASTS = "_attnviz_toasts"  # this run's toasts: a pick's rerun cuts the run short, and its toasts with it
+_REPLAY = "_attnviz_replay"  # the toasts of a run a pick cut short, shown again as the next run starts
+
+
+def toast(body: str, icon: str) -> None:
+    """``st.toast``, kept until the run ends: a pick later in the same run (a page adopting its model's example)
+    reruns the script, and the toast would go with the run it was shown in."""
+    st.toast(body, icon=icon)
+    st.session_state.setdefault(_TOASTS, []).append((body, icon))
 
 
 def pick(values: dict, token: object) -> None:
@@ -20,13 +29,18 @@ def pick(values: dict, token: object) -> None:
         return
     ss[_PICKED] = token
     ss.setdefault(_PENDING, {}).update(values)
+    ss[_REPLAY] = ss.pop(_TOASTS, [])
     st.rerun()
 
 
 def apply_pending() -> None:
+    """At a run's start: the values picked in the run before, and the toasts of a run a pick cut short."""
     ss = st.session_state
     for key, value in ss.pop(_PENDING, {}).items():
         ss[key] = value
+    ss.pop(_TOASTS, None)
+    for body, icon in ss.pop(_REPLAY, []):
+        toast(body, icon)
 
 
 def forget_pick() -> None:

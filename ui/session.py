@@ -101,8 +101,9 @@ def keep(page: str) -> None:
     if ss["heads"] not in head_choices(d_model):
         old = ss["heads"]
         ss["heads"] = fit_heads(d_model, int(old or 1))
-        st.toast(_("{old} heads do not divide d_model={d}: using {new}.").format(old=old, d=d_model, new=ss["heads"]),
-                 icon=":material/tune:")
+        picks.toast(_("{old} heads do not divide d_model={d}: using {new}.").format(old=old, d=d_model,
+                                                                                     new=ss["heads"]),
+                    icon=":material/tune:")
 
 
 def url_warnings(page: str | None = None) -> list[str]:

@@ -22,6 +22,7 @@ from attnviz.models.registry import (
 from attnviz.views.catalogue import Page, models_for, why_not
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
+from ui import picks
 from ui.controls import MASK_NAMES, control, label_of, row
 from ui.session import MORE, live_names
 
@@ -126,7 +127,7 @@ def sidebar(page: Page) -> None:
         if ss.get("model") not in models:
             dropped, ss["model"] = ss.get("model"), models[0]
             if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying
-                st.toast(md(_("Using {used}: {model} {why}.").format(
+                picks.toast(md(_("Using {used}: {model} {why}.").format(
                     model=dropped, why=_(why_not(page, dropped)), used=ss["model"])), icon=":material/swap_horiz:")
         control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
         pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)

@@ -128,6 +128,10 @@ def test_a_lens_given_by_path_and_an_encoder_fall_back_saying_why(dirs, monkeypa
     no_errors(at)
     assert at.selectbox(key="model").value == "watch-it-learn" and len(figures(at)) == 3
     assert any("bert is an encoder: it has no unembedding" in shown(t.value) for t in at.toast)
+    # With the default text the page adopts the trained model's example, a rerun: the toast is shown again in it
+    at = _run("model=bert")
+    assert at.query_params["text"] == attnviz.example_pair("watch-it-learn")["clean"]
+    assert any("bert is an encoder: it has no unembedding" in shown(t.value) for t in at.toast)
 
 
 def test_in_chinese_nothing_is_left_in_english():
