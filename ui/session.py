@@ -171,8 +171,10 @@ def write_url(state: ViewState, page: str) -> None:
 
 
 # The page's top margin under the navigation's menus (Streamlit's is 6rem: the heading and the first chart
-# a screen lower on a laptop).
-PAGE_CSS = "[data-testid=stMainBlockContainer] {padding-top: 3.5rem}"
+# a screen lower on a laptop). Beside the sidebar on a screen 1024 px wide, Streamlit's side margins (5rem each)
+# leave the charts 564 px, too narrow for a chart's one-line title: a screen that narrow gets 1rem.
+PAGE_CSS = ("[data-testid=stMainBlockContainer] {padding-top: 3.5rem} @media (max-width: 1200px) "
+            "{[data-testid=stMainBlockContainer] {padding-left: 1rem; padding-right: 1rem}}")
 # Presenter mode's body text, for the back of a classroom: the charts' text grows with their font
 # (attnviz.views.selection.PRESENTER_FONT), the page's own words here.
 PRESENTER_CSS = ("[data-testid=stMain] [data-testid=stMarkdownContainer] p, "

@@ -320,7 +320,7 @@ def query_figure(result: AttentionResult, n: int = 0, q: int = 0,
     room = {"l": margins.left(["0.8"], fs, title=True), "b": margins.bottom(keys, fs, title=True),
             "r": margins.legend([t["name"] for t in traces], fs)}
     return figure(traces, layout_for(layout, style, _labelled(
-        _("query “{token}” (position {q}): weights over keys").format(token=qlab, q=q), keys), room=room))
+        _("query “{token}” (position {q}):<br>weights over keys").format(token=qlab, q=q), keys), room=room))
 
 
 BARS_UP_TO = 128

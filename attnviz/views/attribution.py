@@ -121,8 +121,8 @@ def draw_curve(run: AttributionRun, style: FigureStyle) -> go.Figure:
         except ValueError:  # the two runs agree: nothing to keep
             fractions.append(None)
     return lines_figure([f.edges for f in run.curve], {_("faithfulness"): fractions},
-                        _("Faithfulness: how much of the answer<br>the top edges keep"), style, x_title=_("edges kept"),
-                        y_title=_("share of the answer"))
+                        _("Faithfulness:<br>how much of the answer<br>the top edges keep"), style,
+                        x_title=_("edges kept"), y_title=_("share of the answer"))
 
 
 def top_rows(run: AttributionRun) -> list[dict]:

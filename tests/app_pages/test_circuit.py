@@ -56,7 +56,7 @@ def test_the_default_link_finds_the_induction_circuit_and_opens_its_key_path():
         f"Why it attends there: query {len(_tokens(pair)) - 1} · key {found.attended}, split into parts"]
     titles = _titles(at)
     assert titles[0].startswith("watch-it-learn: the 20 edges of largest |score|")
-    assert titles[1] == "Faithfulness: how much of the answer<br>the top edges keep"
+    assert titles[1] == "Faithfulness:<br>how much of the answer<br>the top edges keep"
     assert titles[2].startswith("watch-it-learn: the circuit found by the numbers")
     assert titles[3] == "L1 H0 on the corrupted prompt" and titles[4].startswith(f"…with L{s} H{h} → L1 H0")
     assert titles[5].startswith("L1 H0, query")
