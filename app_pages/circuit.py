@@ -30,7 +30,7 @@ inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.prese
 with inputs:
     s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.EXAMPLE))
 
-prompts = s.patching  # the prompts and the answer, shared with Patching
+prompts = s.pair  # the prompts and the answer, shared with Patching
 # Folded on a laptop too: drawn open, the definitions pushed the graph below the first screen. In presenter
 # mode they sit in the inputs' expander (one expander cannot hold another).
 with inputs if s.present else st.expander(_("Definitions: edge attribution, faithfulness, exact effect, path "
@@ -107,7 +107,7 @@ with inputs if s.present else st.container():
     control("circuit_threshold", pair, step=0.01)
     control("circuit_composition", pair)
 s = session.current()
-key = C.circuit_key(s.model, s.patching.clean, s.patching.corrupted, s.patching.answer, s.patching.wrong)
+key = C.circuit_key(s.model, s.pair.clean, s.pair.corrupted, s.pair.answer, s.pair.wrong)
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "graph", s.circuit.threshold, s.circuit.composition, compute.style_key(style)),
     lambda: C.draw(run, s.circuit.threshold, C.composition_mode(s.circuit), style)))
@@ -147,7 +147,7 @@ st.subheader(_("Why it attends there: query {q} · key {k}, split into parts").f
 control("circuit_cell", placeholder=f"{cell[0]}.{cell[1]}")
 r, g = edge.receiver
 attribution = compute.guard(lambda: compute.cached(
-    (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.patching.clean, r, g, *cell)))
+    (*key, "cell", r, g, *cell), lambda: C.cell_attribution(s.model, s.pair.clean, r, g, *cell)))
 st.markdown("\n".join(f"- {md(line)}" for line in attribution.words(5)))
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "cell-figure", r, g, *cell, compute.style_key(style)), lambda: C.terms_figure(attribution, style)))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from attnviz.i18n import N_, _, fixed
-from attnviz.views.catalogue import VIEW_TITLES
+from attnviz.views.catalogue import VIEW_TITLES, VIEWS
 from attnviz.views.markdown import md
 from attnviz.views.modality import (
     IMAGE_VIEWS,
@@ -87,7 +87,7 @@ if st.session_state.get("view") not in IMAGE_VIEWS:  # a link's explorer view (h
 titles = {**VIEW_TITLES, "grid": N_("All heads and the mean")}
 control("view", kind="segmented", options=IMAGE_VIEWS, format_func=lambda v, t=fixed(): t(titles[v]))
 view = st.session_state["view"]
-if view == "neurons":
+if "head" in VIEWS[view].picks:  # the neuron view: one head's
     if not 0 <= st.session_state.get("head", 0) < result.heads:
         st.session_state["head"] = 0
     control("head", options=range(result.heads), width=140)

@@ -28,8 +28,8 @@ def _picked(source: str, target: str) -> None:
 
 
 choosers = row(inputs)
-for prompt, source, target, label in ((s.patching.clean, "answer_pick", "answer", _("…or pick the answer")),
-                                      (s.patching.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
+for prompt, source, target, label in ((s.pair.clean, "answer_pick", "answer", _("…or pick the answer")),
+                                      (s.pair.corrupted, "wrong_pick", "wrong", _("…or pick the wrong token"))):
     top = compute.guard(lambda prompt=prompt: compute.cached(("patch-top", *P.model_identity(s.model), prompt),
                                                              lambda: P.top_next(s.model, prompt)))
     choosers.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),

@@ -198,7 +198,8 @@ def too_large(size: int, share: int) -> str:
 # Each kind's name in the busy message, marked for translation.
 KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview"),
               "long-cost": N_("cost-measuring"), "long-context": N_("long-context"), "circuit": N_("circuit"),
-              "training": N_("training"), "lens-training": N_("lens-training")}
+              "edge-attribution": N_("edge-attribution"), "training": N_("training"),
+              "lens-training": N_("lens-training")}
 
 
 def refusal(kind: str, n: int) -> Busy:

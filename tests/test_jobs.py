@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from attnviz import limits
+from attnviz import jobs, limits
 from attnviz.jobs import Busy, Jobs
 
 
@@ -106,6 +106,7 @@ def test_a_kind_runs_and_queues_within_its_share_and_refuses_past_it():
 
 
 def test_every_kind_has_a_declared_share_and_a_load_never_waits_behind_sweeps():
+    assert set(jobs.KIND_NAMES) == set(limits.JOB_SHARES)  # the busy message names every kind in words
     assert limits.MAX_JOB_THREADS == sum(r for k, (r, _w, _k) in limits.JOB_SHARES.items() if k != "training") <= 24
     sweeps, loads, gate = Jobs("patching"), Jobs("load"), threading.Event()
     running, waiting, _kept = limits.JOB_SHARES["patching"]

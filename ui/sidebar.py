@@ -130,7 +130,7 @@ def sidebar(page: Page) -> None:
                 picks.toast(md(_("Using {used}: {model} {why}.").format(
                     model=dropped, why=_(why_not(page, dropped)), used=ss["model"])), icon=":material/swap_horiz:")
         control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
-        pretrained = ss["model"] != "random" and not page.causal  # (a page that patches reads every layer)
+        pretrained = ss["model"] != RANDOM and not page.causal  # (a page that patches reads every layer)
         if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.stack is None:
             control("stack", sb)  # which of its three attentions (a page with its own stack always shows that)
         if pretrained and "layer" in live:  # the layers are the chosen model's

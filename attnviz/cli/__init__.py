@@ -32,7 +32,7 @@ from attnviz.learn.train import LearnSettings
 from attnviz.plots.export import ExportError, ImageExporter
 from attnviz.settings.flags import add_flags
 from attnviz.settings.url import table
-from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, PAGES, page_of
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, HOME, PAGE_NAMES, PAGES, page_of
 from attnviz.views.state import SETTINGS, own
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             args.input_projections = args.projections
         settings = {k: getattr(args, k) for k in SETTINGS}
         page, data = _input_page(args)
-        page = args.page or page or (page_of(args.from_url) if args.from_url else "explorer")
+        page = args.page or page or (page_of(args.from_url) if args.from_url else HOME)
         job = RenderJob(state_from(settings, args.from_url, page), Path(args.out), args.width, args.height,
                   args.scale, args.theme, page, data)
         with ImageExporter() as exporter:

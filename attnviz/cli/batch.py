@@ -13,7 +13,7 @@ from pathlib import Path
 from attnviz.atomic import write_atomic
 from attnviz.cli.render import DEFAULT_WIDTH, RenderJob, UsageError, one_line, read_input, start_job, state_from
 from attnviz.plots.export import ImageExporter
-from attnviz.views.catalogue import FILE_PAGES, PAGE_NAMES, page_of
+from attnviz.views.catalogue import FILE_PAGES, HOME, PAGE_NAMES, page_of
 
 
 def load_spec(path: Path) -> list[tuple[str, dict]]:
@@ -85,7 +85,7 @@ def job_from_settings(settings: dict, base: Path) -> RenderJob:
         if path is not None:
             source = _inside(path, base, key).resolve()  # a shared spec reads only files beside it
             data, page = read_input(source, f"`{key}`"), page or kind
-    page = page or (page_of(from_url) if from_url else "explorer")
+    page = page or (page_of(from_url) if from_url else HOME)
     return RenderJob(state_from(settings, from_url, page), out_path, width, height, float(scale), theme, page, data)
 
 

@@ -22,7 +22,7 @@ from attnviz.models.registry import available_models, locate
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
-from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, PAGE_NAMES, models_for, page, why_not
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, HOME, PAGE_NAMES, models_for, page, why_not
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
@@ -47,7 +47,7 @@ class RenderJob:
     height: int | None = None
     scale: float = 1.0
     theme: str = "light"
-    page: str = "explorer"
+    page: str = HOME
     data: bytes | None = None  # the file the page reads: an image, a WAV, an attention file, a text
 
 

@@ -30,7 +30,7 @@ from attnviz.analysis.faithful import EdgeEffects, Faithfulness, circuit_metric,
 from attnviz.analysis.pathpatch import path_patching
 from attnviz.analysis.scoreattr import ScoreAttribution, attribute_score
 from attnviz.learn.trained import subject_of
-from attnviz.plots.circuit import check_threshold, circuit_figure, circuit_title
+from attnviz.plots.circuit import check_threshold, circuit_figure, found_title
 from attnviz.plots.edgescores import edge_graph_figure, graph_title
 from attnviz.plots.style import FigureStyle
 
@@ -156,5 +156,5 @@ def circuit_view(model, clean=None, corrupted=None, *, answer=None, wrong=None, 
                                  graph_title(e.model, e.method, e.steps, top, len(e)), style or FigureStyle())
     found = circuit(model, clean, corrupted, answer=answer, wrong=wrong)
     scores = None if composition is None else composition_scores(model, composition).numpy()
-    title = circuit_title(threshold, found.model, found.message if found.receiver is None else None)
+    title = found_title(found, threshold)
     return circuit_figure(found.heads, found.paths, float(threshold), title, style or FigureStyle(), scores)

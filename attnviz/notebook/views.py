@@ -183,25 +183,27 @@ def show_rollout(a: Attention, style: FigureStyle) -> go.Figure:
                          value_name="rollout", zero_one=True)
 
 
+# The notebook's views, by name: each drawn from the weights alone, with the figure builders the app's views use
+# (``attnviz.plots``). The app's table (``attnviz.views.catalogue.VIEWS``) draws from a page's run and state, a
+# floor above this one; this table is what a notebook can draw without them.
+DRAW = {
+    "grid": lambda a, layer, head, query, style: show_grid(a, layer, style),
+    "head": lambda a, layer, head, query, style: show_head(a, layer, index(head, a.heads, "head", "heads"), style),
+    "model": lambda a, layer, head, query, style: show_model(a, style),
+    "query": lambda a, layer, head, query, style: show_query(a, layer, index(query, a.L, "query", "queries"), style),
+    "analysis": lambda a, layer, head, query, style: show_analysis(a, style),
+    "rollout": lambda a, layer, head, query, style: show_rollout(a, style),
+}
+assert tuple(DRAW) == VIEWS
+
+
 def show(attention, tokens=None, view: str = "grid", *, layer: int = 0, head: int = 0, query: int = -1,
          style: FigureStyle | None = None, signed: bool = False, source_tokens=None) -> go.Figure:
     """One of ``VIEWS`` as a Plotly figure (never shown: display it, or ``fig.show()``)."""
-    if view not in VIEWS:
+    if view not in DRAW:
         raise ValueError(f"unknown view {view!r}; the views are: {', '.join(VIEWS)}.")
     a = normalise(attention, tokens, signed=signed, source_tokens=source_tokens)
     style = FigureStyle() if style is None else style
     if not isinstance(style, FigureStyle):
         raise ValueError(f"style must be an attnviz.plots.FigureStyle, not {type(style).__name__}.")
-    layer = index(layer, a.layers, "layer", "layers")
-    if view == "grid":
-        return show_grid(a, layer, style)
-    if view == "head":
-        return show_head(a, layer, index(head, a.heads, "head", "heads"), style)
-    if view == "model":
-        return show_model(a, style)
-    if view == "query":
-        return show_query(a, layer, index(query, a.L, "query", "queries"), style)
-    if view == "analysis":
-        return show_analysis(a, style)
-    return show_rollout(a, style)
-
+    return DRAW[view](a, index(layer, a.layers, "layer", "layers"), head, query, style)

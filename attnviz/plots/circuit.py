@@ -44,6 +44,11 @@ def circuit_title(threshold: float, model: str | None = None, message: str | Non
         model=model, share=share)
 
 
+def found_title(found, threshold: float) -> str:
+    """The title of a found circuit (``attnviz.analysis.circuit.FoundCircuit``): its model's, or why none was found."""
+    return circuit_title(threshold, found.model, found.message if found.receiver is None else None)
+
+
 def circuit_figure(heads: np.ndarray, paths: dict[str, np.ndarray], threshold: float, title: str,
                    style: FigureStyle = FigureStyle(), composition: np.ndarray | None = None,
                    composition_threshold: float = 0.2) -> go.Figure:

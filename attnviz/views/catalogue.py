@@ -215,7 +215,7 @@ def page_of(url_or_path: str) -> str:
     s = url_or_path.strip()
     path = urlsplit(s).path if "://" in s or s.startswith("/") else ""
     name = path.rstrip("/").rsplit("/", 1)[-1]
-    return name if name in PAGE_NAMES else "explorer"
+    return name if name in PAGE_NAMES else HOME
 
 
 # --- the views --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from attnviz.i18n import N_, _
 from attnviz.jobs import Job
 from attnviz.learn.trained import subject_of
 from attnviz.plots import matrix_figure
-from attnviz.plots.circuit import check_threshold, circuit_figure, circuit_title, edges, with_cell_clicks
+from attnviz.plots.circuit import check_threshold, circuit_figure, edges, found_title, with_cell_clicks
 from attnviz.plots.circuit import clicked_cell as clicked_cell  # the page reads its clicks through this module
 from attnviz.plots.circuit import clicked_edge as clicked_edge
 from attnviz.plots.style import FigureStyle
@@ -171,7 +171,7 @@ def draw(run: CircuitRun, threshold: float, composition: str | None = "k",
          style: FigureStyle = FigureStyle()) -> go.Figure:
     """The graph: heads, the paths past ``threshold``, the ``composition`` scores beside them."""
     f = run.found
-    title = circuit_title(threshold, f.model, f.message if f.receiver is None else None)
+    title = found_title(f, threshold)
     return circuit_figure(f.heads, f.paths, threshold, title, style,
                           None if composition is None else run.composition[composition])
 
@@ -210,7 +210,7 @@ def circuit_json(model, clean, corrupted, answer, wrong=None, settings: CircuitS
     arun = attribution_of(model, clean, corrupted, answer, wrong, settings)
     link = A.picked(arun, settings.link)
     data = {"config": {"model": str(model), "clean": clean, "corrupted": corrupted, "answer": answer,
-                       "wrong": wrong or None, "composition": settings.composition, "method": settings.method,
+                       "wrong": wrong_of(wrong), "composition": settings.composition, "method": settings.method,
                        "steps": settings.steps, "top": settings.top},
             "attribution": A.attribution_record(arun, settings.top),
             "link": {"edge": link, "score": arun.attribution[link],
@@ -237,7 +237,7 @@ def page_json(state) -> bytes:
     """What ``render --page circuit --out x.json`` writes for a link's settings (the model's example pair
     where the prompts are the defaults, as on the page)."""
     state = with_example(state, EXAMPLE)
-    pair = state.patching
+    pair = state.pair
     return circuit_json(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong, state.circuit)
 
 
@@ -246,7 +246,7 @@ def circuit_page_figure(state, style: FigureStyle) -> go.Figure:
     graph, its picked edge outlined."""
     state = with_example(state, EXAMPLE)
     state.circuit.validate()
-    pair, settings = state.patching, state.circuit
+    pair, settings = state.pair, state.circuit
     arun = attribution_of(state.model, pair.clean, pair.corrupted, pair.answer, pair.wrong, settings)
     return A.draw_graph(arun, settings.top, style, A.picked(arun, settings.link))
 

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from attnviz import jobs, limits
+from attnviz import jobs
 from attnviz import plots as F
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
@@ -28,40 +28,15 @@ from attnviz.models.registry import TRAINED, model_key
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
-from attnviz.settings.spec import BY_ENTRY, OWN, Reason, layer_head, setting
+from attnviz.settings.spec import OWN, layer_head, setting
 from attnviz.views.markdown import md
-
-
-def _prompt(raw: str, taken: dict) -> str:
-    text = " ".join(raw.split())  # one line: a prompt is one sequence
-    if not text:
-        raise Reason(_("is empty"))
-    if len(text) > limits.MAX_PROMPT_CHARS:
-        raise Reason(_("is longer than {n} characters").format(n=f"{limits.MAX_PROMPT_CHARS:,}"))
-    return text
-
-
-def _token_text(raw: str, taken: dict) -> str:
-    if len(raw) > limits.MAX_TOKEN_CHARS or "\n" in raw:
-        raise Reason(_("must be one token, at most {n} characters").format(n=limits.MAX_TOKEN_CHARS))
-    return raw
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The Patching page's own settings; its prompts and answer are the Circuit page's too (one link opens
-    both pages on the same pair). The defaults are the pair on the model Watch it learn trains
-    (``attnviz.analysis.examples``): a block repeated, the corrupted prompt swapping the answer with an
-    earlier token. Another model's own pair replaces them on the page (``example_for``)."""
+    """The Patching page's own settings: the head it opens. Its prompts and answer are shared state
+    (``attnviz.views.pair``: ``state.pair``), the Circuit page's too."""
 
-    clean: str = setting(DEFAULT_PAIR["clean"], convert=_prompt, pages=BY_ENTRY, label=N_("Clean prompt"),
-                         help=N_("A prompt whose next token the model gets right: the answer."))
-    corrupted: str = setting(DEFAULT_PAIR["corrupted"], convert=_prompt, pages=BY_ENTRY, label=N_("Corrupted prompt"),
-                             help=N_("The same number of tokens, one or two changed so that the answer changes."))
-    answer: str = setting(DEFAULT_PAIR["answer"], convert=_token_text, pages=BY_ENTRY, label=N_("Answer"),
-                          help=N_("One token, as the model's tokenizer spells it (GPT-2: ĠParis for “ Paris”)."))
-    wrong: str = setting(DEFAULT_PAIR["wrong"], convert=_token_text, pages=BY_ENTRY, label=N_("Wrong token"),
-                         help=N_("The corrupted prompt's answer. Empty: the metric is the answer's log-probability."))
     patched: str = setting("best", convert=layer_head("best"), pages=OWN, label=N_("Chosen head"),
                            help=N_("best (the head that brings back the most of the answer), or layer.head, for "
                                    "example 1.0. A click on a head of the heatmap picks it."))
@@ -123,7 +98,7 @@ def run_of(state, progress=None, step=None) -> PatchRun:
     """The sweep of ``state``'s model, prompts and answer (``progress(fraction)`` as it goes;
     ``step(work)`` runs each batch of patched runs: the app's compute workers)."""
     subject = subject_of(state.model)
-    pair = state.patching
+    pair = state.pair
     wrong = wrong_of(pair.wrong)
     ran = runs(subject, pair.clean, pair.corrupted, answer=pair.answer, wrong=wrong,
                trace=lambda ids: trace_of(subject, state.model, ids))
@@ -146,7 +121,7 @@ def model_identity(model: str) -> tuple:
 
 def sweep_key(state) -> tuple:
     """The plain values a sweep depends on: the model's identity, the prompts, the tokens."""
-    pair = state.patching
+    pair = state.pair
     return ("patching", *model_identity(state.model), pair.clean, pair.corrupted, pair.answer, wrong_of(pair.wrong))
 
 
@@ -343,8 +318,8 @@ def describe(run: PatchRun, state, fig=None) -> str:
 def patching_json(state) -> bytes:
     """What ``render --page patching --out x.json`` writes: the settings and every number the page draws."""
     run = run_of(state)
-    data = {"config": {"model": state.model, "clean": state.patching.clean, "corrupted": state.patching.corrupted,
-                       "answer": state.patching.answer, "wrong": wrong_of(state.patching.wrong)},
+    data = {"config": {"model": state.model, "clean": state.pair.clean, "corrupted": state.pair.corrupted,
+                       "answer": state.pair.answer, "wrong": wrong_of(state.pair.wrong)},
             "definition": DEFINITION, **record(run, state)}
     return json.dumps(data, ensure_ascii=False, sort_keys=True).encode("utf-8")
 

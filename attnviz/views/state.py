@@ -1,9 +1,10 @@
 """``ViewState``: everything a link restores, each setting declared once on its field.
 
 ``SharedState`` holds what several pages read: the run's ``AttentionConfig`` (``state.config``), the
-language, colours, presenter mode, and the sentence, head, query and view the pages follow. ``ViewState``
+language, colours, presenter mode, the sentence, head, query and view the pages follow, and the prompt pair
+Patching and Circuit share (``state.pair``). ``ViewState``
 adds each page's own settings, nested under the field its entry in the table of pages names
-(``state.patching.clean``), composed from that table so that this module imports no page. The run's settings
+(``state.circuit.top``), composed from that table so that this module imports no page. The run's settings
 read as the state's own properties (``state.heads`` is ``state.config.num_heads``); any setting, by its link
 name, through ``state.value(name)``, and ``state.with_(heads=8)`` changes it. The URL parser and writer, the
 CLI's flags, the sidebar and validation all come from the declarations (``attnviz.settings``).
@@ -25,6 +26,7 @@ from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import BY_ENTRY, OWN, Unavailable, setting
 from attnviz.views.catalogue import PAGES, VIEW_NAMES, page_settings
+from attnviz.views.pair import PromptPair
 
 # A value this machine does not offer gets its own words, not "must be one of".
 FALLBACKS = {
@@ -72,9 +74,11 @@ class SharedState:
                                  "mask)."))
     view: str = setting("grid", choices=VIEW_NAMES, pages=BY_ENTRY, label=N_("View"),
                         help=N_("Which picture of the result to show."))
+    # The prompt pair Patching and Circuit share (``attnviz.views.pair``): one link opens both on it.
+    pair: PromptPair = PromptPair()
     # The run's settings, by their link names: the state's own, shared by every page that runs the text
     # (``config`` holds them). A page's own settings are reached through its settings object
-    # (``state.patching.clean``), never flattened into this namespace.
+    # (``state.circuit.top``), never flattened into this namespace.
     @property
     def tokenize(self) -> str:
         return self.config.tokenize_mode
@@ -137,7 +141,7 @@ class SharedState:
 
     def value(self, name: str):
         """Any setting by its link name, for the code that handles settings by name (links, widgets, cache
-        keys): ``state.value("clean")`` is ``state.patching.clean``."""
+        keys): ``state.value("clean")`` is ``state.pair.clean``."""
         entry = U.table(type(self)).get(name)
         if entry is None:
             raise KeyError(f"No setting is named {name!r}.")

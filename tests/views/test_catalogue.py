@@ -64,8 +64,8 @@ def test_every_page_of_the_table_has_its_module_and_the_cli_offers_it():
 
 def test_a_pages_own_settings_are_declared_in_its_module_and_the_state_keeps_the_shared_ones():
     """A setting that one page reads is a field of a settings dataclass that the page's module declares
-    or imports (one that Circuit reads too, Patching's prompts, is its first reader's); ``ViewState``'s own
-    fields are read by every page or by several, as their entries say. No declaration lists pages: a setting
+    or imports; ``ViewState``'s own fields (the prompt pair Patching and Circuit share among them) are read by
+    every page or by several, as their entries say. No declaration lists pages: a setting
     is every page's, one page's own, or read by the entries that name it."""
     from attnviz.settings.spec import BY_ENTRY, OWN
     from attnviz.views.catalogue import PAGES
@@ -76,7 +76,7 @@ def test_a_pages_own_settings_are_declared_in_its_module_and_the_state_keeps_the
     for url, e in SETTINGS.items():
         pages, readers = e.spec.pages, [p.name for p in PAGES if url in reads(p.name)]
         assert len(pages) <= 1 and readers, url
-        if len(e.path) == 1:  # ViewState's own: shared
+        if len(e.path) == 1 or e.path[0] == "pair":  # ViewState's own: shared
             assert pages == ("*",) or len(readers) > 1, url
         elif e.path[0] != "config":  # the run's settings are shared by every page that runs the text
             cls = type(getattr(ViewState(), e.path[0]))

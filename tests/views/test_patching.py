@@ -41,7 +41,7 @@ def test_the_default_example_has_its_induction_head_bring_the_answer_back(run):
 
 def test_the_attention_on_both_prompts_is_the_models(run):
     model = trained_model()
-    pair = DEFAULTS.patching
+    pair = DEFAULTS.pair
     for prompt, weights in ((pair.clean, run.clean_weights), (pair.corrupted, run.corrupted_weights)):
         ids = torch.tensor([TinySubject(model, "m").ids(prompt)])
         with torch.no_grad():
@@ -82,7 +82,7 @@ def test_the_figures_are_the_records_numbers(run):
 
 
 def test_two_prompts_with_nothing_to_bring_back_say_so(trained):
-    state = DEFAULTS.with_(model="watch-it-learn", corrupted=DEFAULTS.patching.clean)
+    state = DEFAULTS.with_(model="watch-it-learn", corrupted=DEFAULTS.pair.clean)
     run = V.run_of(state)
     assert "give the same logit difference" in V.problem(run, state)
 
@@ -145,12 +145,12 @@ def _the_old_way(state) -> tuple:
     from attnviz.learn.trained import subject_of
 
     subject = subject_of(state.model)
-    wrong = state.patching.wrong.strip() or None
-    pair = state.patching
+    wrong = state.pair.wrong.strip() or None
+    pair = state.pair
     p = patch(subject, pair.clean, pair.corrupted, answer=pair.answer, wrong=wrong, heads=True, residual=True)
     a = logit_attribution_of(subject, pair.clean, answer=pair.answer, wrong=wrong) if wrong else None
     weights = [torch.stack([w[0] for w in subject.stack.run(torch.tensor([subject.ids(t)]), weights=True).weights])
-               for t in (state.patching.clean, state.patching.corrupted)]
+               for t in (state.pair.clean, state.pair.corrupted)]
     return p, a, weights
 
 
@@ -179,8 +179,8 @@ def test_the_page_runs_each_prompt_through_the_model_once(gpt2_state, monkeypatc
 
     calls = _counted(monkeypatch, type(subject_of(gpt2_state.model).hf.model))
     V.RESULTS.clear()
-    V.top_next(gpt2_state.model, gpt2_state.patching.clean)
-    V.top_next(gpt2_state.model, gpt2_state.patching.corrupted)
+    V.top_next(gpt2_state.model, gpt2_state.pair.clean)
+    V.top_next(gpt2_state.model, gpt2_state.pair.corrupted)
     run = V.run_of(gpt2_state)
     assert len(calls) == 2 and run.attribution is not None
     V.run_of(gpt2_state)  # and a second sweep of the same prompts runs neither again
@@ -219,11 +219,11 @@ def test_patching_and_circuit_sweep_a_pairs_heads_once(gpt2_state, monkeypatch):
     V.RESULTS.clear()
     s = gpt2_state
     patched = V.run_of(s)
-    found = C.circuit_run(s.model, s.patching.clean, s.patching.corrupted, s.patching.answer, s.patching.wrong).found
+    found = C.circuit_run(s.model, s.pair.clean, s.pair.corrupted, s.pair.answer, s.pair.wrong).found
     assert (len(forwards), len(sweeps)) == (2, 1)
     np.testing.assert_array_equal(found.heads, patched.patching.normalised(patched.patching.heads))
     V.run_of(s)
-    C.circuit_run(s.model, s.patching.clean, s.patching.corrupted, s.patching.answer, s.patching.wrong)
+    C.circuit_run(s.model, s.pair.clean, s.pair.corrupted, s.pair.answer, s.pair.wrong)
     assert (len(forwards), len(sweeps)) == (2, 1)
 
 
