@@ -88,6 +88,10 @@ LEARN_WIDTHS = (16, 32, 64)
 MAX_LEARN_STEPS = 5000
 LEARN_EVERY = 50  # steps between checkpoints
 MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps
+# The tiny vision-language model (attnviz.learn.look): its steps by default (about 30 s on this project's 2-core
+# machine) and between checkpoints.
+LOOK_STEPS = 1200
+LOOK_EVERY = 100
 
 # The Q/K map (attnviz.analysis.qkmap): a corpus of sentences, one a line, each token's query
 # and key of one head projected into one 2-D map. Pasted lines and an uploaded .txt are

@@ -1,0 +1,95 @@
+"""Pictures of a few coloured shapes on a plain ground, and questions about them: the task the tiny
+vision-language model learns (``attnviz.learn.look``).
+
+A picture is ``SIDE`` × ``SIDE`` pixels, a ``GRID`` × ``GRID`` grid of ``PATCH``-pixel cells (the model's
+patches). ``PER_PICTURE`` shapes, each of another kind and another colour, each in a cell of its own
+(drawn inside the cell, so that one patch holds it whole). A question names one of them, by its kind
+or by its colour, and asks for another of its properties; the answer is one word:
+
+- "what colour is the circle ?" → its colour;
+- "which cell holds the circle ?" → its cell, as a word such as "b3" (column letter, row number);
+- "which shape is coloured red ?" → its kind.
+
+The named shape's cell is where a model that answers by looking should look. ``blank=True`` draws
+the same questions over pictures with nothing on them: the control, which can only guess.
+Every draw comes from the ``torch.Generator`` given, so a seed gives the same pictures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+GRID, PATCH = 4, 8
+SIDE = GRID * PATCH
+PER_PICTURE = 3
+SHAPES = ("circle", "square", "triangle", "cross")
+COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (50, 80, 220), "yellow": (230, 200, 40)}
+GROUND = (235, 235, 225)  # the plain ground
+CELLS = tuple(f"{'abcd'[c]}{r + 1}" for r in range(GRID) for c in range(GRID))  # row-major: "a1" is top left
+QUESTIONS = ("colour", "shape", "where")
+# The words, each a token: the markers, the questions' words, then every answer.
+WORDS = ("BOS", "what", "which", "colour", "coloured", "shape", "cell", "is", "holds", "the", "?", *SHAPES, *COLOURS,
+         *CELLS)
+TOKEN = {w: i for i, w in enumerate(WORDS)}
+QUESTION_LENGTH = 7  # every question is seven words: BOS and six
+
+
+def _templates() -> torch.Tensor:
+    """(shapes, PATCH, PATCH) bool: each kind drawn in one cell, a pixel of ground around it."""
+    at = torch.arange(PATCH, dtype=torch.float32) + 0.5  # pixel centres
+    y, x = torch.meshgrid(at, at, indexing="ij")
+    c, r = PATCH / 2, PATCH / 2 - 1
+    inside = (x > 1) & (x < PATCH - 1) & (y > 1) & (y < PATCH - 1)
+    circle = (x - c) ** 2 + (y - c) ** 2 <= r * r
+    square = inside
+    triangle = inside & (y - 1 >= (PATCH - 2) - 2 * (x - 1)) & (y - 1 >= 2 * (x - 1) - (PATCH - 2))
+    cross = inside & (((x - c).abs() < 1.2) | ((y - c).abs() < 1.2))
+    return torch.stack([circle, square, triangle, cross])
+
+
+TEMPLATES = _templates()
+
+
+@dataclass(frozen=True)
+class Pictures:
+    pixels: torch.Tensor  # (N, 3, SIDE, SIDE) float in [0, 1]
+    ids: torch.Tensor  # (N, QUESTION_LENGTH) the question's tokens
+    answer: torch.Tensor  # (N,) the answer's token
+    cell: torch.Tensor  # (N,) the named shape's cell (0 … GRID² − 1, row-major)
+    kind: tuple[str, ...]  # each question's kind (QUESTIONS)
+
+
+def question(kind: str, shape: str, colour: str) -> list[str]:
+    """The question's words (BOS first), naming the shape by its kind or its colour."""
+    if kind == "colour":
+        return ["BOS", "what", "colour", "is", "the", shape, "?"]
+    if kind == "shape":
+        return ["BOS", "which", "shape", "is", "coloured", colour, "?"]
+    return ["BOS", "which", "cell", "holds", "the", shape, "?"]
+
+
+def pictures(n: int, generator: torch.Generator, *, blank: bool = False) -> Pictures:
+    """``n`` pictures, each with one question about one of its shapes."""
+    g = generator
+    pixels = torch.tensor(GROUND, dtype=torch.float32).view(1, 3, 1, 1).repeat(n, 1, SIDE, SIDE) / 255
+    colours = torch.tensor(list(COLOURS.values()), dtype=torch.float32) / 255  # (4, 3)
+    ids, answers, cells, kinds = [], [], [], []
+    for i in range(n):
+        where = torch.randperm(GRID * GRID, generator=g)[:PER_PICTURE]  # a cell each
+        shapes = torch.randperm(len(SHAPES), generator=g)[:PER_PICTURE]
+        paints = torch.randperm(len(COLOURS), generator=g)[:PER_PICTURE]
+        if not blank:
+            for cell, s, p in zip(where.tolist(), shapes.tolist(), paints.tolist(), strict=True):
+                r, c = divmod(cell, GRID)
+                patch = pixels[i, :, r * PATCH:(r + 1) * PATCH, c * PATCH:(c + 1) * PATCH]  # (3, PATCH, PATCH)
+                patch[:, TEMPLATES[s]] = colours[p].view(3, 1)
+        j = int(torch.randint(PER_PICTURE, (1,), generator=g))  # the shape asked about
+        kind = QUESTIONS[int(torch.randint(len(QUESTIONS), (1,), generator=g))]
+        shape, colour = SHAPES[int(shapes[j])], list(COLOURS)[int(paints[j])]
+        ids.append([TOKEN[w] for w in question(kind, shape, colour)])
+        answers.append(TOKEN[{"colour": colour, "shape": shape, "where": CELLS[int(where[j])]}[kind]])
+        cells.append(int(where[j]))
+        kinds.append(kind)
+    return Pictures(pixels, torch.tensor(ids), torch.tensor(answers), torch.tensor(cells), tuple(kinds))
