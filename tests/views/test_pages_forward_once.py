@@ -56,6 +56,7 @@ def test_a_page_runs_each_input_once_and_a_rerun_runs_none(entry, forwards):
     at.run()
     no_errors(at)
     assert forwards[len(first):] == []  # nothing changed: nothing runs again
+    print(f"\n{entry.name}: {len(first)} forward pass(es) on the first visit, none on a rerun")  # the figure
     _wait_for_jobs()
 
 
