@@ -65,7 +65,7 @@ _NOTEBOOK = ("head_view", "model_view", "attention_heads", "attention_pattern", 
              "patch_residual", "logit_attribution", "long_view", "composition_scores", "path_patch",
              "score_attribution", "circuit", "example_pair", "circuit_view", "edge_attribution",
              "circuit_faithfulness", "faithfulness_curve", "logit_lens", "train_lens", "vl_attention",
-             "lens_view")
+             "lens_view", "vl_view")
 
 
 def __getattr__(name: str):

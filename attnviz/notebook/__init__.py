@@ -25,7 +25,8 @@ offline in Jupyter.
   ``circuit_faithfulness`` and ``faithfulness_curve``: which edges carry an answer; ``example_pair``:
   prompts that mean something for a model;
 - ``vl``: ``vl_attention`` (a vision-language model's attention from its text to its pictures, laid out on
-  each picture's patches, with each patch's box in the picture);
+  each picture's patches, with each patch's box in the picture) and ``vl_view`` (one token's attention drawn
+  over the picture, per head of a layer, or its share on the picture by layer and head);
 - ``page``: HTML, offline: notebook outputs carry plotly.js in a session's first view only
   (``include_plotlyjs`` sends it again), returned and saved HTML is self-contained.
 
@@ -56,5 +57,5 @@ from attnviz.notebook.longcontext import long_view  # noqa: F401
 from attnviz.notebook.neuron import neuron_view  # noqa: F401
 from attnviz.notebook.patching import logit_attribution, patch_heads, patch_residual  # noqa: F401
 from attnviz.notebook.views import VIEWS, head_table, show  # noqa: F401
-from attnviz.notebook.vl import vl_attention  # noqa: F401
+from attnviz.notebook.vl import vl_attention, vl_view  # noqa: F401
 from attnviz.plots.html import Rendered, include_plotlyjs, to_html  # noqa: F401

@@ -1,0 +1,83 @@
+"""Where a vision-language model's text looks in a picture: the picture under a translucent map of one text
+token's attention over its patches (each patch drawn over its own box in the picture's pixels, so that a resized,
+cropped or padded picture's map lands where the model looked), and the layer × head map of how much of that
+token's attention goes to the picture at all."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attnviz.i18n import _
+from attnviz.plots.images import image_uri
+from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
+
+
+def box_edges(boxes: np.ndarray) -> tuple[list[float], list[float]]:
+    """(x edges, y edges) of a grid of boxes (rows, cols, 4) of (left, top, right, bottom): cols + 1 and rows + 1
+    values, the boxes being a grid's (every row's columns at the same x, every column's rows at the same y)."""
+    xs = [float(b) for b in boxes[0, :, 0]] + [float(boxes[0, -1, 2])]
+    ys = [float(b) for b in boxes[:, 0, 1]] + [float(boxes[-1, 0, 3])]
+    return xs, ys
+
+
+def picture_overlay(picture: np.ndarray, panels: list[tuple[str, np.ndarray]], boxes: np.ndarray,
+                    style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
+    """``picture`` (H, W, 3) uint8 once per panel, each panel's (rows, cols) weights over it as a translucent
+    heatmap whose cells are ``boxes`` (rows, cols, 4). The colour scale runs from 0 to the largest weight shown
+    (spread over hundreds of patches, weights are small)."""
+    H, W = picture.shape[:2]
+    xs, ys = box_edges(boxes)
+    x_range = [min(0.0, xs[0]), max(float(W), xs[-1])]  # a padded picture's boxes reach past its edges
+    y_range = [max(float(H), ys[-1]), min(0.0, ys[0])]  # downwards, as the picture reads
+    cols = min(len(panels), 3 if style.presenting else 4)
+    rows = math.ceil(len(panels) / cols)
+    gap_x, gap_y = 0.04, (0.12 / (rows - 1) if rows > 1 else 0.0)
+    w, h = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
+    top = max(float(np.max(z)) for _name, z in panels) or 1.0
+    uri = image_uri(picture.astype(np.float32) / 255)
+    aspect = (y_range[0] - y_range[1]) / max(1e-9, x_range[1] - x_range[0])
+    panel_px = 880 * w * aspect  # a panel's height on a chart about 1,000 px wide, its colour bar beside
+    layout: dict = {"images": [], "annotations": [], "showlegend": False,
+                    "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": top,
+                                  "colorbar": colour_bar(f"{_('weight')}<br>(0–{top:.3f})")},
+                    "height": round(min(panel_px, 600) * rows / (1 - gap_y * (rows - 1)) + 40 * rows + 90)}
+    traces = []
+    for i, (name, z) in enumerate(panels):
+        r, c = divmod(i, cols)
+        x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
+        ax = "" if i == 0 else str(i + 1)
+        layout[f"xaxis{ax}"] = {"domain": [round(x0, 6), round(min(1.0, x0 + w), 6)], "range": x_range,
+                                "visible": False, "anchor": f"y{ax}"}
+        layout[f"yaxis{ax}"] = {"domain": [round(max(0.0, y1 - h), 6), round(y1, 6)], "range": y_range,
+                                "visible": False, "anchor": f"x{ax}", "scaleanchor": f"x{ax}"}
+        layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
+                                 "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below",
+                                 "sizing": "stretch"})
+        layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+        traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": xs, "y": ys, "opacity": 0.6,
+                       "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
+                       "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra>{name}</extra>"})
+    return figure(traces, layout_for(layout, style, title))
+
+
+def share_map(share: np.ndarray, marked: list[tuple[int, int]], style: FigureStyle = FigureStyle(), *,
+              title: str = "") -> go.Figure:
+    """(layers, heads) shares of one token's attention on the picture, layer 0 at the top; ``marked`` heads
+    (the localization heads) outlined, numbered in their rank."""
+    L, H = share.shape
+    heat = {"type": "heatmap", "z": np.asarray(share, dtype=np.float32), "x": list(range(H)), "y": list(range(L)),
+            "zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors),
+            "colorbar": colour_bar(_("share on<br>the picture")),
+            "hovertemplate": _("layer {l}, head {h}").format(l="%{y}", h="%{x}") + ": %{z:.3f}<extra></extra>"}
+    shapes = [{"type": "rect", "x0": h - 0.5, "x1": h + 0.5, "y0": layer - 0.5, "y1": layer + 0.5,
+               "line": {"color": "#ff2d55", "width": 3}} for layer, h in marked]
+    notes = [{"x": h, "y": layer, "text": str(i + 1), "showarrow": False, "font": {"color": "#ffffff"}}
+             for i, (layer, h) in enumerate(marked)]
+    layout = {"xaxis": {"title": {"text": _("head")}, "dtick": 1}, "shapes": shapes, "annotations": notes,
+              "yaxis": {"title": {"text": _("layer")}, "autorange": "reversed", "dtick": 1},
+              "height": max(320, 22 * L + 160)}
+    return figure([heat], layout_for(layout, style, title))
