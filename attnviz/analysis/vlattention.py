@@ -59,6 +59,7 @@ class VLAttention:
     pixel_inputs: dict = field(default_factory=dict, repr=False)  # the processor's other tensors: to run ids again
     _grads: list | None = field(default=None, repr=False)  # per picture ∂loss/∂A, as maps
     _rerun: object = field(default=None, repr=False)
+    answer: str | None = None  # a model that answers without running its answer (the tiny one): its word
 
     @property
     def layers(self) -> int:

@@ -11,6 +11,11 @@ where ``?`` is the question's last word (the answer position) and ``cell`` the n
 looks at nothing in particular scores 1 / GRID² (0.0625); one that looks at the shape asked about scores 1. The
 best head's share is what the goals speak of. ``blank=True`` trains the control: the same questions over empty
 pictures, which can only be guessed (its accuracy stays at chance and no head finds the shape, there is none).
+
+Each checkpoint also keeps, on one fixed probe picture and question (the record's ``probe``), the answer
+position's attention over the patches in every head (``probe_maps``: layers × heads × GRID × GRID): the map a
+class watches sharpen onto the shape asked about. ``look_attention(model, picture, question)`` reads any
+picture and question the same way, as a ``VLAttention`` (``attnviz.vl_view`` draws it).
 Deterministic for a seed on the same number of threads: the model, the batches and the held-out set all come
 from generators seeded by ``seed``.
 """
@@ -20,10 +25,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from attnviz import limits
+from attnviz.analysis.vlattention import VLAttention
 from attnviz.learn import shapes as S
 from attnviz.models.tinyvl import TinyVL
 
@@ -38,6 +45,19 @@ def looking_model(layers: int = 2, heads: int = 4, d_model: int = 64, seed: int 
 
 def held_out(seed: int = 0, blank: bool = False) -> S.Pictures:
     return S.pictures(HELD_OUT, torch.Generator().manual_seed(10_000 + seed), blank=blank)
+
+
+def probe_of(seed: int = 0) -> S.Pictures:
+    """The one picture and question every checkpoint's maps are drawn on (not blank: the control's is too)."""
+    return S.pictures(1, torch.Generator().manual_seed(20_000 + seed))
+
+
+def answer_maps(model: TinyVL, data: S.Pictures) -> torch.Tensor:
+    """(N, layers, H, GRID, GRID): the answer position's attention over the patches, laid out as the picture."""
+    with torch.no_grad():
+        _logits, weights = model(data.pixels, data.ids)
+    rows = torch.stack([w[:, :, -1, model.image_columns] for w in weights], 1)  # (N, layers, H, I)
+    return rows.reshape(*rows.shape[:3], S.GRID, S.GRID)
 
 
 def looking(model: TinyVL, data: S.Pictures) -> tuple[float, torch.Tensor]:
@@ -64,7 +84,7 @@ def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = F
     model = looking_model(layers, heads, d_model, seed)
     if keep is not None:
         keep.append(model)
-    held, data = held_out(seed, blank), torch.Generator().manual_seed(seed)
+    held, data, probe = held_out(seed, blank), torch.Generator().manual_seed(seed), probe_of(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     checkpoints: list[dict] = []
     t0, status = time.perf_counter(), "done"
@@ -73,7 +93,8 @@ def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = F
         accuracy, shares = looking(model, held)
         layer, head = divmod(int(shares.argmax()), shares.shape[1])
         record = {"step": step, "seconds": round(time.perf_counter() - t0, 3), "accuracy": accuracy,
-                  "shares": shares.tolist(), "best": {"layer": layer, "head": head, "share": float(shares.max())}}
+                  "shares": shares.tolist(), "best": {"layer": layer, "head": head, "share": float(shares.max())},
+                  "probe_maps": answer_maps(model, probe)[0].tolist()}
         checkpoints.append(record)
         if on_checkpoint is not None:
             on_checkpoint(record)
@@ -95,4 +116,45 @@ def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = F
                 status = f"stopped at step {step}: the {max_seconds:.0f} s limit"
                 break
     return {"config": {"seed": seed, "steps": steps, "blank": blank, "layers": layers, "heads": heads,
-                       "d_model": d_model, "lr": lr, "every": every}, "status": status, "checkpoints": checkpoints}
+                       "d_model": d_model, "lr": lr, "every": every}, "status": status, "checkpoints": checkpoints,
+            "probe": {"pixels": probe.pixels[0].tolist(), "words": [S.WORDS[t] for t in probe.ids[0].tolist()],
+                      "answer": S.WORDS[int(probe.answer[0])], "cell": int(probe.cell[0])}}
+
+
+def _question_ids(question) -> torch.Tensor:
+    words = question.split() if isinstance(question, str) else list(question)
+    if words and words[0] != "BOS":
+        words = ["BOS", *words]
+    unknown = [w for w in words if w not in S.TOKEN]
+    if unknown:
+        raise ValueError(f"{unknown[0]!r} is not a word the model knows: ask as the pictures' questions do, "
+                         f"for example \"{' '.join(S.question('colour', 'circle', 'red')[1:])}\".")
+    if len(words) != S.QUESTION_LENGTH:
+        raise ValueError(f"The question has {len(words) - 1} words; the model reads questions of "
+                         f"{S.QUESTION_LENGTH - 1}, as \"{' '.join(S.question('where', 'circle', 'red')[1:])}\".")
+    return torch.tensor([[S.TOKEN[w] for w in words]])
+
+
+def look_attention(model: TinyVL, picture, question) -> VLAttention:
+    """The tiny model's attention from each of the question's words to the picture's patches, as
+    ``vl_attention`` reads a real model's: ``picture`` a (3, SIDE, SIDE) tensor in [0, 1] or a (SIDE, SIDE, 3)
+    uint8 array, ``question`` its words (a string or a list, BOS added). ``.answer``: the model's answer."""
+    x = torch.as_tensor(picture)
+    if x.dtype == torch.uint8 and x.shape == (S.SIDE, S.SIDE, 3):
+        x = x.permute(2, 0, 1).float() / 255
+    if tuple(x.shape) != (3, S.SIDE, S.SIDE):
+        raise ValueError(f"The picture must be {S.SIDE} × {S.SIDE} pixels (the model's {S.GRID} × {S.GRID} patches "
+                         f"of {S.PATCH}), got a tensor of shape {tuple(x.shape)}.")
+    ids = _question_ids(question)
+    with torch.no_grad():
+        logits, weights = model(x[None].float(), ids)
+    cols = model.image_columns
+    W = ids.shape[1]
+    rows = [*range(W - 1), W - 1 + model.patches]  # the words' places in the sequence: the picture before "?"
+    stacked = torch.stack([w[0][:, rows] for w in weights])  # (layers, H, W, W + I)
+    maps = stacked[..., cols].reshape(*stacked.shape[:3], S.GRID, S.GRID)
+    edges = np.arange(S.GRID + 1) * S.PATCH
+    boxes = np.stack(np.broadcast_arrays(edges[None, :-1], edges[:-1, None], edges[None, 1:], edges[1:, None]), -1)
+    words = [S.WORDS[t] for t in ids[0].tolist()]
+    return VLAttention("look", "tiny", words, ids[0].tolist(), W, list(range(W)), [maps], stacked[..., cols].sum(-1),
+                       [boxes.astype(np.float64)], [(S.SIDE, S.SIDE)], answer=S.WORDS[int(logits[0].argmax())])

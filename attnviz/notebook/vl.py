@@ -21,8 +21,8 @@ import plotly.graph_objects as go
 from attnviz.analysis.vlattention import VLAttention, vl_attention
 from attnviz.i18n import _
 from attnviz.models.vlm import pictures_of
+from attnviz.plots.looking import picture_overlay, share_map
 from attnviz.plots.style import FigureStyle
-from attnviz.plots.vl import picture_overlay, share_map
 
 SHOWS = ("overlay", "share")
 

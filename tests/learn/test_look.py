@@ -5,9 +5,13 @@ while the control trained on empty pictures guesses and finds nothing; the same 
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
+import attnviz
 from attnviz.learn import look as K
 from attnviz.learn import shapes as S
 from attnviz.models.tinyvl import patches_of
@@ -60,7 +64,14 @@ def test_the_same_seed_trains_the_same_model_and_steps_are_checked():
 
 @pytest.fixture(scope="module")
 def trained():
-    return K.train_look(seed=0)
+    kept = []
+    record = K.train_look(seed=0, keep=kept, max_seconds=math.inf)  # the goal is in steps: no clock here
+    record["_model"] = {k: v.clone() for k, v in kept[0].state_dict().items()}
+    return record
+
+
+def trained_model(record):
+    return record["_model"]
 
 
 def test_the_model_learns_to_answer_and_its_best_head_looks_at_the_shape_asked_about(trained):
@@ -74,8 +85,42 @@ def test_the_model_learns_to_answer_and_its_best_head_looks_at_the_shape_asked_a
     assert first["accuracy"] < 0.2 and first["best"]["share"] < 0.35, first
 
 
+def test_the_probes_map_sharpens_onto_the_shape_asked_about_checkpoint_by_checkpoint(trained):
+    probe, first, last = trained["probe"], trained["checkpoints"][0], trained["checkpoints"][-1]
+    layer, head, cell = last["best"]["layer"], last["best"]["head"], probe["cell"]
+
+    def on_cell(c):  # the best head's share of the answer position's image attention on the named shape
+        m = torch.tensor(c["probe_maps"][layer][head]).flatten()  # (GRID²,)
+        return float(m[cell] / m.sum())
+
+    assert on_cell(last) > 0.5 > on_cell(first), (on_cell(first), on_cell(last))
+    assert probe["words"][0] == "BOS" and len(probe["words"]) == S.QUESTION_LENGTH
+
+
+def test_look_attention_reads_the_models_own_weights_as_vl_attention_does(trained):
+    model = K.looking_model()
+    model.load_state_dict(trained_model(trained))
+    probe = K.probe_of(0)
+    words = [S.WORDS[t] for t in probe.ids[0].tolist()]
+    r = K.look_attention(model, probe.pixels[0], " ".join(words[1:]))
+    with torch.no_grad():
+        logits, weights = model(probe.pixels, probe.ids)
+    assert r.tokens == words and r.answer == S.WORDS[int(logits.argmax())]
+    cols = model.image_columns
+    for layer, w in enumerate(weights):  # the last word's row, and a word's before the picture
+        assert torch.equal(r.maps[0][layer, :, -1].flatten(1), w[0, :, -1, cols])
+        assert torch.equal(r.maps[0][layer, :, 2].flatten(1), w[0, :, 2, cols])
+    np.testing.assert_array_equal(r.boxes[0][1, 2], [16, 8, 24, 16])  # row 1, column 2: 8-pixel cells
+    fig = attnviz.vl_view(r, (probe.pixels[0].permute(1, 2, 0) * 255).round().byte().numpy(), layer=1)
+    assert np.allclose(np.asarray(fig.data[1].z), r.maps[0][1, 0, -1].numpy())
+    with pytest.raises(ValueError, match="is not a word the model knows"):
+        K.look_attention(model, probe.pixels[0], "what colour is the dog ?")
+    with pytest.raises(ValueError, match="must be 32 × 32 pixels"):
+        K.look_attention(model, torch.zeros(3, 16, 16), " ".join(words[1:]))
+
+
 def test_the_control_on_empty_pictures_guesses_and_finds_nothing():
-    control = K.train_look(seed=0, steps=300, blank=True)
+    control = K.train_look(seed=0, steps=300, blank=True, max_seconds=math.inf)
     last = control["checkpoints"][-1]
     # Chance: a colour or a kind is one of four, a cell one of sixteen; the best a guess can do is to know
     # which question was asked: (1/4 + 1/4 + 1/16) / 3 ≈ 0.19.

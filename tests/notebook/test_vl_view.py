@@ -11,7 +11,7 @@ from PIL import Image
 
 import attnviz
 from attnviz.notebook.vl import looking_layer
-from attnviz.plots.vl import box_edges
+from attnviz.plots.looking import box_edges
 from tests.support import vlmodels
 
 PICTURE = Image.fromarray((np.random.RandomState(1).rand(60, 90, 3) * 255).astype("uint8"))
