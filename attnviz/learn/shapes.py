@@ -71,25 +71,30 @@ def question(kind: str, shape: str, colour: str) -> list[str]:
 
 
 def pictures(n: int, generator: torch.Generator, *, blank: bool = False) -> Pictures:
-    """``n`` pictures, each with one question about one of its shapes."""
+    """``n`` pictures, each with one question about one of its shapes. Drawn for the whole batch at once: each
+    picture's cells, kinds and colours are the first ``PER_PICTURE`` of a random order (all different)."""
     g = generator
-    pixels = torch.tensor(GROUND, dtype=torch.float32).view(1, 3, 1, 1).repeat(n, 1, SIDE, SIDE) / 255
-    colours = torch.tensor(list(COLOURS.values()), dtype=torch.float32) / 255  # (4, 3)
-    ids, answers, cells, kinds = [], [], [], []
+
+    def firsts(k: int) -> torch.Tensor:  # (n, PER_PICTURE): distinct draws from range(k), per picture
+        return torch.rand(n, k, generator=g).argsort(1)[:, :PER_PICTURE]
+
+    where, shapes, paints = firsts(GRID * GRID), firsts(len(SHAPES)), firsts(len(COLOURS))  # (n, 3) each
+    j = torch.randint(PER_PICTURE, (n,), generator=g)  # the shape asked about
+    kind_at = torch.randint(len(QUESTIONS), (n,), generator=g)
+    ground = torch.tensor(GROUND, dtype=torch.float32) / 255  # (3,)
+    cells = ground.view(1, 1, 3, 1, 1).repeat(n, GRID * GRID, 1, PATCH, PATCH)  # (n, cells, 3, PATCH, PATCH)
+    if not blank:
+        colours = torch.tensor(list(COLOURS.values()), dtype=torch.float32)[paints] / 255  # (n, 3, 3)
+        drawn = torch.where(TEMPLATES[shapes][:, :, None], colours[..., None, None], ground.view(1, 1, 3, 1, 1))
+        cells[torch.arange(n)[:, None], where] = drawn  # (n, 3, 3, PATCH, PATCH) into their cells
+    pixels = cells.view(n, GRID, GRID, 3, PATCH, PATCH).permute(0, 3, 1, 4, 2, 5).reshape(n, 3, SIDE, SIDE)
+    asked = torch.arange(n)
+    shape_of, paint_of, cell_of = shapes[asked, j].tolist(), paints[asked, j].tolist(), where[asked, j]
+    names = list(COLOURS)
+    ids, answers, kinds = [], [], []
     for i in range(n):
-        where = torch.randperm(GRID * GRID, generator=g)[:PER_PICTURE]  # a cell each
-        shapes = torch.randperm(len(SHAPES), generator=g)[:PER_PICTURE]
-        paints = torch.randperm(len(COLOURS), generator=g)[:PER_PICTURE]
-        if not blank:
-            for cell, s, p in zip(where.tolist(), shapes.tolist(), paints.tolist(), strict=True):
-                r, c = divmod(cell, GRID)
-                patch = pixels[i, :, r * PATCH:(r + 1) * PATCH, c * PATCH:(c + 1) * PATCH]  # (3, PATCH, PATCH)
-                patch[:, TEMPLATES[s]] = colours[p].view(3, 1)
-        j = int(torch.randint(PER_PICTURE, (1,), generator=g))  # the shape asked about
-        kind = QUESTIONS[int(torch.randint(len(QUESTIONS), (1,), generator=g))]
-        shape, colour = SHAPES[int(shapes[j])], list(COLOURS)[int(paints[j])]
+        kind, shape, colour = QUESTIONS[int(kind_at[i])], SHAPES[shape_of[i]], names[paint_of[i]]
         ids.append([TOKEN[w] for w in question(kind, shape, colour)])
-        answers.append(TOKEN[{"colour": colour, "shape": shape, "where": CELLS[int(where[j])]}[kind]])
-        cells.append(int(where[j]))
+        answers.append(TOKEN[{"colour": colour, "shape": shape, "where": CELLS[int(cell_of[i])]}[kind]])
         kinds.append(kind)
-    return Pictures(pixels, torch.tensor(ids), torch.tensor(answers), torch.tensor(cells), tuple(kinds))
+    return Pictures(pixels.contiguous(), torch.tensor(ids), torch.tensor(answers), cell_of.clone(), tuple(kinds))
