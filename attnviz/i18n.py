@@ -34,7 +34,7 @@ DEFAULT = "en"
 _current: ContextVar[str] = ContextVar("attnviz_lang", default=DEFAULT)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=len(LANGUAGES))  # one catalogue per language offered
 def _translations(lang: str) -> gettext.NullTranslations:
     if lang == DEFAULT:
         return gettext.NullTranslations()

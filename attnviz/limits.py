@@ -159,7 +159,8 @@ CACHE_SHARES = {
     # model is about 16 MB, the longest corpus (MAX_CORPUS_TOKENS) on MiniLM 25 MB.
     "qk-runs": 0.075,
     # Small tables looked up on every request: token and n-gram embeddings, position encodings, split texts,
-    # the sessions' settings, models' config facts (26 MB): at d_model 64 a vector is 0.6 KB, at 512 4 KB.
+    # the sessions' settings, models' config facts, kinds and probe sentences (26 MB): at d_model 64 a vector is
+    # 0.6 KB, at 512 4 KB.
     "lookups": 0.05,
     "layers": 0.025,  # the random layers drawn: d_model 64 is 66 KB, so about 190; the widest (512) 4.2 MB
 }

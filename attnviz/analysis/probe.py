@@ -18,11 +18,10 @@ The explorer, the attention-file page, the CLI and Watch it learn all ask here.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
 
+from attnviz import cache
 from attnviz.analysis.roles import head_roles, head_scores
 from attnviz.inputs.corpus import default_corpus
 from attnviz.models.base import ModelError
@@ -81,10 +80,10 @@ def probe_text_of(result: AttentionResult) -> str | None:
         where = None if model == RANDOM else model_key(model)
     except ModelError:
         return None
-    return _text_of(model, where)
+    # Kept in the byte-bounded lookups share (limits.CACHE_SHARES): a sentence per model folder.
+    return cache.named("lookups").get_or_compute(("probe-text", model, where), lambda: _text_of(model, where))
 
 
-@functools.lru_cache(maxsize=32)
 def _text_of(model: str, where) -> str | None:
     """Once per model folder: reading a tokenizer's vocabulary (30k entries for MiniLM) took
     25 ms, on every rerun of the roles view. Holds a sentence, never a run."""

@@ -155,10 +155,10 @@ def model_kind(model: str) -> str:
         key = _key(model)
     except ModelError:
         return "encoder"
-    return _folder_kind(*key)
+    # Kept in the byte-bounded lookups share (limits.CACHE_SHARES), as every table looked up per request.
+    return cache.named("lookups").get_or_compute(("folder-kind", *key), lambda: _folder_kind(*key))
 
 
-@functools.lru_cache(maxsize=256)
 def _folder_kind(model: str, folder: str, stamp: int) -> str:
     path = Path(folder)
     if is_bert(path):
