@@ -107,9 +107,6 @@ def check_vlm_folder(folder: Path) -> dict:
     return cfg
 
 
-_LOADED: dict[tuple, VLM] = {}  # the last model loaded, by (folder, config's stamp): one at a time
-
-
 def load_vlm(model) -> VLM:
     """A loaded ``VLM`` (given one, itself) for a folder or local-cache id (see the module doc)."""
     if isinstance(model, VLM):
@@ -121,9 +118,18 @@ def load_vlm(model) -> VLM:
     except ModelError as e:
         raise ValueError(str(e)) from None
     cfg = check_vlm_folder(folder)
-    key = (str(folder.resolve()), (folder / "config.json").stat().st_mtime_ns)
-    if key in _LOADED:
-        return _LOADED[key]
+    # Kept beside the other loaded models, in their one byte bound (ATTNVIZ_MAX_LOADED_MB, least recently used
+    # unloaded first), by folder and config's time, sized by its weight files.
+    key = ("vlm", str(folder.resolve()), (folder / "config.json").stat().st_mtime_ns)
+    size = registry.weight_bytes(folder)
+    if size > limits.max_loaded_bytes():
+        raise ValueError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for loaded "
+                         f"models of {limits.max_loaded_bytes() / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB).")
+    registry.LOADED.max_bytes = limits.max_loaded_bytes()
+    return registry.LOADED.get_or_compute(key, lambda: _load(model, folder, cfg), size=size)
+
+
+def _load(model, folder: Path, cfg: dict) -> VLM:
     import transformers as T
 
     T.utils.logging.disable_progress_bar()
@@ -140,9 +146,7 @@ def load_vlm(model) -> VLM:
         raise ValueError(f"{folder.name}'s processor has no image processor or image token: its processor's files "
                          "are incomplete.")
     net.eval()
-    _LOADED.clear()
-    _LOADED[key] = VLM(str(model), folder, str(cfg["model_type"]), net, processor)
-    return _LOADED[key]
+    return VLM(str(model), folder, str(cfg["model_type"]), net, processor)
 
 
 def _processor(T, folder: Path, cfg: dict, common: dict):
