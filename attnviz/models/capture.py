@@ -86,26 +86,34 @@ def _register() -> None:
     AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
 
 
-def twin(owner, model):
-    """``model``'s twin (see the module doc), made once per ``owner`` (the loaded model that holds it)."""
-    made = owner.__dict__.get("_long_twin")
+def shared_twin(owner, model, attr: str, implementation: str, register: Callable[[], None]):
+    """A twin of ``model``: a deep copy that shares every parameter and buffer with it (no weight copied), its
+    attention through transformers' interface ``implementation`` (registered by ``register``), made once per
+    ``owner`` (the loaded model that holds it) and kept on it as ``attr``. Long context's and the vision-language
+    recording's twins are both this one."""
+    made = owner.__dict__.get(attr)
     if made is not None:
         return made
     with _TWIN_LOCK:
-        made = owner.__dict__.get("_long_twin")
+        made = owner.__dict__.get(attr)
         if made is None:
-            _register()
+            register()
             shared = {id(t): t for t in [*model.parameters(), *model.buffers()]}
             made = copy.deepcopy(model, shared)
             try:
-                made.set_attn_implementation(IMPLEMENTATION)
+                made.set_attn_implementation(implementation)
             except (ValueError, KeyError, AttributeError, TypeError):
-                made.config._attn_implementation = IMPLEMENTATION
-            if getattr(made.config, "_attn_implementation", None) != IMPLEMENTATION:
+                made.config._attn_implementation = implementation
+            if getattr(made.config, "_attn_implementation", None) != implementation:
                 raise ModelError("Its attention does not run through transformers' attention interface, so attnviz "
                                  "cannot read its queries and keys without its weights.")
-            owner.__dict__["_long_twin"] = made
+            owner.__dict__[attr] = made
     return made
+
+
+def twin(owner, model):
+    """``model``'s twin (see the module doc), made once per ``owner`` (the loaded model that holds it)."""
+    return shared_twin(owner, model, "_long_twin", IMPLEMENTATION, _register)
 
 
 @contextmanager

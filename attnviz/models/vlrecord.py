@@ -27,16 +27,16 @@ image tokens, a sliding window).
 
 from __future__ import annotations
 
-import copy
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
+from attnviz.models.capture import shared_twin
+
 IMPLEMENTATION = "attnviz_vl"
 _LOCAL = threading.local()
-_TWIN_LOCK = threading.Lock()
 
 
 @dataclass
@@ -128,18 +128,7 @@ def attention_layers(language_model) -> dict:
 
 def vl_twin(owner, model):
     """``model``'s twin (see the module doc), made once per ``owner`` (the object that holds it)."""
-    made = owner.__dict__.get("_vl_twin")
-    if made is not None:
-        return made
-    with _TWIN_LOCK:
-        made = owner.__dict__.get("_vl_twin")
-        if made is None:
-            _register()
-            shared = {id(t): t for t in [*model.parameters(), *model.buffers()]}
-            made = copy.deepcopy(model, shared)
-            made.set_attn_implementation(IMPLEMENTATION)
-            owner.__dict__["_vl_twin"] = made
-    return made
+    return shared_twin(owner, model, "_vl_twin", IMPLEMENTATION, _register)
 
 
 @contextmanager
