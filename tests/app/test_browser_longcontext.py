@@ -29,8 +29,11 @@ def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(base + "/long-context?long_text=constitution&long_blocks=16&long_head=1")
         # the page draws after its background jobs: the strip of what is kept is the last figure
-        page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some("
-                               "g => g.layout.title && g.layout.title.text.includes('evicted'))", timeout=180_000)
+        # and the close-up, which plotly.js may draw after it on a loaded machine
+        for title in ("evicted", CLOSE_UP):
+            page.wait_for_function("(t) => [...document.querySelectorAll('.js-plotly-plot')].some("
+                                   "g => g.layout && g.layout.title && g.layout.title.text.includes(t))", arg=title,
+                                   timeout=180_000)
         before = next(t for t in _titles(page) if CLOSE_UP in t)
         # the centre of block (row 10, column 3) of the head's overview (the plot whose title names the blocks)
         q, k, xy = page.evaluate("""() => {
