@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from attnviz.i18n import _
 from attnviz.plots.images import image_uri
+from attnviz.plots.modality import picture_panel
 from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
 
 
@@ -46,18 +47,8 @@ def picture_overlay(picture: np.ndarray, panels: list[tuple[str, np.ndarray]], b
                     "height": round(min(panel_px, 600) * rows / (1 - gap_y * (rows - 1)) + 40 * rows + 90)}
     traces = []
     for i, (name, z) in enumerate(panels):
-        r, c = divmod(i, cols)
-        x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
-        ax = "" if i == 0 else str(i + 1)
-        layout[f"xaxis{ax}"] = {"domain": [round(x0, 6), round(min(1.0, x0 + w), 6)], "range": x_range,
-                                "visible": False, "anchor": f"y{ax}"}
-        layout[f"yaxis{ax}"] = {"domain": [round(max(0.0, y1 - h), 6), round(y1, 6)], "range": y_range,
-                                "visible": False, "anchor": f"x{ax}", "scaleanchor": f"x{ax}"}
-        layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
-                                 "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below",
-                                 "sizing": "stretch"})
-        layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
-                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+        ax = picture_panel(layout, i, cols, (w, h), (gap_x, gap_y), (uri, W, H), (x_range, y_range), name,
+                           {"visible": False})
         traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": xs, "y": ys, "opacity": 0.6,
                        "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
                        "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra>{name}</extra>"})

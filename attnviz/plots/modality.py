@@ -14,6 +14,25 @@ from attnviz.plots.images import image_uri
 from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
 
 
+def picture_panel(layout: dict, i: int, cols: int, size: tuple[float, float], gap: tuple[float, float],
+                  picture: tuple[str, int, int], ranges: tuple[list, list], name: str, axis: dict) -> str:
+    """Panel ``i`` of a grid of ``cols``: its axes (``axis``'s settings on both), the picture (its data URI,
+    width and height) under them and ``name`` above; its axes' suffix ("" for the first)."""
+    (w, h), (gap_x, gap_y), (uri, W, H) = size, gap, picture
+    r, c = divmod(i, cols)
+    x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
+    ax = "" if i == 0 else str(i + 1)
+    layout[f"xaxis{ax}"] = {"domain": [round(x0, 6), round(min(1, x0 + w), 6)], "range": ranges[0], **axis,
+                            "anchor": f"y{ax}"}
+    layout[f"yaxis{ax}"] = {"domain": [round(max(0, y1 - h), 6), round(y1, 6)], "range": ranges[1], **axis,
+                            "anchor": f"x{ax}", "scaleanchor": f"x{ax}"}
+    layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
+                             "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below", "sizing": "stretch"})
+    layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
+                                  "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+    return ax
+
+
 def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid: tuple[int, int], patch: int,
                    stride: int, chosen: int, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
     """The image once per panel, each panel's (nH, nW) weights over it as a translucent
@@ -40,19 +59,8 @@ def overlay_figure(image: np.ndarray, panels: list[tuple[str, np.ndarray]], grid
     cx = [c * stride + patch / 2 for c in range(nW)]
     cy = [r * stride + patch / 2 for r in range(nH)]
     for i, (name, z) in enumerate(panels):
-        r, c = divmod(i, cols)
-        x0, y1 = c * (w + gap_x), 1 - r * (h + gap_y)
-        ax = "" if i == 0 else str(i + 1)
-        layout[f"xaxis{ax}"] = {"domain": [round(x0, 6), round(min(1, x0 + w), 6)], "range": [0, W],
-                                "showticklabels": False, "showgrid": False, "zeroline": False, "anchor": f"y{ax}"}
-        layout[f"yaxis{ax}"] = {"domain": [round(max(0, y1 - h), 6), round(y1, 6)], "range": [H, 0],
-                                "showticklabels": False, "showgrid": False, "zeroline": False, "anchor": f"x{ax}",
-                                "scaleanchor": f"x{ax}"}
-        layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
-                                 "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below",
-                                 "sizing": "stretch"})
-        layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
-                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False})
+        ax = picture_panel(layout, i, cols, (w, h), (gap_x, gap_y), (uri, W, H), ([0, W], [H, 0]), name,
+                           {"showticklabels": False, "showgrid": False, "zeroline": False})
         traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": cx, "y": cy, "opacity": 0.6,
                        "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
                        "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra></extra>"})
