@@ -73,38 +73,12 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "grew": rss() - base, "to
 
 def llava(root: Path, side: int) -> Path:
     """The LLaVA-1.5-shaped folder for pictures of side × 8 pixels (``tests.support.vlmodels``' tiny LLaVA,
-    its language model widened)."""
-    import torch
-    from transformers import (
-        CLIPImageProcessor,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
+    its language model and vision tower widened)."""
+    from tests.support.vlmodels import save_llava
 
-    from tests.support.hfmodels import tokenizer
-
-    torch.manual_seed(0)
-    tok = tokenizer()
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    text = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                       num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=8192, bos_token_id=2,
-                       eos_token_id=3, pad_token_id=1)
-    px = side * 8
-    cfg = LlavaConfig(vision_config=CLIPVisionConfig(image_size=px, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                                     num_attention_heads=4, intermediate_size=128, projection_dim=64),
-                      text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"), vision_feature_layer=-1)
-    model = LlavaForConditionalGeneration(cfg).eval()
-    proc = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": px},
-                                                             crop_size={"height": px, "width": px}),
-                          tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", image_token="<image>",
-                          num_additional_image_tokens=1)
-    folder = root / f"llava-{side}"
-    model.save_pretrained(folder)
-    proc.save_pretrained(folder)
-    return folder
+    text = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8, "max_position_embeddings": 8192}
+    vision = {"hidden_size": 64, "intermediate_size": 128, "projection_dim": 64}
+    return save_llava(root / f"llava-{side}", side=side, text=text, vision=vision)[0]
 
 
 def child(folder: Path, side: int, what: str, threads: int) -> dict:

@@ -18,15 +18,17 @@ KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl")
 QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
 
 
-def _llama(V: int):
+def _llama(V: int, **wider):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
-                       num_key_value_heads=2, max_position_embeddings=256, bos_token_id=2, eos_token_id=3,
-                       pad_token_id=1)
+    return LlamaConfig(**{"vocab_size": V, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 4,
+                          "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+                          "bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 1, **wider})
 
 
-def save_llava(tmp_path, pad: bool = False):
+def save_llava(tmp_path, pad: bool = False, side: int = 4, text: dict | None = None, vision: dict | None = None):
+    """``side`` × ``side`` patches of 8 pixels; ``text`` and ``vision``: the language model's and the vision
+    tower's config values that differ from the tiny ones (bench/bench_vl.py's wider model)."""
     from transformers import (
         CLIPImageProcessor,
         CLIPVisionConfig,
@@ -39,13 +41,14 @@ def save_llava(tmp_path, pad: bool = False):
     torch.manual_seed(0)
     tok = tokenizer()
     tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
-    cfg = LlavaConfig(vision_config=CLIPVisionConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
-                                                     num_attention_heads=4, intermediate_size=64, projection_dim=32),
-                      text_config=_llama(len(tok)), image_token_id=tok.convert_tokens_to_ids("<image>"),
-                      vision_feature_layer=-1)
+    px = side * 8
+    tower = {"image_size": px, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 64, "projection_dim": 32, **(vision or {})}
+    cfg = LlavaConfig(vision_config=CLIPVisionConfig(**tower), text_config=_llama(len(tok), **(text or {})),
+                      image_token_id=tok.convert_tokens_to_ids("<image>"), vision_feature_layer=-1)
     model = LlavaForConditionalGeneration(cfg).eval()
-    ip = (LlavaImageProcessor(do_pad=True, size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-          if pad else CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}))
+    ip = (LlavaImageProcessor(do_pad=True, size={"shortest_edge": px}, crop_size={"height": px, "width": px})
+          if pad else CLIPImageProcessor(size={"shortest_edge": px}, crop_size={"height": px, "width": px}))
     proc = LlavaProcessor(image_processor=ip, tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
                           image_token="<image>", num_additional_image_tokens=1)
     folder = tmp_path / ("llava_pad" if pad else "llava")
