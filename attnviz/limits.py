@@ -76,7 +76,7 @@ MAX_SPARSE_TOKENS = 2048  # sparse patterns compare against full attention (its 
 MAX_LOW_RANK_TOKENS = 512  # the SVD of every head's weights: O(L³)
 # Vision-language attention (attnviz.analysis.vlattention): each picture, bounded in bytes and in the pixels its
 # header claims before it is decoded (PNG or JPEG); the prompt in characters; the answer in tokens.
-MAX_VL_IMAGE_BYTES = 20 * 2**20
+MAX_VL_IMAGE_BYTES = MAX_UPLOAD_BYTES  # the page's upload, the CLI's --image and the API's, alike
 MAX_VL_IMAGE_PIXELS = 40_000_000
 MAX_VL_IMAGES = 8
 MAX_VL_PROMPT_CHARS = 8_000
@@ -329,6 +329,9 @@ JOB_SHARES = {
     # holds LENS_TRAIN_TOKENS tokens' residual streams while it trains; a finished one (its translators, 28 MB
     # for GPT-2 small) is kept for everyone who asks for the same model and steps.
     "lens-training": (1, 4, 4),
+    # The vision-language page's readings of model folders: a load, a greedy answer and one more pass that keeps
+    # the text rows' attention to the picture (text × image tokens per layer, never N × N).
+    "vision-language": (1, 4, 8),
     "training": (max(1, (os.cpu_count() or 1)), 0, 0),
 }
 MAX_TRAININGS = JOB_SHARES["training"][0]

@@ -1,3 +1,4 @@
+import math
 import os
 
 import torch
@@ -64,12 +65,41 @@ def learned_defaults(tmp_path_factory):
             threads = torch.get_num_threads()
             try:
                 for settings, key in zip(default_trainings(), keys, strict=True):
-                    _train_to_files(asdict(settings), str(folder), key)
+                    _train_to_files("learn", asdict(settings), str(folder), key)
             finally:
                 torch.set_num_threads(threads)  # the worker's function sets one thread
             (folder / "trained").touch()
     return {"dir": folder, "keys": keys,
             "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
+
+
+@pytest.fixture(scope="session")
+def looked_default(learned_defaults):
+    """The vision-language page's default training of the model that learns to look (``LookSettings()``), trained
+    once per test run into ``learned_defaults``' folder, as the worker trains it (one thread): {"dir", "key",
+    "record"}."""
+    import json
+    from dataclasses import asdict
+
+    from filelock import FileLock
+
+    from attnviz import limits
+    from attnviz.learn.look import LookSettings
+    from attnviz.learn.worker import _train_to_files, key_of
+
+    folder = learned_defaults["dir"]
+    key = key_of(LookSettings())
+    with FileLock(str(folder.parent / "looked.lock")):
+        if not (folder / "looked").exists():
+            threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
+            limits.MAX_LEARN_SECONDS = math.inf  # the goals are in steps: no clock here (a busy machine is slow)
+            try:
+                _train_to_files("look", asdict(LookSettings()), str(folder), key)
+            finally:
+                torch.set_num_threads(threads)
+                limits.MAX_LEARN_SECONDS = most
+            (folder / "looked").touch()
+    return {"dir": folder, "key": key, "record": json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))}
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ POLL_S = 0.5
 def ready(model: str) -> None:
     """Return once ``model`` is loaded. Until then, show its progress and stop this run;
     a failed load is shown as its message."""
-    if model == RANDOM:
-        return
+    if model == RANDOM or model_kind(model) in ("looking", "vlm"):  # the model that learns to look trains on its
+        return  # page; a vision-language folder loads in its page's own job, with its answer
     if model_kind(model) == "tiny":  # trained here, not loaded
         trained_ready(model)
         return

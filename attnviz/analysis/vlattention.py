@@ -60,6 +60,9 @@ class VLAttention:
     _grads: list | None = field(default=None, repr=False)  # per picture ∂loss/∂A, as maps
     _rerun: object = field(default=None, repr=False)
     answer: str | None = None  # a model that answers without running its answer (the tiny one): its word
+    # The vision tower's own attention over the picture, where a page reads it (``analysis.vltower``): (its map
+    # (rows, cols), "CLIP" or "SigLIP", its layer), or (None, why not, -1).
+    vision: tuple | None = field(default=None, repr=False)
 
     @property
     def layers(self) -> int:

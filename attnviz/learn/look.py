@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -31,11 +32,52 @@ import torch.nn.functional as F
 
 from attnviz import limits
 from attnviz.analysis.vlattention import VLAttention
+from attnviz.i18n import N_
 from attnviz.learn import shapes as S
 from attnviz.models.tinyvl import TinyVL
+from attnviz.settings.spec import OWN, setting, validate
 
 HELD_OUT = 200  # pictures the accuracy and the shares are measured on
 BATCH = 128
+
+
+@dataclass(frozen=True)
+class LookSettings:
+    """A training of the model that learns to look, as the worker process runs it (``attnviz.learn.worker``) and
+    the vision-language page and its links name it. ``blank``: the control, on empty pictures."""
+
+    seed: int = setting(0, url="look_seed", pages=OWN, lo=0, hi=limits.MAX_SEED, label=N_("Seed"),
+                        help=N_("The training's seed: the model's first weights, its pictures and its held-out set. "
+                                "Seed 0 learns best (other seeds learn less within the same steps)."))
+    steps: int = setting(limits.LOOK_STEPS, url="look_steps", pages=OWN, lo=limits.LOOK_EVERY,
+                         hi=limits.MAX_LEARN_STEPS, label=N_("Steps"),
+                         help=N_("How many batches of pictures it learns from; a checkpoint records how well it "
+                                 "answers and where it looks at regular steps."))
+    blank: bool = False
+
+    def validate(self) -> None:
+        validate(self)
+
+    def control(self) -> LookSettings:
+        """The same training on empty pictures."""
+        return replace(self, blank=True)
+
+
+def train_settings(settings: LookSettings, on_checkpoint: Callable[[dict], None] | None = None,
+                   stop: Callable[[], bool] = lambda: False, keep: list | None = None) -> dict:
+    """``train_look`` for ``settings`` (the worker's call, as ``attnviz.learn.train.train`` for Watch it learn's)."""
+    settings.validate()
+    return train_look(seed=settings.seed, steps=settings.steps, blank=settings.blank, on_checkpoint=on_checkpoint,
+                      stop=stop, keep=keep, max_seconds=limits.MAX_LEARN_SECONDS)
+
+
+def load_looking(path) -> TinyVL:
+    """The trained model of a default-shaped training from its weights file (the worker's safetensors)."""
+    from safetensors.torch import load_file
+
+    model = looking_model()
+    model.load_state_dict(load_file(str(path)))
+    return model.eval()
 
 
 def looking_model(layers: int = 2, heads: int = 4, d_model: int = 64, seed: int = 0) -> TinyVL:
@@ -121,8 +163,14 @@ def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = F
                 break
     return {"config": {"seed": seed, "steps": steps, "blank": blank, "layers": layers, "heads": heads,
                        "d_model": d_model, "lr": lr, "every": every}, "status": status, "checkpoints": checkpoints,
-            "probe": {"pixels": probe.pixels[0].tolist(), "words": [S.WORDS[t] for t in probe.ids[0].tolist()],
-                      "answer": S.WORDS[int(probe.answer[0])], "cell": int(probe.cell[0])}}
+            "probe": probe_record(seed)}
+
+
+def probe_record(seed: int = 0) -> dict:
+    """The probe picture and question of a training of ``seed``, as its record keeps them."""
+    probe = probe_of(seed)
+    return {"pixels": probe.pixels[0].tolist(), "words": [S.WORDS[t] for t in probe.ids[0].tolist()],
+            "answer": S.WORDS[int(probe.answer[0])], "cell": int(probe.cell[0])}
 
 
 def _question_ids(question) -> torch.Tensor:

@@ -98,3 +98,17 @@ def pictures(n: int, generator: torch.Generator, *, blank: bool = False) -> Pict
         answers.append(TOKEN[{"colour": colour, "shape": shape, "where": CELLS[int(cell_of[i])]}[kind]])
         kinds.append(kind)
     return Pictures(pixels.contiguous(), torch.tensor(ids), torch.tensor(answers), cell_of.clone(), tuple(kinds))
+
+
+BUILT_IN = tuple(f"shapes-{i + 1}" for i in range(8))  # pictures a page and a link name, the same every time
+
+
+def built_in(name: str) -> tuple:
+    """(the picture (SIDE, SIDE, 3) uint8 array, its own question without BOS) of a built-in picture, drawn from a
+    fixed seed."""
+    if name not in BUILT_IN:
+        raise ValueError(f"No built-in picture {name!r}; choose one of {', '.join(BUILT_IN)}.")
+    i = BUILT_IN.index(name)
+    drawn = pictures(len(BUILT_IN), torch.Generator().manual_seed(30_000))
+    pixels = (drawn.pixels[i].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+    return pixels, " ".join(WORDS[t] for t in drawn.ids[i].tolist()[1:])

@@ -32,8 +32,12 @@ from pathlib import Path
 
 from attnviz import limits
 from attnviz.jobs import refusal
+from attnviz.learn.look import LookSettings, train_settings
 from attnviz.learn.train import LearnSettings, train
 
+# The trainings a worker runs, by name: (their settings' class, the function that trains them, called
+# ``(settings, on_checkpoint, stop=, keep=)``): Watch it learn's induction model, and the model that learns to look.
+TRAINERS = {"learn": (LearnSettings, train), "look": (LookSettings, train_settings)}
 RUNS_ENV = "ATTNVIZ_LEARN_DIR"
 
 
@@ -43,11 +47,19 @@ def runs_dir() -> Path:
     return d
 
 
-def key_of(settings: LearnSettings) -> str:
-    return hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode()).hexdigest()[:24]
+def trainer_of(settings) -> str:
+    """The name in ``TRAINERS`` of the training ``settings`` describe."""
+    return next(name for name, (cls, _train) in TRAINERS.items() if isinstance(settings, cls))
 
 
-def _train_to_files(settings: dict, folder: str, key: str) -> str:
+def key_of(settings) -> str:
+    values = asdict(settings)
+    trainer = trainer_of(settings)
+    named = values if trainer == "learn" else {trainer: values}  # Watch it learn's keys as they always were
+    return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _train_to_files(trainer: str, settings: dict, folder: str, key: str) -> str:
     """In the worker process: train, streaming checkpoints, then keep the record and weights."""
     import torch
     from safetensors.torch import save_file
@@ -62,8 +74,9 @@ def _train_to_files(settings: dict, folder: str, key: str) -> str:
             out.write(json.dumps(record) + "\n")
             out.flush()
 
-        record = train(LearnSettings(**settings), on_checkpoint, stop=lambda: base.with_suffix(".stop").exists(),
-                       keep=kept)
+        cls, training = TRAINERS[trainer]
+        record = training(cls(**settings), on_checkpoint, stop=lambda: base.with_suffix(".stop").exists(),
+                          keep=kept)
     weights = {name: t.detach().contiguous() for name, t in kept[0].state_dict().items()}
     save_file(weights, str(base.with_suffix(".safetensors.tmp")))
     os.replace(base.with_suffix(".safetensors.tmp"), base.with_suffix(".safetensors"))
@@ -74,7 +87,7 @@ def _train_to_files(settings: dict, folder: str, key: str) -> str:
     return record["status"]
 
 
-def trained_weights(settings: LearnSettings) -> Path:
+def trained_weights(settings) -> Path:
     """The weights of ``settings``' training, from the runs folder (the server's worker trains the
     defaults at start); trained here now, deterministically on one thread, where no one has."""
     import torch
@@ -85,7 +98,7 @@ def trained_weights(settings: LearnSettings) -> Path:
     if not path.exists():
         threads = torch.get_num_threads()
         try:
-            _train_to_files(asdict(settings), str(runs_dir()), key)
+            _train_to_files(trainer_of(settings), asdict(settings), str(runs_dir()), key)
         finally:
             torch.set_num_threads(threads)
     return path
@@ -122,7 +135,7 @@ class Trainings:
                 base.with_suffix(".failed").write_text(f"failed: {(lines or ['no output'])[-1][:200]}",
                                                        encoding="utf-8")
 
-    def start(self, settings: LearnSettings, *, again: bool = False) -> str:
+    def start(self, settings, *, again: bool = False) -> str:
         """The training of ``settings``: started unless it runs or ran already (``again``: a training
         that ran is run again, live: its record goes and its checkpoints come anew; its weights stay
         until the new ones replace them, the same numbers, since a training is seeded); ``ValueError``
@@ -146,7 +159,8 @@ class Trainings:
             (folder / f"{key}.failed").unlink(missing_ok=True)  # an earlier try's failure: this one is tried anew
             with open(folder / f"{key}.log", "wb") as log:
                 job = self._jobs[key] = subprocess.Popen(
-                    [sys.executable, "-m", "attnviz.learn.worker", json.dumps(asdict(settings)), str(folder), key],
+                    [sys.executable, "-m", "attnviz.learn.worker", trainer_of(settings), json.dumps(asdict(settings)),
+                     str(folder), key],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         # Reaped as soon as it ends, not at the next look: a server no page asks (the defaults trained at start)
         # kept its finished workers as defunct processes.
@@ -157,6 +171,11 @@ class Trainings:
         job.wait()
         with self._lock:
             self._reap()
+
+    def free(self) -> bool:
+        """A worker is free for another training."""
+        with self._lock:
+            return self.busy() < limits.MAX_TRAININGS
 
     def busy(self) -> int:
         """Trainings running now (the caller holds the lock)."""
@@ -197,5 +216,5 @@ class Trainings:
 TRAININGS = Trainings()
 
 
-if __name__ == "__main__":  # the worker process: python -m attnviz.learn.worker SETTINGS FOLDER KEY
-    _train_to_files(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3])
+if __name__ == "__main__":  # the worker process: python -m attnviz.learn.worker TRAINER SETTINGS FOLDER KEY
+    _train_to_files(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4])

@@ -34,12 +34,17 @@ from attnviz.models.base import ModelError, ModelRun
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
 VISION = ("vit", "deit", "dinov2")
+# Two towers (a picture's and a text's, compared), not a picture's patches entering a language model as tokens.
+TWO_TOWERS = ("clip", "siglip", "siglip2", "blip", "align", "chinese_clip", "owlvit", "owlv2", "x_clip", "groupvit")
 STACKS = ("encoder", "decoder", "cross")  # an encoder–decoder's three kinds of attention
 
 
 def kind_of(cfg: dict) -> str:
-    """"seq2seq", "vision", "causal" or "encoder", from config.json alone."""
+    """"seq2seq", "vision", "vlm" (a vision-language model: a vision tower and a language model in one folder),
+    "causal" or "encoder", from config.json alone."""
     kind = str(cfg.get("model_type", "?"))
+    if "vision_config" in cfg and "text_config" in cfg and kind not in TWO_TOWERS:
+        return "vlm"
     if kind in ENCODER_DECODERS or cfg.get("is_encoder_decoder"):
         return "seq2seq"
     if kind in VISION:
@@ -67,6 +72,9 @@ def check_folder(folder: Path) -> dict:
     if kind in ("beit", "swin", "clip", "siglip"):
         raise ModelError(f"{folder.name} is a {kind} model: its attention is not one weight matrix over its patches "
                          f"(relative or shifted windows, or two towers); attnviz runs ViT, DeiT and DINOv2.")
+    if kind_of(cfg) == "vlm":
+        raise ModelError(f"{folder.name} is a vision-language model ({kind}): its attention from text to a picture is "
+                         "read on the vision-language page (attnviz.vl_attention).")
     size, most = weight_bytes(folder), limits.max_model_bytes()
     if size > most:
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound of "

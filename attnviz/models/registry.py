@@ -56,7 +56,10 @@ LOCAL = "local"
 # The tiny model Watch it learn trains (its default settings): trained by attnviz.learn, patched on the
 # Patching page; the registry only names it (it is no folder), and says where it runs.
 TRAINED = "watch-it-learn"
-MODELS = (RANDOM, MINILM, LOCAL, TRAINED)
+# The tiny vision-language model the vision-language page trains to look at pictures of shapes
+# (attnviz.learn.look): trained in the worker process, no folder either.
+LOOKING = "learns-to-look"
+MODELS = (RANDOM, MINILM, LOCAL, TRAINED, LOOKING)
 MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # Folders the server's operator lists (os.pathsep between them): each sub-folder with a
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
@@ -76,7 +79,7 @@ PINNED = {
 
 def available_models() -> list[str]:
     """The model names this machine can offer (the random model always)."""
-    names = [RANDOM, TRAINED]
+    names = [RANDOM, TRAINED, LOOKING]
     if _package_dir() is not None:
         names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
@@ -98,7 +101,8 @@ def listed_models() -> dict[str, Path]:
 # Marked for translation (attnviz.i18n.N_); translated where they are shown.
 # Short enough to read whole in the sidebar's 240 px box (the model's help says the rest).
 MODEL_LABELS = {RANDOM: N_("random layer"), MINILM: N_("MiniLM-L6 (BERT, 6 × 12)"),
-                TRAINED: N_("watch-it-learn (tiny)"), LOCAL: N_("local BERT folder")}
+                TRAINED: N_("watch-it-learn (tiny)"), LOOKING: N_("learns-to-look (tiny, pictures)"),
+                LOCAL: N_("local BERT folder")}
 
 
 def layer_count(model: str, stack: str = "encoder") -> int:
@@ -131,6 +135,8 @@ class ModelFacts:
 def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
     """``model``'s layers (its ``stack``'s), heads, width and own mask; reads config.json only.
     ``ModelError`` for a model that cannot be found."""
+    if model_kind(model) in ("looking", "vlm"):
+        raise ModelError(f"{model} is a vision-language model: a vision tower and a language model, no one stack.")
     folder, _pinned = locate(model)
     layers = layer_count(model, stack)
     if is_bert(folder):
@@ -145,12 +151,12 @@ def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
 
 
 def model_kind(model: str) -> str:
-    """"random", "tiny" (watch-it-learn), "encoder", "causal", "seq2seq" or "vision", from
-    config.json alone (no weights read): what the pages offer for it. A model that cannot be found is "encoder"
-    (the run then says what is wrong). Read once per folder and config.json time: pages
+    """"random", "tiny" (watch-it-learn), "looking" (learns-to-look), "encoder", "causal", "seq2seq", "vision" or
+    "vlm", from config.json alone (no weights read): what the pages offer for it. A model that cannot be found is
+    "encoder" (the run then says what is wrong). Read once per folder and config.json time: pages
     ask on every rerun."""
-    if model in (RANDOM, TRAINED):
-        return "tiny" if model == TRAINED else RANDOM
+    if model in (RANDOM, TRAINED, LOOKING):
+        return {RANDOM: RANDOM, TRAINED: "tiny", LOOKING: "looking"}[model]
     try:
         key = _key(model)
     except ModelError:
@@ -201,6 +207,9 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     if model == TRAINED:
         raise ModelError(_("{model} is the tiny model that Watch it learn trains: its heads are patched on the "
                            "Patching page, its attention drawn on Watch it learn.").format(model=TRAINED))
+    if model == LOOKING:
+        raise ModelError(_("{model} is the tiny vision-language model that the vision-language page trains: its "
+                           "attention to a picture is drawn there.").format(model=LOOKING))
     if model == MINILM:
         folder = _package_dir()
         if folder is None:

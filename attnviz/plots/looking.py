@@ -24,11 +24,25 @@ def box_edges(boxes: np.ndarray) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def see_through(scale: list, most: float = 0.8) -> list:
+    """``scale``'s stops with their alpha rising from 0 (a patch of no weight leaves the picture as it is) to
+    ``most``: over a picture, an opaque scale's low end hid it where the model did not look."""
+    from plotly.colors import hex_to_rgb, unlabel_rgb
+
+    out = []
+    for pos, colour in scale:
+        r, g, b = hex_to_rgb(colour) if colour.startswith("#") else unlabel_rgb(colour)
+        out.append([pos, f"rgba({int(r)},{int(g)},{int(b)},{round(most * float(pos) ** 0.5, 3)})"])
+    return out
+
+
 def picture_overlay(picture: np.ndarray, panels: list[tuple[str, np.ndarray]], boxes: np.ndarray,
-                    style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
+                    style: FigureStyle = FigureStyle(), *, title: str = "", marked: np.ndarray | None = None,
+                    top: float | None = None) -> go.Figure:
     """``picture`` (H, W, 3) uint8 once per panel, each panel's (rows, cols) weights over it as a translucent
-    heatmap whose cells are ``boxes`` (rows, cols, 4). The colour scale runs from 0 to the largest weight shown
-    (spread over hundreds of patches, weights are small)."""
+    heatmap whose cells are ``boxes`` (rows, cols, 4). The colour scale runs from 0 to ``top``, by default the
+    largest weight shown (spread over hundreds of patches, weights are small); a weight above it is drawn at the
+    scale's end. ``marked`` (rows, cols) bool: patches outlined in every panel (visual sinks)."""
     H, W = picture.shape[:2]
     xs, ys = box_edges(boxes)
     x_range = [min(0.0, xs[0]), max(float(W), xs[-1])]  # a padded picture's boxes reach past its edges
@@ -37,21 +51,26 @@ def picture_overlay(picture: np.ndarray, panels: list[tuple[str, np.ndarray]], b
     rows = math.ceil(len(panels) / cols)
     gap_x, gap_y = 0.04, (0.12 / (rows - 1) if rows > 1 else 0.0)
     w, h = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
-    top = max(float(np.max(z)) for _name, z in panels) or 1.0
+    top = (max(float(np.max(z)) for _name, z in panels) if top is None else float(top)) or 1.0
     uri = image_uri(picture.astype(np.float32) / 255)
     aspect = (y_range[0] - y_range[1]) / max(1e-9, x_range[1] - x_range[0])
     panel_px = 880 * w * aspect  # a panel's height on a chart about 1,000 px wide, its colour bar beside
     layout: dict = {"images": [], "annotations": [], "showlegend": False,
-                    "coloraxis": {"colorscale": colorscale(style.colors), "cmin": 0, "cmax": top,
+                    "coloraxis": {"colorscale": see_through(colorscale(style.colors)), "cmin": 0, "cmax": top,
                                   "colorbar": colour_bar(f"{_('weight')}<br>(0–{top:.3f})")},
                     "height": round(min(panel_px, 600) * rows / (1 - gap_y * (rows - 1)) + 40 * rows + 90)}
     traces = []
     for i, (name, z) in enumerate(panels):
         ax = picture_panel(layout, i, cols, (w, h), (gap_x, gap_y), (uri, W, H), (x_range, y_range), name,
                            {"visible": False})
-        traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": xs, "y": ys, "opacity": 0.6,
+        traces.append({"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": xs, "y": ys,
                        "coloraxis": "coloraxis", "xaxis": f"x{ax}", "yaxis": f"y{ax}",
                        "hovertemplate": f"{_('weight')}: %{{z:.4f}}<extra>{name}</extra>"})
+        for r, c in zip(*np.nonzero(marked), strict=True) if marked is not None else ():
+            left, upper, right, lower = (float(v) for v in boxes[r, c])
+            layout.setdefault("shapes", []).append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": left,
+                                                    "x1": right, "y0": upper, "y1": lower,
+                                                    "line": {"color": "#ff2d55", "width": 2, "dash": "dot"}})
     return figure(traces, layout_for(layout, style, title))
 
 
@@ -68,7 +87,26 @@ def share_map(share: np.ndarray, marked: list[tuple[int, int]], style: FigureSty
                "line": {"color": "#ff2d55", "width": 3}} for layer, h in marked]
     notes = [{"x": h, "y": layer, "text": str(i + 1), "showarrow": False, "font": {"color": "#ffffff"}}
              for i, (layer, h) in enumerate(marked)]
+    # Heatmaps cannot be selected in Plotly; a near-invisible marker at each cell's centre can (a click opens the
+    # head: customdata is layer × H + head).
+    # ("skip" as its hover would drop the click too: its hover names the cell, as the heatmap's does.)
+    clicks = {"type": "scatter", "mode": "markers", "showlegend": False,
+              "x": [h for _layer in range(L) for h in range(H)], "y": [layer for layer in range(L) for _h in range(H)],
+              "customdata": list(range(L * H)), "text": [f"{float(v):.3f}" for v in np.asarray(share).ravel()],
+              "marker": {"size": 12, "opacity": 0.01, "color": "#000000"},
+              "hovertemplate": _("layer {l}, head {h}").format(l="%{y}", h="%{x}") + ": %{text}<br>"
+                               + _("click to open its overlay") + "<extra></extra>"}
     layout = {"xaxis": {"title": {"text": _("head")}, "dtick": 1}, "shapes": shapes, "annotations": notes,
               "yaxis": {"title": {"text": _("layer")}, "autorange": "reversed", "dtick": 1},
-              "height": max(320, 22 * L + 160)}
-    return figure([heat], layout_for(layout, style, title))
+              "height": max(320, 22 * L + 160), "clickmode": "event+select"}
+    return figure([heat, clicks], layout_for(layout, style, title))
+
+
+def clicked_head(point: dict, heads: int) -> tuple[int, int] | None:
+    """(layer, head) of a click on the share map's marker (its customdata), or None for a click elsewhere."""
+    data = point.get("customdata")
+    if isinstance(data, list):
+        data = data[0] if data else None
+    if not isinstance(data, (int, float)) or isinstance(data, bool) or heads < 1:
+        return None
+    return divmod(int(data), heads)

@@ -55,6 +55,7 @@ class Page:
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
     causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
     causal_lm: bool = False  # offers causal language model folders and the random layer (Long context)
+    looks: bool = False  # runs a vision-language model: the tiny one that learns to look, or a folder
     stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
     # Its module of the library (attnviz.views.<module>): its own settings, its run, its figure for the CLI
     # (``main_figure``; a module of several pages names each one's) and, where its
@@ -156,6 +157,9 @@ PAGES = (
     Page("logit-lens", "logit-lens", "logit_lens.py", N_("Logit lens"), "layers", menu=CIRCUITS, random=False,
          causal=True, module="lens", reads=("text", "seq", "model", "device"), settings=(("lens", "LensSettings"),),
          refuses=NO_UNEMBEDDING),
+    Page("vision-language", "vision-language", "vision_language.py", N_("Vision-language"), "visibility", menu=BEYOND,
+         random=False, looks=True, module="visionlang", reads=("text", "model"),
+         settings=(("look", "LookSettings"), ("vl", "Settings"))),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
 FILE_PAGES = {p.file: p.name for p in PAGES if p.file}  # the page a file flag (--image, --text-file…) opens
@@ -183,10 +187,12 @@ def page(name: str) -> Page:
 def models_for(entry: Page) -> list[str]:
     """The models ``entry`` runs, of those this server offers, in the order offered: the first is the one the
     app opens the page on and ``render --page`` renders. A page that patches runs a causal LM or the model Watch
-    it learn trains; a long context, a causal LM (its KV cache) or the random layer; the others any but the
-    trained one."""
-    kinds = ({"tiny", "causal"} if entry.causal else {RANDOM_MODEL, "causal"} if entry.causal_lm else None)
-    models = [m for m in available_models() if (model_kind(m) in kinds if kinds else model_kind(m) != "tiny")]
+    it learn trains; a long context, a causal LM (its KV cache) or the random layer; a page that looks at pictures,
+    a vision-language model (the tiny one first); the others any but those three kinds."""
+    kinds = ({"tiny", "causal"} if entry.causal else {RANDOM_MODEL, "causal"} if entry.causal_lm else
+             {"looking", "vlm"} if entry.looks else None)
+    models = [m for m in available_models() if (model_kind(m) in kinds if kinds else
+                                                model_kind(m) not in ("tiny", "looking", "vlm"))]
     if entry.causal_lm:  # a causal LM first: it has a next token, whose cost under a compressed cache the page shows
         models.sort(key=lambda m: model_kind(m) != "causal")
     return models
@@ -199,6 +205,9 @@ def why_not(entry: Page, model: str) -> str:
         return own
     return (N_("has no next token to patch toward") if entry.causal else
             N_("is not a causal language model: it keeps no KV cache to evict") if entry.causal_lm else
+            N_("is not a vision-language model: it sees no picture") if entry.looks else
+            N_("is a vision-language model, read on the vision-language page") if model_kind(model) in
+            ("looking", "vlm") else
             N_("is drawn on Watch it learn, patched on Patching") if model_kind(model) == "tiny" else
             N_("is not available here"))
 

@@ -16,6 +16,7 @@ from tests.support.browserkit import (
     SCREENSHOTS_ENV,
     SHOTS,
     chromium_path,
+    streamlit_server,
 )
 from tests.support.layoutkit import measure, problems
 
@@ -25,7 +26,15 @@ from attnviz.views.catalogue import PAGES  # noqa: E402
 
 LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
 LAPTOP_BODY_PX = 14  # Streamlit's body text
-README_SHOTS = ("step-by-step", "mask-lab")  # the pages that show one view a screen, with a chooser
+README_SHOTS = ("step-by-step", "mask-lab", "vision-language")  # what a projector shows first: the README's
+
+
+@pytest.fixture(scope="module")
+def server(looked_default):
+    """The app with the session's trainings on disk (Watch it learn's and the model that learns to look's): the
+    pages that show them replay them, and the server starts no training of its own while the pages are measured."""
+    with streamlit_server(env={"ATTNVIZ_LEARN_DIR": str(looked_default["dir"])}) as base:
+        yield base
 
 
 # Drawn: no run going, no background work's progress bar, every chart in sight holding its drawing.

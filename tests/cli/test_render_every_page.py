@@ -1,5 +1,5 @@
 """A link renders what the app shows: ``render --from-url`` of every page's own address, and ``render --page P``
-with no other flag, succeed for all eighteen pages, on the model the app opens each on (``models_for``);
+with no other flag, succeed for all nineteen pages, on the model the app opens each on (``models_for``);
 a model the page cannot run, named by a flag, stops the build with the reason."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from tests.support.clirun import run_cli
 
 
 @pytest.fixture(autouse=True)
-def trained(learned_defaults, monkeypatch):
-    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained model
+def trained(learned_defaults, looked_default, monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))  # the session's trained models
 
 
 @pytest.mark.parametrize("entry", PAGES, ids=lambda p: p.name)

@@ -6,6 +6,7 @@ while the control trained on empty pictures guesses and finds nothing; the same 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -63,11 +64,41 @@ def test_the_same_seed_trains_the_same_model_and_steps_are_checked():
 
 
 @pytest.fixture(scope="module")
-def trained():
-    kept = []
-    record = K.train_look(seed=0, keep=kept, max_seconds=math.inf)  # the goal is in steps: no clock here
-    record["_model"] = {k: v.clone() for k, v in kept[0].state_dict().items()}
+def trained(looked_default):
+    """The default training, as the app's worker trains it (one thread; once per test run, shared with the
+    vision-language page's tests)."""
+    from safetensors.torch import load_file
+
+    record = dict(looked_default["record"])
+    record["_model"] = load_file(str(looked_default["dir"] / f"{looked_default['key']}.safetensors"))
     return record
+
+
+def test_a_worker_process_trains_the_same_numbers_and_its_weights_load(tmp_path, monkeypatch):
+    from attnviz.learn.train import LearnSettings
+    from attnviz.learn.worker import Trainings, key_of
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    s = K.LookSettings(steps=100, seed=3)
+    assert key_of(s) != key_of(s.control()) and key_of(s) != key_of(LearnSettings(steps=100, seed=3))
+    runs = Trainings()
+    key = runs.start(s)
+    deadline = time.monotonic() + 120
+    while not runs.progress(key).done and time.monotonic() < deadline:
+        time.sleep(0.5)
+    p = runs.progress(key)
+    assert p.status == "done" and [c["step"] for c in p.checkpoints] == [0, 100]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the worker's one thread: the same sums in the same order
+    try:
+        here = K.train_settings(s)
+    finally:
+        torch.set_num_threads(threads)
+    assert [c["shares"] for c in p.record["checkpoints"]] == [c["shares"] for c in here["checkpoints"]]
+    assert p.record["probe"] == K.probe_record(3)
+    model = K.load_looking(runs.weights_file(key))
+    r = K.look_attention(model, *S.built_in("shapes-2"))
+    assert r.answer in S.WORDS and r.maps[0].shape == (2, 4, S.QUESTION_LENGTH, S.GRID, S.GRID)
 
 
 def trained_model(record):

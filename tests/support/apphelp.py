@@ -27,11 +27,12 @@ def after_loads(at: AppTest, timeout: float = 60) -> AppTest:
     from attnviz.models import registry
     from attnviz.views.longcontext import JOBS
     from attnviz.views.patching import SWEEPS
+    from attnviz.views.visionlang import JOBS as READINGS
 
     for _ in range(4):
         if not at.get("progress"):
             return at
-        for job in (*registry.LOADING.jobs(), *SWEEPS.jobs(), *JOBS.jobs()):
+        for job in (*registry.LOADING.jobs(), *SWEEPS.jobs(), *JOBS.jobs(), *READINGS.jobs()):
             job.done.wait(timeout)
         at.run()
     return at
