@@ -74,10 +74,10 @@ def learned_defaults(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def looked_default(learned_defaults):
+def looked_default(tmp_path_factory):
     """The vision-language page's default training of the model that learns to look (``LookSettings()``), trained
-    once per test run into ``learned_defaults``' folder, as the worker trains it (one thread): {"dir", "key",
-    "record"}."""
+    once per test run into the folder ``learned_defaults`` uses, as the worker trains it (one thread), under a lock
+    of its own: while one worker trains Watch it learn's, another may train this one. {"dir", "key", "record"}."""
     import json
     from dataclasses import asdict
 
@@ -87,9 +87,12 @@ def looked_default(learned_defaults):
     from attnviz.learn.look import LookSettings
     from attnviz.learn.worker import _train_to_files, key_of
 
-    folder = learned_defaults["dir"]
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = root / "learn-runs"
     key = key_of(LookSettings())
-    with FileLock(str(folder.parent / "looked.lock")):
+    with FileLock(str(root / "looked.lock")):
+        folder.mkdir(exist_ok=True)
         if not (folder / "looked").exists():
             threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
             limits.MAX_LEARN_SECONDS = math.inf  # the goals are in steps: no clock here (a busy machine is slow)

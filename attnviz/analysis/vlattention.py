@@ -222,8 +222,12 @@ def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None 
     pictures = pictures_of(image)
     inputs = prepare(vlm, pictures, prompt)
     prompt_ids = inputs["input_ids"][0].tolist()
-    pixel_inputs = {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask", "mm_token_type_ids")}
+    pixel_inputs = {k: v for k, v in inputs.items()
+                    if k not in ("input_ids", "attention_mask", "mm_token_type_ids", "labels")}
     ids = prompt_ids + list(_answer_ids(vlm, prompt_ids, inputs, generate, answer))
+    if "token_type_ids" in inputs:  # PaliGemma's prefix (0: attended both ways) and the answer (1), as its
+        kinds = inputs["token_type_ids"]  # own generate extends it: (1, prompt)
+        pixel_inputs["token_type_ids"] = torch.cat([kinds, kinds.new_ones(1, len(ids) - kinds.shape[1])], 1)
     if "mm_token_type_ids" in inputs:  # which tokens are a picture's (Qwen2-VL's M-RoPE): the answer's are text
         kinds = inputs["mm_token_type_ids"]  # (1, prompt)
         pixel_inputs["mm_token_type_ids"] = torch.cat([kinds, kinds.new_zeros(1, len(ids) - kinds.shape[1])], 1)

@@ -7,7 +7,7 @@
   the layer's heads. Two tokens at least must see the picture: with one, "whatever it asks" cannot be told.
 - ``tower_attention(vlm, pixel_values)``: the vision tower's own attention over its patches, in the layer
   whose output the language model receives (``vision_feature_layer``), mean over its heads: the CLS token's
-  row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS). LLaVA's towers;
+  row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS). LLaVA's and PaliGemma's;
   others (Qwen2-VL's windowed tower, merged 2 × 2) are refused, with why.
 """
 
@@ -47,9 +47,9 @@ def tower_layer(layers: int, feature_layer) -> int:
 def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, int]:
     """((rows, cols) the tower's row over its patches, its kind "CLIP" or "SigLIP", the layer), for one picture's
     ``pixel_values`` (1, 3, H, W) as the processor made them; ``ValueError`` for a tower this does not read."""
-    if vlm.arch != "llava":
+    if vlm.arch not in ("llava", "paligemma"):
         raise ValueError(f"{vlm.name}'s vision tower is not a CLIP or SigLIP tower whose patches are its language "
-                         "model's (LLaVA's): its own attention is not drawn.")
+                         "model's (LLaVA's, PaliGemma's): its own attention is not drawn.")
     cfg = vlm.model.config
     kind = TOWERS.get(getattr(cfg.vision_config, "model_type", ""))
     if kind is None:
@@ -58,7 +58,7 @@ def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, i
     tower = vlm.model.model.vision_tower
     with torch.no_grad():
         out = tower(pixel_values.to(tower.dtype), output_attentions=True)
-    layer = tower_layer(len(out.attentions), cfg.vision_feature_layer)
+    layer = tower_layer(len(out.attentions), getattr(cfg, "vision_feature_layer", -1))  # PaliGemma: its last
     a = out.attentions[layer][0].float().mean(0)  # (N, N): the mean over the tower's heads
     row = a[0, 1:] if kind == "CLIP" else a.mean(0)  # (patches,): CLS's row, or the mean row
     side = int(round(row.numel() ** 0.5))

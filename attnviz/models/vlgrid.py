@@ -8,6 +8,9 @@ processor's own steps (``transformers``' PIL image processors, the backend attnv
   width), centre-cropped to ``crop_size`` (top = (h − ch) // 2, left = (w − cw) // 2, zero-padded
   by ceil((ch − h) / 2) where the crop is larger), then cut into ``patch_size`` patches, row by row
   ("default" feature selection drops the vision tower's [CLS]).
+- **PaliGemma** (``SiglipImageProcessor``): resized to ``size``'s height × width, the aspect not kept, no crop
+  or pad, then cut into patches: ``image_seq_length`` tokens, a square grid, each cell 1 / side of the picture's
+  width and height.
 - **Qwen2-VL / Qwen2.5-VL** (``Qwen2VLImageProcessor``): resized to h′ × w′ (``smart_resize``:
   multiples of ``patch_size × merge_size`` within min/max pixels, given back as ``image_grid_thw``
   in patches), cut into ``patch_size`` patches and merged 2 × 2: one token per
@@ -103,7 +106,23 @@ def qwen_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
     return grids, boxes
 
 
-GEOMETRY = {"llava": llava_geometry, "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry}
+def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
+    """(grids, boxes) of PaliGemma: each picture stretched to the processor's square, ``image_seq_length`` tokens."""
+    ip = processor.image_processor
+    size = _size(ip, "size")
+    if not getattr(ip, "do_resize", True) or "height" not in size or getattr(ip, "do_center_crop", False):
+        raise ValueError(f"The image processor's size {size} is not one vl_attention maps back yet (a resize to "
+                         "height and width).")
+    side = math.isqrt(int(processor.image_seq_length))
+    if side * side != int(processor.image_seq_length):
+        raise ValueError(f"{processor.image_seq_length} image tokens are not a square grid.")
+    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
+    boxes = [np.stack([c * w / side, r * h / side, (c + 1) * w / side, (r + 1) * h / side], -1) for w, h in sizes]
+    return [(side, side)] * len(sizes), boxes
+
+
+GEOMETRY = {"llava": llava_geometry, "paligemma": stretched_geometry, "qwen2_vl": qwen_geometry,
+            "qwen2_5_vl": qwen_geometry}
 
 
 def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:

@@ -1,8 +1,8 @@
 """Vision-language models (a vision tower whose patches enter a causal language model as tokens):
 which architectures attnviz reads, their folders loaded offline, and the pictures they are shown.
 
-- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5 and Qwen2-VL /
-  Qwen2.5-VL are read (``READ``); the others are recognised and refused with what is read.
+- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5, Qwen2-VL /
+  Qwen2.5-VL and PaliGemma are read (``READ``); the others are recognised and refused with what is read.
 - ``load_vlm(model)``: a folder or a local Hugging Face cache id (``registry.locate``), checked
   before any weight is read (config.json, the processor's files, safetensors weights within
   ``limits.max_model_bytes()``), then loaded with ``AutoModelForImageTextToText`` (eager attention,
@@ -39,7 +39,8 @@ ARCHITECTURES = {
     "smolvlm": "SmolVLM",
     "gemma3": "Gemma 3",
 }
-READ = ("llava", "qwen2_vl", "qwen2_5_vl")  # the architectures vl_attention reads (see docs/vision-language.md)
+# The architectures vl_attention reads (see docs/vision-language.md).
+READ = ("llava", "qwen2_vl", "qwen2_5_vl", "paligemma")
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 FORMATS = ("PNG", "JPEG")

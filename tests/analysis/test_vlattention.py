@@ -98,7 +98,7 @@ def test_bad_inputs_are_refused_with_one_clear_sentence(folders, tmp_path, monke
     text_lm, _m, _t = hfmodels.save(tmp_path, "llama")
     with pytest.raises(ValueError, match="is a causal language model .*not a vision-language model"):
         vl_attention(str(text_lm), PICTURE, "the cat")
-    for arch, words in (("paligemma", "PaliGemma, which vl_attention does not read yet"),
+    for arch, words in (("idefics3", "Idefics3, which vl_attention does not read yet"),
                         ("blip-2", "architecture 'blip-2'.*LLaVA-1.5, LLaVA-NeXT")):
         other = tmp_path / arch
         shutil.copytree(llava, other)

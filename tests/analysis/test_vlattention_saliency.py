@@ -73,3 +73,31 @@ def test_cams_equal_vl_saliency_with_the_gradient_of_its_loss(run, kind, theirs)
         assert torch.allclose(ours, ref, rtol=1e-4, atol=1e-8), float((ours - ref).abs().max())
         nonzero += int(bool(ref.abs().max() > 0))
     assert nonzero >= 2  # the gradients are not all zero (the last token's is: it predicts nothing in the loss)
+
+
+def test_on_paligemma_its_capture_runs_the_prefix_causally_where_the_model_attends_it_both_ways(tmp_path):
+    """vl-saliency 1.1.6's ``capture`` calls the model with input_ids, attention_mask, labels, pixel_values and
+    image_grid_thw only (``core/extractor.py``): PaliGemma's ``token_type_ids``, which make the picture and the
+    prompt attend both ways as the model's own ``generate`` does, are not passed, so its trace is the model's
+    attention with a causal prefix. Its trace equals the eager weights of that run; attnviz's maps equal the eager
+    weights of the model's own run, with them; both agree in layer 0, where the keys are the embeddings either way."""
+    folder = vlmodels.save(tmp_path, "paligemma")[0]
+    r = vl_attention(str(folder), PICTURE, "the cat sat", answer="on the mat")
+    vlm = load_vlm(str(folder))
+    x = torch.tensor([r.ids])
+    trace = vls.SaliencyExtractor(vlm.model, vlm.processor, store_grads=False).capture(
+        x, input_ids=x[:, :r.prompt_length], pixel_values=r.pixel_inputs["pixel_values"])
+    image = torch.nonzero(x[0] == vlm.image_token_id)[:, 0]
+
+    def eager(**extra):
+        with torch.no_grad():
+            out = vlm.model(input_ids=x, pixel_values=r.pixel_inputs["pixel_values"], output_attentions=True, **extra)
+        return torch.stack([a[0] for a in out.attentions])[..., image]  # (layers, H, N, I)
+
+    causal, own = eager(), eager(token_type_ids=r.pixel_inputs["token_type_ids"])
+    for t, g in _answer_tokens(r):
+        theirs = trace.map(g).tensor()  # (layers, H, rows, cols)
+        at = r.positions[t]
+        assert torch.allclose(theirs, causal[:, :, at].reshape(theirs.shape), rtol=1e-5, atol=1e-7)
+        assert torch.allclose(r.maps[0][:, :, t], own[:, :, at].reshape(theirs.shape), rtol=1e-5, atol=1e-7)
+        assert torch.allclose(r.maps[0][0, :, t], theirs[0], rtol=1e-5, atol=1e-7)

@@ -63,11 +63,11 @@ def test_the_tower_layer_is_the_one_whose_output_the_language_model_reads():
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("tower")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "qwen2_vl")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "qwen2_vl", "paligemma")}
 
 
-def _cls_row(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
-    """CLS's row of ``layer``'s attention, mean over heads, from its input and its weights (CLIP's pre-norm)."""
+def _weights(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
+    """``layer``'s attention (H, N, N) from its input and its weights (CLIP's and SigLIP's pre-norm)."""
     tower = vlm.model.model.vision_tower
     with torch.no_grad():
         h = tower(pixel_values, output_hidden_states=True).hidden_states[layer]  # the layer's input (1, N, E)
@@ -78,7 +78,7 @@ def _cls_row(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
         q = att.q_proj(x).view(1, -1, H, att.head_dim).transpose(1, 2)  # (1, H, N, d)
         k = att.k_proj(x).view(1, -1, H, att.head_dim).transpose(1, 2)
         w = torch.softmax(q @ k.transpose(-1, -2) / att.head_dim ** 0.5, -1)  # (1, H, N, N)
-    return w[0, :, 0, 1:].mean(0)
+    return w[0]
 
 
 def test_a_clip_towers_map_is_cls_row_of_the_layer_the_language_model_reads(folders):
@@ -90,9 +90,22 @@ def test_a_clip_towers_map_is_cls_row_of_the_layer_the_language_model_reads(fold
     layers = len(getattr(tower, "vision_model", tower).encoder.layers)
     assert kind == "CLIP" and layer == tower_layer(layers, vlm.model.config.vision_feature_layer)
     assert row.shape == tuple(r.maps[0].shape[-2:])  # one weight per patch the language model reads
-    want = _cls_row(vlm, pixels, layer).reshape(row.shape).numpy()
+    want = _weights(vlm, pixels, layer)[:, 0, 1:].mean(0).reshape(row.shape).numpy()  # CLS's row
     np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
     assert abs(float(row.sum()) - 1.0) > 1e-4  # CLS gives itself a part too: not a renormalised map
+
+
+def test_a_siglip_towers_map_is_the_mean_row_of_its_last_layer(folders):
+    vlm = load_vlm(str(folders["paligemma"]))
+    r = vl_attention(vlm, PICTURE, "the cat", generate=0)
+    pixels = r.pixel_inputs["pixel_values"][:1]
+    row, kind, layer = tower_attention(vlm, pixels)
+    tower = vlm.model.model.vision_tower
+    layers = len(getattr(tower, "vision_model", tower).encoder.layers)
+    assert kind == "SigLIP" and layer == layers - 1 and row.shape == tuple(r.maps[0].shape[-2:])
+    want = _weights(vlm, pixels, layer).mean((0, 1)).reshape(row.shape).numpy()  # every patch's row, averaged
+    np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
+    assert abs(float(row.sum()) - 1.0) < 1e-5  # no CLS: the mean of rows that each sum to 1
 
 
 def test_a_tower_it_does_not_read_is_refused_with_why(folders):

@@ -1,6 +1,7 @@
 """Each grid cell's box in the picture, against the processor's own geometry: a mark drawn in the
 middle of one cell's box must come out of the processor brightest in that cell (resized and
-cropped: LLaVA's CLIP processor; padded: LlavaImageProcessor; resized to a merged grid: Qwen2-VL)."""
+cropped: LLaVA's CLIP processor; padded: LlavaImageProcessor; resized to a merged grid: Qwen2-VL;
+stretched to a square: PaliGemma's SigLIP processor)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.support import vlmodels
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("grid")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_pad", "qwen2_vl")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_pad", "qwen2_vl", "paligemma")}
 
 
 def _brightness(arch, inputs, grid):
@@ -30,13 +31,14 @@ def _brightness(arch, inputs, grid):
 
 
 @pytest.mark.parametrize("kind,size", [("llava", (60, 40)), ("llava", (30, 90)), ("llava_pad", (100, 60)),
-                                       ("llava_pad", (40, 90)), ("qwen2_vl", (100, 70)), ("qwen2_vl", (75, 130))])
+                                       ("llava_pad", (40, 90)), ("qwen2_vl", (100, 70)), ("qwen2_vl", (75, 130)),
+                                       ("paligemma", (60, 40)), ("paligemma", (30, 90))])
 def test_a_mark_in_a_cells_box_lands_in_that_cell(folders, kind, size):
     vlm = load_vlm(str(folders[kind]))
     w, h = size
     inputs = prepare(vlm, [Image.new("RGB", size)], "the cat")
     (grid,), (boxes,) = vlgrid.geometry(vlm.arch, vlm.processor, inputs, [size])
-    family = "llava" if kind.startswith("llava") else "qwen"
+    family = "qwen" if kind.startswith("qwen") else "llava"  # PaliGemma's pixels are a picture, as LLaVA's
     base = _brightness(family, inputs, grid)  # the unmarked picture (padding has the processor's own colour)
     assert boxes.shape == (*grid, 4)
     checked = 0

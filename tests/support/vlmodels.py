@@ -5,7 +5,9 @@ own image processor (PIL backend): no download.
 - "llava": LLaVA-1.5 with CLIP's processor (resize the shortest edge to 32, centre-crop 32 × 32;
   8-pixel patches: a 4 × 4 grid);
 - "llava_pad": the same model with ``LlavaImageProcessor`` padding to a square first;
-- "qwen2_vl", "qwen2_5_vl": 14-pixel patches merged 2 × 2 (28-pixel tokens), M-RoPE in 3 sections.
+- "qwen2_vl", "qwen2_5_vl": 14-pixel patches merged 2 × 2 (28-pixel tokens), M-RoPE in 3 sections;
+- "paligemma": a SigLIP tower over the picture stretched to 32 × 32 (8-pixel patches: 16 tokens), Gemma's
+  language model attending both ways over the picture and the prompt.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 
 from tests.support.hfmodels import tokenizer
 
-KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl")
+KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl", "paligemma")
 QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
 
 
@@ -93,7 +95,38 @@ def save_qwen(tmp_path, kind: str = "qwen2_vl"):
     return folder, model, None
 
 
+def save_paligemma(tmp_path):
+    from transformers import (
+        GemmaConfig,
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessor,
+        SiglipVisionConfig,
+    )
+
+    torch.manual_seed(0)
+    tok = tokenizer()
+    tok.add_special_tokens({"bos_token": "<bos>", "eos_token": "<eos>", "additional_special_tokens": ["<image>"]})
+    text = GemmaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=1)
+    tower = SiglipVisionConfig(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4)
+    cfg = PaliGemmaConfig(vision_config=tower, text_config=text, image_token_id=tok.convert_tokens_to_ids("<image>"),
+                          projection_dim=32, hidden_size=32)
+    model = PaliGemmaForConditionalGeneration(cfg).eval()
+    ip = SiglipImageProcessor(size={"height": 32, "width": 32}, image_seq_length=16)
+    proc = PaliGemmaProcessor(image_processor=ip, tokenizer=tok)
+    folder = tmp_path / "paligemma"
+    model.save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder, model, proc
+
+
 def save(tmp_path, kind: str):
+    if kind == "paligemma":
+        return save_paligemma(tmp_path)
     if kind.startswith("llava"):
         return save_llava(tmp_path, pad=kind == "llava_pad")
     return save_qwen(tmp_path, kind)

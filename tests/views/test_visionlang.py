@@ -171,10 +171,10 @@ def test_render_writes_every_number_the_page_draws_for_a_folder(llava, tmp_path)
 def test_every_bad_input_is_one_line_and_exit_code_2(llava, tmp_path, looked_default, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(looked_default["dir"]))
     gpt2 = hfmodels.save(tmp_path, "gpt2")[0]
-    other = tmp_path / "pali"
+    other = tmp_path / "idefics"
     shutil.copytree(llava, other)
     (other / "config.json").write_text(json.dumps({**json.loads((llava / "config.json").read_text()),
-                                                   "model_type": "paligemma"}))
+                                                   "model_type": "idefics3"}))
     bare = tmp_path / "bare"
     shutil.copytree(llava, bare)
     (bare / "processor_config.json").unlink(missing_ok=True)
@@ -183,7 +183,7 @@ def test_every_bad_input_is_one_line_and_exit_code_2(llava, tmp_path, looked_def
     Image.new("RGB", (8, 8)).save(gif, "GIF")
     cases = [
         (("--model", gpt2), "is not a vision-language model"),
-        (("--model", other), "PaliGemma, which vl_attention does not read yet: it reads LLaVA-1.5, Qwen2-VL"),
+        (("--model", other), "Idefics3, which vl_attention does not read yet: it reads LLaVA-1.5, Qwen2-VL"),
         (("--model", bare), "lacks its processor's files"),
         (("--vl-picture", "upload"), "No picture was given"),
         (("--image", gif), "is a GIF image"),
