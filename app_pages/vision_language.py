@@ -18,7 +18,7 @@ widgets.header(_("Where it looks: vision-language"), _(
     "A picture's patches enter the language model as tokens, so every text token's attention has a row over "
     "them: drawn over the picture, it shows where the model looked as it read or answered. The model is the "
     "sidebar's: the tiny one that learns to look here, or a vision-language folder (LLaVA-1.5, Qwen2-VL, "
-    "Qwen2.5-VL, PaliGemma); the question is the sidebar's text."))
+    "Qwen2.5-VL, PaliGemma, Gemma 3); the question is the sidebar's text."))
 loading.ready(s.model)  # a folder loads in the background (the tiny model trains below, in sight)
 looking = V.is_looking(s.model)
 

@@ -40,6 +40,7 @@ from attnviz.models import vlgrid, vlrecord
 from attnviz.models.vlm import load_vlm, pictures_of, prepare
 
 CAMS = ("gradcam", "agcam")
+ANSWER_TYPE = {"paligemma": 1}  # the token type of an answer's tokens, where it is not text's 0
 
 
 @dataclass
@@ -225,9 +226,10 @@ def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None 
     pixel_inputs = {k: v for k, v in inputs.items()
                     if k not in ("input_ids", "attention_mask", "mm_token_type_ids", "labels")}
     ids = prompt_ids + list(_answer_ids(vlm, prompt_ids, inputs, generate, answer))
-    if "token_type_ids" in inputs:  # PaliGemma's prefix (0: attended both ways) and the answer (1), as its
-        kinds = inputs["token_type_ids"]  # own generate extends it: (1, prompt)
-        pixel_inputs["token_type_ids"] = torch.cat([kinds, kinds.new_ones(1, len(ids) - kinds.shape[1])], 1)
+    if "token_type_ids" in inputs:  # (1, prompt), extended over the answer as the model's own generate does:
+        kinds = inputs["token_type_ids"]  # PaliGemma's answer is its suffix (1; its prefix, 0, attends both ways),
+        more = ANSWER_TYPE.get(vlm.arch, 0)  # Gemma 3's is text (0; its pictures, 1, attend both ways within)
+        pixel_inputs["token_type_ids"] = torch.cat([kinds, kinds.new_full((1, len(ids) - kinds.shape[1]), more)], 1)
     if "mm_token_type_ids" in inputs:  # which tokens are a picture's (Qwen2-VL's M-RoPE): the answer's are text
         kinds = inputs["mm_token_type_ids"]  # (1, prompt)
         pixel_inputs["mm_token_type_ids"] = torch.cat([kinds, kinds.new_zeros(1, len(ids) - kinds.shape[1])], 1)

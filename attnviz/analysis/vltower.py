@@ -7,7 +7,8 @@
   the layer's heads. Two tokens at least must see the picture: with one, "whatever it asks" cannot be told.
 - ``tower_attention(vlm, pixel_values)``: the vision tower's own attention over its patches, in the layer
   whose output the language model receives (``vision_feature_layer``), mean over its heads: the CLS token's
-  row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS). LLaVA's and PaliGemma's;
+  row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS), on the language model's
+  grid (Gemma 3's k × k patches pooled into one token: their weights summed). LLaVA's, PaliGemma's, Gemma 3's;
   others (Qwen2-VL's windowed tower, merged 2 × 2) are refused, with why.
 """
 
@@ -47,9 +48,9 @@ def tower_layer(layers: int, feature_layer) -> int:
 def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, int]:
     """((rows, cols) the tower's row over its patches, its kind "CLIP" or "SigLIP", the layer), for one picture's
     ``pixel_values`` (1, 3, H, W) as the processor made them; ``ValueError`` for a tower this does not read."""
-    if vlm.arch not in ("llava", "paligemma"):
+    if vlm.arch not in ("llava", "paligemma", "gemma3"):
         raise ValueError(f"{vlm.name}'s vision tower is not a CLIP or SigLIP tower whose patches are its language "
-                         "model's (LLaVA's, PaliGemma's): its own attention is not drawn.")
+                         "model's (LLaVA's, PaliGemma's, Gemma 3's): its own attention is not drawn.")
     cfg = vlm.model.config
     kind = TOWERS.get(getattr(cfg.vision_config, "model_type", ""))
     if kind is None:
@@ -64,4 +65,9 @@ def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, i
     side = int(round(row.numel() ** 0.5))
     if side * side != row.numel():
         raise ValueError(f"{vlm.name}'s tower has {row.numel()} patches, not a square grid.")
-    return row.reshape(side, side).numpy(), kind, layer
+    grid = row.reshape(side, side)
+    tokens = getattr(cfg, "mm_tokens_per_image", None)  # Gemma 3 pools k × k patches into one token
+    if tokens is not None and int(tokens) != side * side:
+        k = side // int(round(int(tokens) ** 0.5))
+        grid = grid.reshape(side // k, k, side // k, k).sum((1, 3))  # each token's patches' weight together
+    return grid.numpy(), kind, layer

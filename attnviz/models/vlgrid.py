@@ -8,9 +8,10 @@ processor's own steps (``transformers``' PIL image processors, the backend attnv
   width), centre-cropped to ``crop_size`` (top = (h − ch) // 2, left = (w − cw) // 2, zero-padded
   by ceil((ch − h) / 2) where the crop is larger), then cut into ``patch_size`` patches, row by row
   ("default" feature selection drops the vision tower's [CLS]).
-- **PaliGemma** (``SiglipImageProcessor``): resized to ``size``'s height × width, the aspect not kept, no crop
-  or pad, then cut into patches: ``image_seq_length`` tokens, a square grid, each cell 1 / side of the picture's
-  width and height.
+- **PaliGemma** (``SiglipImageProcessor``) and **Gemma 3** (``Gemma3ImageProcessor`` without pan-and-scan):
+  resized to ``size``'s height × width, the aspect not kept, no crop or pad, then cut into patches (Gemma 3's
+  pooled k × k into fewer tokens): ``image_seq_length`` tokens, a square grid, each cell 1 / side of the
+  picture's width and height.
 - **Qwen2-VL / Qwen2.5-VL** (``Qwen2VLImageProcessor``): resized to h′ × w′ (``smart_resize``:
   multiples of ``patch_size × merge_size`` within min/max pixels, given back as ``image_grid_thw``
   in patches), cut into ``patch_size`` patches and merged 2 × 2: one token per
@@ -107,9 +108,13 @@ def qwen_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
 
 
 def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
-    """(grids, boxes) of PaliGemma: each picture stretched to the processor's square, ``image_seq_length`` tokens."""
+    """(grids, boxes) of PaliGemma and Gemma 3: each picture stretched to the processor's square,
+    ``image_seq_length`` tokens."""
     ip = processor.image_processor
     size = _size(ip, "size")
+    if getattr(ip, "do_pan_and_scan", False):
+        raise ValueError("This Gemma 3 processor cuts pan-and-scan crops (do_pan_and_scan): their grids are not "
+                         "read yet; vl_attention reads the picture resized whole.")
     if not getattr(ip, "do_resize", True) or "height" not in size or getattr(ip, "do_center_crop", False):
         raise ValueError(f"The image processor's size {size} is not one vl_attention maps back yet (a resize to "
                          "height and width).")
@@ -121,8 +126,8 @@ def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) ->
     return [(side, side)] * len(sizes), boxes
 
 
-GEOMETRY = {"llava": llava_geometry, "paligemma": stretched_geometry, "qwen2_vl": qwen_geometry,
-            "qwen2_5_vl": qwen_geometry}
+GEOMETRY = {"llava": llava_geometry, "paligemma": stretched_geometry, "gemma3": stretched_geometry,
+            "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry}
 
 
 def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:

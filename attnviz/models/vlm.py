@@ -2,7 +2,7 @@
 which architectures attnviz reads, their folders loaded offline, and the pictures they are shown.
 
 - ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5, Qwen2-VL /
-  Qwen2.5-VL and PaliGemma are read (``READ``); the others are recognised and refused with what is read.
+  Qwen2.5-VL, PaliGemma and Gemma 3 are read (``READ``); the others are recognised and refused with what is read.
 - ``load_vlm(model)``: a folder or a local Hugging Face cache id (``registry.locate``), checked
   before any weight is read (config.json, the processor's files, safetensors weights within
   ``limits.max_model_bytes()``), then loaded with ``AutoModelForImageTextToText`` (eager attention,
@@ -40,7 +40,7 @@ ARCHITECTURES = {
     "gemma3": "Gemma 3",
 }
 # The architectures vl_attention reads (see docs/vision-language.md).
-READ = ("llava", "qwen2_vl", "qwen2_5_vl", "paligemma")
+READ = ("llava", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 FORMATS = ("PNG", "JPEG")
@@ -251,6 +251,20 @@ def prompt_for(vlm: VLM, prompt, count: int) -> str:
         raise ValueError(f"The prompt has {found} image placeholder{'s' * (found != 1)} ({mark!r}) for {count} "
                          f"picture{'s' * (count != 1)}: give one per picture, or none (then they go in front).")
     return prompt
+
+
+def chat_prompt(vlm: VLM, question: str, count: int = 1) -> str:
+    """``question`` as the model's own chat template asks it (a user turn: the pictures, then the question; the
+    model's turn opened), where its processor has one; the question as it is where it has none (PaliGemma's
+    processor frames a prompt itself)."""
+    if not getattr(vlm.processor, "chat_template", None) or vlm.placeholder in question:
+        return question
+    content = [*({"type": "image"} for _ in range(count)), {"type": "text", "text": question}]
+    turn = [{"role": "user", "content": content}]
+    try:
+        return str(vlm.processor.apply_chat_template(turn, add_generation_prompt=True))
+    except Exception:  # noqa: BLE001 - a template that cannot frame this turn: the question as it is
+        return question
 
 
 def prepare(vlm: VLM, pictures: list, prompt: str) -> dict:

@@ -1,6 +1,7 @@
 """Where a vision-language model's text looks in its pictures, in a notebook: ``vl_attention`` (the function of
 ``attnviz.analysis.vlattention``: the maps, each patch's box in the picture, localization heads and CAMs as
-vl-saliency 1.1.6 computes them, for LLaVA-1.5, Qwen2-VL, Qwen2.5-VL and PaliGemma folders or local-cache ids) and
+vl-saliency 1.1.6 computes them, for LLaVA-1.5, Qwen2-VL, Qwen2.5-VL, PaliGemma and Gemma 3 folders or
+local-cache ids) and
 ``vl_view``, its figures:
 
     r = attnviz.vl_attention("llava-hf/llava-1.5-7b-hf", "cat.jpg", "USER: <image>\\nWhat is this? ASSISTANT:")

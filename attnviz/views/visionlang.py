@@ -37,7 +37,7 @@ from attnviz.learn.worker import TRAININGS as TRAININGS
 from attnviz.learn.worker import key_of as key_of
 from attnviz.learn.worker import trained_weights
 from attnviz.models.registry import LOOKING, model_key, model_kind
-from attnviz.models.vlm import load_vlm, read_picture
+from attnviz.models.vlm import chat_prompt, load_vlm, read_picture
 from attnviz.plots.charts import lines_figure
 from attnviz.plots.looking import clicked_head as clicked_head
 from attnviz.plots.looking import picture_overlay, share_map
@@ -211,7 +211,7 @@ def reading_job(model: str, picture: np.ndarray, question: str, settings: Settin
         job.report(0.05, N_("loading the model"))
         vlm = run(lambda: load_vlm(model))
         job.report(0.4, N_("answering, then reading its attention to the picture"))
-        r = run(lambda: vl_attention(vlm, picture, question, generate=settings.generate))
+        r = run(lambda: vl_attention(vlm, picture, chat_prompt(vlm, question), generate=settings.generate))
         r.vision = _tower_or_why(vlm, r)
         job.report(1.0)
         return r
@@ -361,7 +361,7 @@ def vl_cli_reading(state, data: bytes | None) -> tuple[VLAttention, np.ndarray]:
         raise ValueError(f"{state.model} is not a vision-language model: the vision-language page reads "
                          f"{LOOKING} or a vision-language folder.")
     vlm = load_vlm(state.model)
-    r = vl_attention(vlm, picture, question, generate=state.vl.generate)
+    r = vl_attention(vlm, picture, chat_prompt(vlm, question), generate=state.vl.generate)
     r.vision = _tower_or_why(vlm, r)
     return r, picture
 

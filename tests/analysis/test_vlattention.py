@@ -136,3 +136,39 @@ def test_bad_inputs_are_refused_with_one_clear_sentence(folders, tmp_path, monke
         r.cam("gradcam", -4)
     with pytest.raises(ValueError, match="kind must be one of gradcam, agcam"):
         r.cam("rollout")
+
+
+@pytest.mark.parametrize("kind", ["paligemma", "gemma3"])
+def test_an_answer_token_never_sees_a_later_one_where_the_prompt_attends_both_ways(folders, kind):
+    """The answer's token types are those the model's own generate gives (PaliGemma: its suffix, 1; Gemma 3: text,
+    0): teacher-forced, an answer token attends causally, as it did when it was generated. PaliGemma's prefix (the
+    picture and the prompt) attends both ways; Gemma 3's picture attends both ways within itself only."""
+    r = vl_attention(str(folders[kind]), PICTURE, "the cat sat", answer="on the mat")
+    A, _logits, vlm = _eager(folders[kind], r)  # (layers, H, N, N), with the types vl_attention ran
+    first = r.prompt_length  # the answer's first position
+    for t in range(first, len(r.ids) - 1):
+        assert float(A[:, :, t, t + 1:].abs().max()) == 0.0  # nothing after itself
+    image = torch.nonzero(torch.tensor(r.ids) == vlm.image_token_id)[:, 0]
+    last_prompt = first - 1
+    sees_ahead = float(A[:, :, image[0], image[-1]].abs().max())  # the picture's first token on its last
+    assert sees_ahead > 0  # the picture attends both ways (both models)
+    if kind == "paligemma":
+        assert float(A[:, :, image[-1] + 1, last_prompt].abs().max()) > 0  # the prompt too: its prefix
+    else:
+        assert float(A[:, :, image[-1] + 2, last_prompt].abs().max()) == 0.0  # Gemma 3's text is causal
+
+
+def test_a_question_is_asked_in_the_models_own_chat_template(folders):
+    from attnviz.models.vlm import chat_prompt
+
+    vlm = load_vlm(str(folders["llava"]))
+    assert chat_prompt(vlm, "the cat") == "the cat"  # no template: the question as it is
+    template = ("{% for m in messages %}USER: {% for c in m['content'] %}{% if c['type'] == 'image' %}<image>\n"
+                "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endfor %} ASSISTANT:")
+    before = vlm.processor.chat_template
+    vlm.processor.chat_template = template  # LLaVA-1.5's own, in short
+    try:
+        assert chat_prompt(vlm, "the cat") == "USER: <image>\nthe cat ASSISTANT:"
+        assert chat_prompt(vlm, "<image> the cat") == "<image> the cat"  # placed by hand: left as it is
+    finally:
+        vlm.processor.chat_template = before

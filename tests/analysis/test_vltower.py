@@ -63,7 +63,7 @@ def test_the_tower_layer_is_the_one_whose_output_the_language_model_reads():
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("tower")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "qwen2_vl", "paligemma")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "qwen2_vl", "paligemma", "gemma3")}
 
 
 def _weights(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
@@ -106,6 +106,17 @@ def test_a_siglip_towers_map_is_the_mean_row_of_its_last_layer(folders):
     want = _weights(vlm, pixels, layer).mean((0, 1)).reshape(row.shape).numpy()  # every patch's row, averaged
     np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
     assert abs(float(row.sum()) - 1.0) < 1e-5  # no CLS: the mean of rows that each sum to 1
+
+
+def test_gemma_3s_tower_map_is_pooled_as_its_projector_pools_the_patches(folders):
+    vlm = load_vlm(str(folders["gemma3"]))
+    r = vl_attention(vlm, PICTURE, "the cat", generate=0)
+    pixels = r.pixel_inputs["pixel_values"][:1]
+    row, kind, layer = tower_attention(vlm, pixels)
+    assert kind == "SigLIP" and row.shape == tuple(r.maps[0].shape[-2:]) == (2, 2)  # 4 × 4 patches, 2 × 2 tokens
+    mean_row = _weights(vlm, pixels, layer).mean((0, 1)).reshape(4, 4)
+    want = mean_row.reshape(2, 2, 2, 2).sum((1, 3)).numpy()  # each token's 2 × 2 patches together
+    np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
 
 
 def test_a_tower_it_does_not_read_is_refused_with_why(folders):

@@ -17,7 +17,7 @@ from tests.support import vlmodels
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("grid")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_pad", "qwen2_vl", "paligemma")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_pad", "qwen2_vl", "paligemma", "gemma3")}
 
 
 def _brightness(arch, inputs, grid):
@@ -32,7 +32,7 @@ def _brightness(arch, inputs, grid):
 
 @pytest.mark.parametrize("kind,size", [("llava", (60, 40)), ("llava", (30, 90)), ("llava_pad", (100, 60)),
                                        ("llava_pad", (40, 90)), ("qwen2_vl", (100, 70)), ("qwen2_vl", (75, 130)),
-                                       ("paligemma", (60, 40)), ("paligemma", (30, 90))])
+                                       ("paligemma", (60, 40)), ("paligemma", (30, 90)), ("gemma3", (50, 70))])
 def test_a_mark_in_a_cells_box_lands_in_that_cell(folders, kind, size):
     vlm = load_vlm(str(folders[kind]))
     w, h = size

@@ -7,7 +7,10 @@ own image processor (PIL backend): no download.
 - "llava_pad": the same model with ``LlavaImageProcessor`` padding to a square first;
 - "qwen2_vl", "qwen2_5_vl": 14-pixel patches merged 2 × 2 (28-pixel tokens), M-RoPE in 3 sections;
 - "paligemma": a SigLIP tower over the picture stretched to 32 × 32 (8-pixel patches: 16 tokens), Gemma's
-  language model attending both ways over the picture and the prompt.
+  language model attending both ways over the picture and the prompt;
+- "gemma3": a SigLIP tower over the picture stretched to 32 × 32, its 4 × 4 patches pooled 2 × 2 into 4 tokens
+  between the begin- and end-of-image tokens, Gemma 3's language model (sliding-window layers, the picture's
+  tokens attending both ways among themselves).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import torch
 
 from tests.support.hfmodels import tokenizer
 
-KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl", "paligemma")
+KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
 QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
 
 
@@ -124,7 +127,45 @@ def save_paligemma(tmp_path):
     return folder, model, proc
 
 
+def save_gemma3(tmp_path):
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessor,
+        Gemma3Processor,
+        Gemma3TextConfig,
+        PreTrainedTokenizerFast,
+        SiglipVisionConfig,
+    )
+
+    torch.manual_seed(0)
+    marks = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
+    words = tokenizer()
+    words.add_special_tokens({"bos_token": "<bos>", "eos_token": "<eos>",
+                              "additional_special_tokens": [*marks.values()]})
+    tok = PreTrainedTokenizerFast(tokenizer_object=words._tokenizer, unk_token="[UNK]", pad_token="[PAD]",
+                                  bos_token="<bos>", eos_token="<eos>", extra_special_tokens=marks)
+    text = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                            sliding_window=8, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                            pad_token_id=1)
+    tower = SiglipVisionConfig(image_size=32, patch_size=8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                               num_attention_heads=4)
+    ids = {name: tok.convert_tokens_to_ids(t) for name, t in marks.items()}
+    cfg = Gemma3Config(text_config=text, vision_config=tower, mm_tokens_per_image=4, boi_token_index=ids["boi_token"],
+                       eoi_token_index=ids["eoi_token"], image_token_index=ids["image_token"])
+    model = Gemma3ForConditionalGeneration(cfg).eval()
+    proc = Gemma3Processor(image_processor=Gemma3ImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok,
+                           image_seq_length=4)
+    folder = tmp_path / "gemma3"
+    model.save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder, model, proc
+
+
 def save(tmp_path, kind: str):
+    if kind == "gemma3":
+        return save_gemma3(tmp_path)
     if kind == "paligemma":
         return save_paligemma(tmp_path)
     if kind.startswith("llava"):
