@@ -17,8 +17,8 @@ s = session.current()
 widgets.header(_("Where it looks: vision-language"), _(
     "A picture's patches enter the language model as tokens, so every text token's attention has a row over "
     "them: drawn over the picture, it shows where the model looked as it read or answered. The model is the "
-    "sidebar's: the tiny one that learns to look here, or a vision-language folder (LLaVA-1.5, Qwen2-VL, "
-    "Qwen2.5-VL, PaliGemma, Gemma 3); the question is the sidebar's text."))
+    "sidebar's: the tiny one that learns to look here, or a vision-language folder (LLaVA-1.5, LLaVA-NeXT, "
+    "Qwen2-VL, Qwen2.5-VL, PaliGemma, Gemma 3); the question is the sidebar's text."))
 loading.ready(s.model)  # a folder loads in the background (the tiny model trains below, in sight)
 looking = V.is_looking(s.model)
 
@@ -141,9 +141,9 @@ else:
                           _("It runs once for this server and is shared by everyone who asks the same."))
 
 with reading_area:
-    asked = _("{question} → {answer}").format(question=question, answer=V.answer_of(r))
+    asked = _("{question} → {answer}").format(question=question, answer=r.answer_text)
     if not s.present:  # (on a projector the token picker's label says it: one line less above the picture)
-        st.markdown(f"**{md(question)}** → {md(V.answer_of(r))}")
+        st.markdown(f"**{md(question)}** → {md(r.answer_text)}")
     shown, warning = V.token_shown(r, int(st.session_state.get("token", -1)))
     if warning:
         st.warning(warning, icon=":material/warning:")

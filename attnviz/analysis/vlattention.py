@@ -61,9 +61,18 @@ class VLAttention:
     _grads: list | None = field(default=None, repr=False)  # per picture ∂loss/∂A, as maps
     _rerun: object = field(default=None, repr=False)
     answer: str | None = None  # a model that answers without running its answer (the tiny one): its word
+    # Each map's picture (an index into ``sizes``): LLaVA-NeXT gives each picture two views, its base and its tiles.
+    picture_of: list[int] | None = None
     # The vision tower's own attention over the picture, where a page reads it (``analysis.vltower``): (its map
     # (rows, cols), "CLIP" or "SigLIP", its layer), or (None, why not, -1).
     vision: tuple | None = field(default=None, repr=False)
+
+    @property
+    def answer_text(self) -> str:
+        """The model's answer: the tiny model's word, or a folder's tokens after the prompt."""
+        if self.answer is not None:
+            return self.answer
+        return " ".join(tok for tok, at in zip(self.tokens, self.positions, strict=True) if at >= self.prompt_length)
 
     @property
     def layers(self) -> int:
@@ -207,12 +216,14 @@ def _run(vlm, ids: list[int], pixel_inputs: dict, text: torch.Tensor, image: tor
     return rec, None
 
 
-def _per_picture(stacked: torch.Tensor, grids: list) -> list[torch.Tensor]:
-    """(layers, H, T, I) -> per picture (layers, H, T, rows, cols), in the image tokens' order."""
+def _per_picture(stacked: torch.Tensor, grids: list, widths: list) -> list[torch.Tensor]:
+    """(layers, H, T, I) -> per view (layers, H, T, rows, cols), in the image tokens' order; a view of ``width`` >
+    cols tokens a row ends each row with tokens that are no patch (LLaVA-NeXT's newline), left out."""
     out, at = [], 0
-    for rows, cols in grids:
-        out.append(stacked[..., at:at + rows * cols].reshape(*stacked.shape[:-1], rows, cols).contiguous())
-        at += rows * cols
+    for (rows, cols), width in zip(grids, widths, strict=True):
+        block = stacked[..., at:at + rows * width].reshape(*stacked.shape[:-1], rows, width)
+        out.append(block[..., :cols].contiguous())
+        at += rows * width
     return out
 
 
@@ -234,10 +245,10 @@ def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None 
         kinds = inputs["mm_token_type_ids"]  # (1, prompt)
         pixel_inputs["mm_token_type_ids"] = torch.cat([kinds, kinds.new_zeros(1, len(ids) - kinds.shape[1])], 1)
     sizes = [p.size for p in pictures]
-    grids, boxes = vlgrid.geometry(vlm.arch, vlm.processor, inputs, sizes)
+    grids, boxes, widths = vlgrid.geometry(vlm.arch, vlm.processor, inputs, sizes)
     x = torch.tensor(ids)
     is_image = x == vlm.image_token_id  # (N,)
-    need = sum(r * c for r, c in grids)
+    need = sum(r * w for (r, _c), w in zip(grids, widths, strict=True))
     if int(is_image.sum()) != need:
         raise ValueError(f"The sequence has {int(is_image.sum())} image tokens where the pictures' grids make {need}: "
                          "the prompt's or answer's image placeholders do not match the pictures.")
@@ -246,12 +257,12 @@ def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None 
     maps = torch.stack(rec.maps)  # (layers, H, T, I)
     result = VLAttention(
         vlm.name, vlm.arch, [str(t) for t in vlm.processor.tokenizer.convert_ids_to_tokens(x[text].tolist())], ids,
-        len(prompt_ids), text.tolist(), _per_picture(maps, grids), torch.stack(rec.share), boxes, sizes,
-        pixel_inputs)
+        len(prompt_ids), text.tolist(), _per_picture(maps, grids, widths), torch.stack(rec.share), boxes, sizes,
+        pixel_inputs, picture_of=[i // (len(grids) // len(sizes)) for i in range(len(grids))])
 
     def rerun():
         _rec, grads = _run(vlm, ids, pixel_inputs, text, img, grads=True)
-        return _per_picture(torch.stack(grads), grids)
+        return _per_picture(torch.stack(grads), grids, widths)
 
     result._rerun = rerun
     return result

@@ -8,7 +8,8 @@
 - ``tower_attention(vlm, pixel_values)``: the vision tower's own attention over its patches, in the layer
   whose output the language model receives (``vision_feature_layer``), mean over its heads: the CLS token's
   row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS), on the language model's
-  grid (Gemma 3's k × k patches pooled into one token: their weights summed). LLaVA's, PaliGemma's, Gemma 3's;
+  grid (Gemma 3's k × k patches pooled into one token: their weights summed; LLaVA-NeXT's base view). LLaVA's,
+  LLaVA-NeXT's, PaliGemma's, Gemma 3's;
   others (Qwen2-VL's windowed tower, merged 2 × 2) are refused, with why.
 """
 
@@ -48,9 +49,11 @@ def tower_layer(layers: int, feature_layer) -> int:
 def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, int]:
     """((rows, cols) the tower's row over its patches, its kind "CLIP" or "SigLIP", the layer), for one picture's
     ``pixel_values`` (1, 3, H, W) as the processor made them; ``ValueError`` for a tower this does not read."""
-    if vlm.arch not in ("llava", "paligemma", "gemma3"):
+    if vlm.arch not in ("llava", "llava_next", "paligemma", "gemma3"):
         raise ValueError(f"{vlm.name}'s vision tower is not a CLIP or SigLIP tower whose patches are its language "
                          "model's (LLaVA's, PaliGemma's, Gemma 3's): its own attention is not drawn.")
+    if pixel_values.dim() == 5:  # LLaVA-NeXT's (1, views, 3, H, W): its base view, the whole picture
+        pixel_values = pixel_values[0, :1]
     cfg = vlm.model.config
     kind = TOWERS.get(getattr(cfg.vision_config, "model_type", ""))
     if kind is None:

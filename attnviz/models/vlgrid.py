@@ -12,6 +12,13 @@ processor's own steps (``transformers``' PIL image processors, the backend attnv
   resized to ``size``'s height × width, the aspect not kept, no crop or pad, then cut into patches (Gemma 3's
   pooled k × k into fewer tokens): ``image_seq_length`` tokens, a square grid, each cell 1 / side of the
   picture's width and height.
+- **LLaVA-NeXT** (``LlavaNextImageProcessor``): two views of each picture. The base view: the picture stretched
+  to the tile's square, cut into patches. The tiles: the picture resized, its aspect kept, to fit the best of
+  ``image_grid_pinpoints`` (``select_best_resolution``), centred on it with padding, cut into tiles and each
+  tile into patches; the model lays the tiles' patches out as one grid, removes the rows (or columns) that
+  fall on the padding (``unpad_image``: int(round(h · W / w, 7)) rows kept of H, the rest halved off each
+  side) and puts a newline token after each row: ``rows × (cols + 1)`` tokens, of which the newlines are no
+  patch (``widths``: each view's tokens per row).
 - **Qwen2-VL / Qwen2.5-VL** (``Qwen2VLImageProcessor``): resized to h′ × w′ (``smart_resize``:
   multiples of ``patch_size × merge_size`` within min/max pixels, given back as ``image_grid_thw``
   in patches), cut into ``patch_size`` patches and merged 2 × 2: one token per
@@ -126,10 +133,57 @@ def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) ->
     return [(side, side)] * len(sizes), boxes
 
 
-GEOMETRY = {"llava": llava_geometry, "paligemma": stretched_geometry, "gemma3": stretched_geometry,
-            "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry}
+def _tile_side(ip) -> int:
+    """The tile's side in pixels, as ``LlavaNextImageProcessor`` picks it: its crop, else its size."""
+    crop, size = _size(ip, "crop_size"), _size(ip, "size")
+    return int(crop.get("height") or size.get("height") or size["shortest_edge"])
 
 
-def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
-    """Per picture (or tile) its grid (rows, cols) and boxes (rows, cols, 4); ``sizes``: each picture's (w, h)."""
-    return GEOMETRY[arch](processor, inputs, sizes)
+def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list, list]:
+    """(grids, boxes, widths) of LLaVA-NeXT: per picture its base view, then its tiles' unpadded grid."""
+    from transformers.image_processing_utils import select_best_resolution
+
+    ip = processor.image_processor
+    patch, tile = int(processor.patch_size), _tile_side(ip)
+    if getattr(processor, "vision_feature_select_strategy", "default") != "default":
+        raise ValueError("This LLaVA-NeXT keeps the vision tower's [CLS] among its image tokens (feature selection "
+                         "'full'): its tokens are not a grid of patches, and vl_attention does not read it.")
+    side = tile // patch
+    grids, boxes, widths = [], [], []
+    for w0, h0 in sizes:
+        r, c = np.mgrid[0:side, 0:side].astype(np.float64)
+        grids.append((side, side))
+        widths.append(side)
+        boxes.append(np.stack([c * w0 / side, r * h0 / side, (c + 1) * w0 / side, (r + 1) * h0 / side], -1))
+        bh, bw = select_best_resolution((h0, w0), ip.image_grid_pinpoints)
+        if bw / w0 < bh / h0:  # get_patch_output_size: the resized picture inside the best resolution
+            nw, nh = bw, min(math.ceil(h0 * bw / w0), bh)
+        else:
+            nh, nw = bh, min(math.ceil(w0 * bh / h0), bw)
+        pad_y, pad_x = (bh - nh) // 2, (bw - nw) // 2
+        H, W = (bh // tile) * side, (bw // tile) * side  # the tiles' patches as one grid
+        rows, cols = np.arange(H), np.arange(W)
+        if w0 / h0 > W / H:  # unpad_image, at the patches' level
+            cut = (H - int(round(h0 * (W / w0), 7))) // 2
+            rows = rows[cut:H - cut]
+        else:
+            cut = (W - int(round(w0 * (H / h0), 7))) // 2
+            cols = cols[cut:W - cut]
+        rr, cc = np.meshgrid(rows.astype(np.float64), cols.astype(np.float64), indexing="ij")
+        sx, sy = w0 / nw, h0 / nh  # original pixels per resized pixel
+        grids.append((len(rows), len(cols)))
+        widths.append(len(cols) + 1)  # a newline token ends each row
+        boxes.append(np.stack([(cc * patch - pad_x) * sx, (rr * patch - pad_y) * sy, ((cc + 1) * patch - pad_x) * sx,
+                               ((rr + 1) * patch - pad_y) * sy], -1))
+    return grids, boxes, widths
+
+
+GEOMETRY = {"llava": llava_geometry, "llava_next": next_geometry, "paligemma": stretched_geometry,
+            "gemma3": stretched_geometry, "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry}
+
+
+def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list, list]:
+    """Per view (a picture, or each of a picture's views) its grid (rows, cols), boxes (rows, cols, 4) and tokens per
+    row (``widths``: its cols, or one more where a newline token ends each row); ``sizes``: each picture's (w, h)."""
+    out = GEOMETRY[arch](processor, inputs, sizes)
+    return out if len(out) == 3 else (*out, [cols for _rows, cols in out[0]])

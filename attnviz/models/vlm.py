@@ -1,7 +1,7 @@
 """Vision-language models (a vision tower whose patches enter a causal language model as tokens):
 which architectures attnviz reads, their folders loaded offline, and the pictures they are shown.
 
-- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5, Qwen2-VL /
+- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5, LLaVA-NeXT, Qwen2-VL /
   Qwen2.5-VL, PaliGemma and Gemma 3 are read (``READ``); the others are recognised and refused with what is read.
 - ``load_vlm(model)``: a folder or a local Hugging Face cache id (``registry.locate``), checked
   before any weight is read (config.json, the processor's files, safetensors weights within
@@ -40,7 +40,7 @@ ARCHITECTURES = {
     "gemma3": "Gemma 3",
 }
 # The architectures vl_attention reads (see docs/vision-language.md).
-READ = ("llava", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
+READ = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 FORMATS = ("PNG", "JPEG")
@@ -246,7 +246,7 @@ def prompt_for(vlm: VLM, prompt, count: int) -> str:
     mark = vlm.placeholder
     found = prompt.count(mark)
     if found == 0:
-        return mark * count + ("\n" if vlm.arch == "llava" else "") + prompt
+        return mark * count + ("\n" if vlm.arch in ("llava", "llava_next") else "") + prompt
     if found != count:
         raise ValueError(f"The prompt has {found} image placeholder{'s' * (found != 1)} ({mark!r}) for {count} "
                          f"picture{'s' * (count != 1)}: give one per picture, or none (then they go in front).")

@@ -1,7 +1,7 @@
 """Where a vision-language model's text looks in its pictures, in a notebook: ``vl_attention`` (the function of
 ``attnviz.analysis.vlattention``: the maps, each patch's box in the picture, localization heads and CAMs as
-vl-saliency 1.1.6 computes them, for LLaVA-1.5, Qwen2-VL, Qwen2.5-VL, PaliGemma and Gemma 3 folders or
-local-cache ids) and
+vl-saliency 1.1.6 computes them, for LLaVA-1.5, LLaVA-NeXT, Qwen2-VL, Qwen2.5-VL, PaliGemma and Gemma 3 folders
+or local-cache ids) and
 ``vl_view``, its figures:
 
     r = attnviz.vl_attention("llava-hf/llava-1.5-7b-hf", "cat.jpg", "USER: <image>\\nWhat is this? ASSISTANT:")
@@ -53,12 +53,13 @@ def vl_view(model, image, prompt: str | None = None, *, token: int = -1, layer: 
             raise ValueError("A model needs a prompt: vl_view(model, image, prompt).")
         r = vl_attention(model, image, prompt, generate=generate, answer=answer)
     pictures = pictures_of(image)
-    if len(pictures) != len(r.maps):
-        raise ValueError(f"{len(pictures)} picture(s) given for a result of {len(r.maps)}: give the ones it read.")
-    t, p = r._token(token), r._picture(picture)
-    if tuple(pictures[p].size) != tuple(r.sizes[p]):
-        raise ValueError(f"Picture {p + 1} is {pictures[p].size[0]} × {pictures[p].size[1]} pixels where the result "
-                         f"read one of {r.sizes[p][0]} × {r.sizes[p][1]}: give the picture it read.")
+    if len(pictures) != len(r.sizes):
+        raise ValueError(f"{len(pictures)} picture(s) given for a result of {len(r.sizes)}: give the ones it read.")
+    t, p = r._token(token), r._picture(picture)  # p: a map (LLaVA-NeXT: each picture's base view, then its tiles)
+    src = r.picture_of[p] if r.picture_of else p
+    if tuple(pictures[src].size) != tuple(r.sizes[src]):
+        raise ValueError(f"Picture {src + 1} is {pictures[src].size[0]} × {pictures[src].size[1]} pixels where the "
+                         f"result read one of {r.sizes[src][0]} × {r.sizes[src][1]}: give the picture it read.")
     style = FigureStyle() if style is None else style
     word = r.tokens[t]
     if show == "share":
@@ -74,4 +75,4 @@ def vl_view(model, image, prompt: str | None = None, *, token: int = -1, layer: 
     panels = [(_("mean over heads"), maps.mean(0))] + [(_("head {h}").format(h=h), maps[h]) for h in range(r.heads)]
     title = _("“{token}” → the picture, layer {layer}: each patch's weight over its box").format(token=word,
                                                                                               layer=layer)
-    return picture_overlay(np.asarray(pictures[p]), panels, r.boxes[p], style, title=title)
+    return picture_overlay(np.asarray(pictures[src]), panels, r.boxes[p], style, title=title)

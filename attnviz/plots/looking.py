@@ -16,6 +16,12 @@ from attnviz.plots.modality import picture_panel
 from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
 
 
+def grid_boxes(width: float, height: float, side: int) -> np.ndarray:
+    """(side, side, 4): the boxes of a side × side grid over a whole picture of width × height pixels."""
+    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
+    return np.stack([c * width / side, r * height / side, (c + 1) * width / side, (r + 1) * height / side], -1)
+
+
 def box_edges(boxes: np.ndarray) -> tuple[list[float], list[float]]:
     """(x edges, y edges) of a grid of boxes (rows, cols, 4) of (left, top, right, bottom): cols + 1 and rows + 1
     values, the boxes being a grid's (every row's columns at the same x, every column's rows at the same y)."""

@@ -40,7 +40,7 @@ from attnviz.models.registry import LOOKING, model_key, model_kind
 from attnviz.models.vlm import chat_prompt, load_vlm, read_picture
 from attnviz.plots.charts import lines_figure
 from attnviz.plots.looking import clicked_head as clicked_head
-from attnviz.plots.looking import picture_overlay, share_map
+from attnviz.plots.looking import grid_boxes, picture_overlay, share_map
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import OWN, setting
 
@@ -175,17 +175,12 @@ def probe_figure(record: dict, checkpoint: dict, style: FigureStyle) -> go.Figur
     best = record["checkpoints"][-1]["best"]
     maps = np.asarray(checkpoint["probe_maps"], dtype=np.float32)[best["layer"]]  # (H, GRID, GRID)
     pixels = (np.asarray(record["probe"]["pixels"], dtype=np.float32).transpose(1, 2, 0) * 255).round()
-    words = " ".join(record["probe"]["words"][1:])
     panels = [(_("mean over layer {layer}'s heads").format(layer=best["layer"]), maps.mean(0)),
               (_("head {layer}.{head}").format(**best), maps[best["head"]])]
     title = _("Step {step}: where “?” looks, asked “{q}” (the answer: {a})").format(
-        step=checkpoint["step"], q=words, a=record["probe"]["answer"])
-    return picture_overlay(pixels.astype(np.uint8), panels, _tiny_boxes(), style, title=title)
-
-
-def _tiny_boxes() -> np.ndarray:
-    edges = np.arange(S.GRID + 1, dtype=np.float64) * S.PATCH
-    return np.stack(np.broadcast_arrays(edges[None, :-1], edges[:-1, None], edges[None, 1:], edges[1:, None]), -1)
+        step=checkpoint["step"], q=" ".join(record["probe"]["words"][1:]), a=record["probe"]["answer"])
+    return picture_overlay(pixels.astype(np.uint8), panels, grid_boxes(*pixels.shape[1::-1], S.GRID), style,
+                           title=title)
 
 
 # --- a reading ------------------------------------------------------------------------------------------------------
@@ -224,15 +219,22 @@ def reading_job(model: str, picture: np.ndarray, question: str, settings: Settin
 
 def _tower_or_why(vlm, r: VLAttention) -> tuple:
     try:
-        return tower_attention(vlm, r.pixel_inputs["pixel_values"][:1])
+        pixels = r.pixel_inputs["pixel_values"]
+        return tower_attention(vlm, pixels if pixels.dim() == 5 else pixels[:1])
     except (ValueError, KeyError) as e:
         return (None, str(e), -1)
+
+
+def shown_view(r: VLAttention) -> int:
+    """The map the page draws: the picture's finest view (LLaVA-NeXT's tiles, after its base view; one picture)."""
+    return len(r.maps) - 1
 
 
 def opened(r: VLAttention, settings: Settings) -> tuple[int, int, int | None]:
     """(token, layer, head or None) the settings open, checked against the reading: a bound the run sets."""
     t = r._token(settings.token)
-    layer = r.localization_heads(t, max_keep=1)[0][0] if settings.layer < 0 else settings.layer
+    v = shown_view(r)
+    layer = r.localization_heads(t, max_keep=1, image=v)[0][0] if settings.layer < 0 else settings.layer
     if layer >= r.layers:
         raise ValueError(_("Layer {layer} is out of range: this model has layers 0 to {last}.").format(
             layer=layer, last=r.layers - 1))
@@ -243,7 +245,7 @@ def opened(r: VLAttention, settings: Settings) -> tuple[int, int, int | None]:
 
 
 def sinks_of(r: VLAttention, layer: int) -> np.ndarray | None:
-    return visual_sinks(r.maps[0][layer])
+    return visual_sinks(r.maps[shown_view(r)][layer])
 
 
 def sinks_words(r: VLAttention, layer: int) -> str:
@@ -257,13 +259,6 @@ def sinks_words(r: VLAttention, layer: int) -> str:
             layer=layer, k=f"{SINK_FACTOR:g}")
     return _("{n} visual sink(s) in layer {layer}, outlined in dots: every token gives them {k}× the even share or "
              "more, whatever it asks.").format(n=int(sinks.sum()), layer=layer, k=f"{SINK_FACTOR:g}")
-
-
-def answer_of(r: VLAttention) -> str:
-    """The model's answer: the tiny model's word, or a folder's tokens after the prompt."""
-    if r.answer is not None:
-        return r.answer
-    return " ".join(tok for tok, at in zip(r.tokens, r.positions, strict=True) if at >= r.prompt_length)
 
 
 def token_options(r: VLAttention) -> list[int]:
@@ -287,11 +282,12 @@ def look_overlay(r: VLAttention, picture: np.ndarray, settings: Settings, style:
     or the layer's best localization head); sinks outlined, and left out of the colour scale where the settings
     say."""
     t, layer, head = opened(r, settings)
-    maps = r.maps[0][layer, :, t].numpy()  # (H, rows, cols)
+    maps = r.maps[shown_view(r)][layer, :, t].numpy()  # (H, rows, cols)
     heads = list(range(r.heads))
     ranked = [int(h) for h in np.argsort(-r.image_share[layer, :, t].numpy(), kind="stable")]
     if style.presenting:  # one screen on a projector: the mean and one head, the opened one or this layer's best
-        best = next((h for lay, h in r.localization_heads(t, max_keep=None) if lay == layer), ranked[0])
+        heads_ranked = r.localization_heads(t, max_keep=None, image=shown_view(r))
+        best = next((h for lay, h in heads_ranked if lay == layer), ranked[0])
         heads = [head if head is not None else best]
     elif r.heads > MOST_PANELS:
         heads = ([head] if head is not None else []) + [h for h in ranked if h != head][:7]
@@ -303,7 +299,7 @@ def look_overlay(r: VLAttention, picture: np.ndarray, settings: Settings, style:
     title = (_("“{token}” → the picture, layer {layer}") if style.presenting else
              _("“{token}” → the picture, layer {layer}: each patch's weight over its box")).format(
         token=r.tokens[t], layer=layer)
-    fig = picture_overlay(picture, panels, r.boxes[0], style, title=title, marked=sinks, top=top)
+    fig = picture_overlay(picture, panels, r.boxes[shown_view(r)], style, title=title, marked=sinks, top=top)
     if style.presenting:  # the picture and its overlay on one screen of 768 px, under the token picker
         fig.update_layout(height=min(int(fig.layout.height), 420))
     return fig
@@ -315,8 +311,9 @@ def opened_head_overlay(r: VLAttention, picture: np.ndarray, settings: Settings,
     t, layer, head = opened(r, settings)
     if head is None:
         return None
-    z = r.maps[0][layer, head, t].numpy()
-    return picture_overlay(picture, [(_("head {layer}.{head}").format(layer=layer, head=head), z)], r.boxes[0],
+    z = r.maps[shown_view(r)][layer, head, t].numpy()
+    return picture_overlay(picture, [(_("head {layer}.{head}").format(layer=layer, head=head), z)],
+                           r.boxes[shown_view(r)],
                            style, title=_("“{token}”, head {layer}.{head}: share on the picture {share}").format(
                                token=r.tokens[t], layer=layer, head=head,
                                share=f"{float(r.image_share[layer, head, t]):.2f}"), marked=sinks_of(r, layer))
@@ -326,7 +323,8 @@ def share_figure(r: VLAttention, settings: Settings, style: FigureStyle) -> go.F
     t, _layer, _head = opened(r, settings)
     title = _("“{token}”: the share of its attention on the picture, by layer and head<br>outlined: its "
               "localization heads (Kang et al. 2025), best first").format(token=r.tokens[t])
-    return share_map(r.image_share[:, :, t].numpy(), r.localization_heads(t), style, title=title)
+    marked = r.localization_heads(t, image=shown_view(r))
+    return share_map(r.image_share[:, :, t].numpy(), marked, style, title=title)
 
 
 def tower_figure(r: VLAttention, picture: np.ndarray, style: FigureStyle) -> go.Figure | None:
@@ -380,13 +378,14 @@ def all_figures(state, style: FigureStyle, data: bytes | None = None) -> list:
 def vl_record(model: str, r: VLAttention, picture: np.ndarray, settings: Settings) -> dict:
     """Every number the page draws for the opened token of ``model``'s reading: its maps (layers, heads, rows, cols),
     each patch's box, every token's share on the picture, the localization heads, the sinks, the tower's map."""
-    t, layer, head = opened(r, settings)
+    (t, layer, head), v = opened(r, settings), shown_view(r)
     sinks = sinks_of(r, layer)
     row, kind, tower_layer = r.vision or (None, "", -1)
     return {"model": model, "arch": r.arch, "tokens": r.tokens, "ids": r.ids, "prompt_length": r.prompt_length,
             "answer": r.answer, "token": t, "layer": layer, "head": head, "picture_size": list(picture.shape[:2]),
-            "maps": r.maps[0][:, :, t].tolist(), "boxes": r.boxes[0].tolist(),
-            "image_share": r.image_share.tolist(), "localization_heads": [list(x) for x in r.localization_heads(t)],
+            "view": v, "maps": r.maps[v][:, :, t].tolist(), "boxes": r.boxes[v].tolist(),
+            "image_share": r.image_share.tolist(),
+            "localization_heads": [list(x) for x in r.localization_heads(t, image=v)],
             "sinks": None if sinks is None else sinks.tolist(), "sink_factor": SINK_FACTOR,
             "tower": None if row is None else {"kind": kind, "layer": tower_layer, "map": row.tolist()},
             "definitions": {k: vl_definition(k) for k in DEFINITIONS}}

@@ -14,6 +14,7 @@ from PIL import Image
 
 from attnviz import limits
 from attnviz.analysis.vlattention import vl_attention
+from attnviz.models import vlgrid
 from attnviz.models.vlm import load_vlm
 from tests.support import hfmodels, vlmodels
 
@@ -48,10 +49,13 @@ def test_maps_and_share_are_the_eager_weights_at_the_text_rows_and_image_columns
     text = torch.nonzero(ids != vlm.image_token_id)[:, 0]
     assert r.positions == text.tolist()
     rows = A[:, :, text][:, :, :, image]  # (layers, H, T, I)
-    (rr, cc), = [m.shape[-2:] for m in r.maps]
-    _close(r.maps[0], rows.reshape(*rows.shape[:3], rr, cc))
-    _close(r.image_share, rows.sum(-1))
-    assert r.boxes[0].shape == (rr, cc, 4)
+    grids, _boxes, widths = vlgrid.geometry(vlm.arch, vlm.processor, r.pixel_inputs, r.sizes)
+    # Every image token is a patch of a view, but LLaVA-NeXT's newline ending each row of its tiles.
+    patch = torch.cat([(torch.arange(w) < c).repeat(rr) for (rr, c), w in zip(grids, widths, strict=True)])
+    _close(torch.cat([m.flatten(-2) for m in r.maps], -1), rows[..., patch])
+    _close(r.image_share, rows.sum(-1))  # the newlines too: every image token
+    assert [tuple(m.shape[-2:]) for m in r.maps] == grids and [b.shape[:2] for b in r.boxes] == grids
+    assert (kind == "llava_next") is (len(r.maps) == 2) and r.picture_of == [0] * len(r.maps)
     assert r.maps[0].shape[:2] == (4, 4) and r.heads == 4 and r.layers == 4
 
 

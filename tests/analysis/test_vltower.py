@@ -63,7 +63,7 @@ def test_the_tower_layer_is_the_one_whose_output_the_language_model_reads():
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("tower")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "qwen2_vl", "paligemma", "gemma3")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_next", "qwen2_vl", "paligemma", "gemma3")}
 
 
 def _weights(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
@@ -116,6 +116,16 @@ def test_gemma_3s_tower_map_is_pooled_as_its_projector_pools_the_patches(folders
     assert kind == "SigLIP" and row.shape == tuple(r.maps[0].shape[-2:]) == (2, 2)  # 4 × 4 patches, 2 × 2 tokens
     mean_row = _weights(vlm, pixels, layer).mean((0, 1)).reshape(4, 4)
     want = mean_row.reshape(2, 2, 2, 2).sum((1, 3)).numpy()  # each token's 2 × 2 patches together
+    np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
+
+
+def test_llava_nexts_tower_map_is_cls_row_on_its_base_view(folders):
+    vlm = load_vlm(str(folders["llava_next"]))
+    r = vl_attention(vlm, PICTURE, "the cat", generate=0)
+    pixels = r.pixel_inputs["pixel_values"]  # (1, views, 3, H, W): the base view first, then the tiles
+    row, kind, layer = tower_attention(vlm, pixels)
+    assert kind == "CLIP" and row.shape == tuple(r.maps[0].shape[-2:])  # the base view's grid
+    want = _weights(vlm, pixels[0, :1], layer)[:, 0, 1:].mean(0).reshape(row.shape).numpy()
     np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
 
 

@@ -87,3 +87,14 @@ def test_bad_input_is_one_sentence(runs, kwargs, says):
     assert says in str(e.value)
     with pytest.raises(ValueError, match="A model needs a prompt"):
         attnviz.vl_view("some/folder", PICTURE)
+
+
+def test_llava_nexts_tiles_are_a_map_of_their_own_over_the_same_picture(tmp_path):
+    folder = vlmodels.save(tmp_path, "llava_next")[0]
+    r = attnviz.vl_attention(str(folder), PICTURE, "the cat sat", answer="on the mat")
+    assert len(r.maps) == 2 and r.picture_of == [0, 0] and len(r.sizes) == 1  # the base view, then the tiles
+    fig = attnviz.vl_view(r, PICTURE, token=-1, layer=0, picture=1)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    np.testing.assert_array_equal(np.asarray(heat[1].z), r.maps[1][0, 0, -1].numpy())
+    xs, ys = box_edges(r.boxes[1])
+    assert list(heat[0].x) == xs and list(heat[0].y) == ys and fig.layout.images[0].sizex == 90

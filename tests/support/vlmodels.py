@@ -5,6 +5,8 @@ own image processor (PIL backend): no download.
 - "llava": LLaVA-1.5 with CLIP's processor (resize the shortest edge to 32, centre-crop 32 × 32;
   8-pixel patches: a 4 × 4 grid);
 - "llava_pad": the same model with ``LlavaImageProcessor`` padding to a square first;
+- "llava_next": LLaVA-NeXT, 16-pixel tiles of 8-pixel patches (2 × 2), the best of 16 × 32, 32 × 16 and 32 × 32
+  for the tiles, a newline token after each row of them;
 - "qwen2_vl", "qwen2_5_vl": 14-pixel patches merged 2 × 2 (28-pixel tokens), M-RoPE in 3 sections;
 - "paligemma": a SigLIP tower over the picture stretched to 32 × 32 (8-pixel patches: 16 tokens), Gemma's
   language model attending both ways over the picture and the prompt;
@@ -19,7 +21,7 @@ import torch
 
 from tests.support.hfmodels import tokenizer
 
-KINDS = ("llava", "llava_pad", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
+KINDS = ("llava", "llava_pad", "llava_next", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
 QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
 
 
@@ -163,7 +165,38 @@ def save_gemma3(tmp_path):
     return folder, model, proc
 
 
+def save_llava_next(tmp_path):
+    from transformers import (
+        CLIPVisionConfig,
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessor,
+        LlavaNextProcessor,
+    )
+
+    torch.manual_seed(0)
+    tok = tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    pinpoints = [[16, 32], [32, 16], [32, 32]]
+    tower = CLIPVisionConfig(image_size=16, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=64, projection_dim=32)
+    cfg = LlavaNextConfig(vision_config=tower, text_config=_llama(len(tok), max_position_embeddings=512),
+                          image_token_id=tok.convert_tokens_to_ids("<image>"), vision_feature_layer=-1,
+                          image_grid_pinpoints=pinpoints)
+    model = LlavaNextForConditionalGeneration(cfg).eval()
+    ip = LlavaNextImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16},
+                                 image_grid_pinpoints=pinpoints)
+    proc = LlavaNextProcessor(image_processor=ip, tokenizer=tok, patch_size=8, vision_feature_select_strategy="default",
+                              image_token="<image>", num_additional_image_tokens=1)
+    folder = tmp_path / "llava_next"
+    model.save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder, model, proc
+
+
 def save(tmp_path, kind: str):
+    if kind == "llava_next":
+        return save_llava_next(tmp_path)
     if kind == "gemma3":
         return save_gemma3(tmp_path)
     if kind == "paligemma":

@@ -183,7 +183,7 @@ def test_every_bad_input_is_one_line_and_exit_code_2(llava, tmp_path, looked_def
     Image.new("RGB", (8, 8)).save(gif, "GIF")
     cases = [
         (("--model", gpt2), "is not a vision-language model"),
-        (("--model", other), "Idefics3, which vl_attention does not read yet: it reads LLaVA-1.5, Qwen2-VL"),
+        (("--model", other), "Idefics3, which vl_attention does not read yet: it reads LLaVA-1.5, LLaVA-NeXT"),
         (("--model", bare), "lacks its processor's files"),
         (("--vl-picture", "upload"), "No picture was given"),
         (("--image", gif), "is a GIF image"),
