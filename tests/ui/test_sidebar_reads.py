@@ -12,7 +12,7 @@ import pytest
 
 from attnviz.views.catalogue import PAGES
 from attnviz.views.state import reads
-from tests.support.apphelp import app, figures, no_errors
+from tests.support.apphelp import app, figures, no_errors, z
 from ui.session import MORE
 
 # A value other than the default for each setting of the computation a sidebar may draw.
@@ -27,9 +27,24 @@ def _drawn(at) -> set[str]:
             for w in getattr(at.sidebar, kind) if w.key and not w.key.startswith("_")}
 
 
+def _rounded(x):
+    """``x`` with every number to 6 significant digits (Plotly's packed arrays unpacked): two runs of the same
+    settings on the same process can sum in another order (a worker's thread count), a last bit apart; a setting
+    that the page reads moves its numbers far more."""
+    if isinstance(x, dict):
+        if "bdata" in x and "dtype" in x:
+            return _rounded(z({"z": x}).ravel().tolist())
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    if isinstance(x, float):
+        return float(f"{x:.6g}")
+    return x
+
+
 def _drawing(at) -> str:
-    """Everything the page drew, as text: its figures (data and layout)."""
-    return json.dumps([{k: f[k] for k in ("data", "layout")} for f in figures(at)], sort_keys=True)
+    """Everything the page drew, as text: its figures (data and layout), each number to 6 significant digits."""
+    return json.dumps(_rounded([{k: f[k] for k in ("data", "layout")} for f in figures(at)]), sort_keys=True)
 
 
 @pytest.mark.parametrize("entry", PAGES, ids=lambda p: p.name)
