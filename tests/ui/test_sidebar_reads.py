@@ -37,8 +37,13 @@ def _unpacked(x):
 
 
 def _drawing(at) -> dict:
-    """Everything the page drew: its figures (data and layout), numbers unpacked."""
-    return _unpacked([{k: f[k] for k in ("data", "layout")} for f in figures(at)])
+    """Everything the page drew: its figures (data and layout), numbers unpacked; not the layout's
+    ``datarevision``, a checksum of the data's exact bits (``ui.compute.drawn_once``), which the numbers are
+    compared for themselves."""
+    drawn = _unpacked([{k: f[k] for k in ("data", "layout")} for f in figures(at)])
+    for f in drawn:
+        f["layout"].pop("datarevision", None)
+    return drawn
 
 
 def _same(a, b, path: str = "") -> str | None:
