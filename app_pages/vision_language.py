@@ -169,7 +169,7 @@ with reading_area:
     st.caption(md(V.vl_definition("share")) + " " + md(V.vl_definition("localization")) + " " +
                _("A click on a head opens its overlay."))
     for point in points:
-        picked = V.clicked_head(point, r.heads)
+        picked = V.clicked_grid_cell(point, r.heads)
         if picked is not None and picked != (layer, head):
             picks.pick({"vl_layer": picked[0], "vl_head": picked[1]}, ("vl_share", picked))
     if head is not None:

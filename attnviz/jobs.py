@@ -136,6 +136,14 @@ class Jobs:
                              daemon=True).start()
         return job
 
+    def ask(self, key: Hashable, work: Callable[[Job], Any], words: str = "", label: str = "") -> Job:
+        """``start``, but a failed job of ``key`` is given back, its message kept, not started again: a page asks at
+        every rerun, and inputs that failed once fail again until they change (and ``key`` with them)."""
+        failed = self.get(key)
+        if failed is not None and failed.failed:
+            return failed
+        return self.start(key, work, words, label)
+
     def _take(self) -> None:
         """A worker of this kind: the waiting jobs in turn, then it ends."""
         while True:

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -35,6 +34,7 @@ from attnviz.analysis.vlattention import VLAttention
 from attnviz.i18n import N_
 from attnviz.learn import shapes as S
 from attnviz.models.tinyvl import TinyVL
+from attnviz.models.vlgrid import grid_boxes
 from attnviz.settings.spec import OWN, setting, validate
 
 HELD_OUT = 200  # pictures the accuracy and the shares are measured on
@@ -205,8 +205,6 @@ def look_attention(model: TinyVL, picture, question) -> VLAttention:
     rows = [*range(W - 1), W - 1 + model.patches]  # the words' places in the sequence: the picture before "?"
     stacked = torch.stack([w[0][:, rows] for w in weights])  # (layers, H, W, W + I)
     maps = stacked[..., cols].reshape(*stacked.shape[:3], S.GRID, S.GRID)
-    edges = np.arange(S.GRID + 1) * S.PATCH
-    boxes = np.stack(np.broadcast_arrays(edges[None, :-1], edges[:-1, None], edges[None, 1:], edges[1:, None]), -1)
-    words = [S.WORDS[t] for t in ids[0].tolist()]
+    words, answer = [S.WORDS[t] for t in ids[0].tolist()], S.WORDS[int(logits[0].argmax())]
     return VLAttention("look", "tiny", words, ids[0].tolist(), W, list(range(W)), [maps], stacked[..., cols].sum(-1),
-                       [boxes.astype(np.float64)], [(S.SIDE, S.SIDE)], answer=S.WORDS[int(logits[0].argmax())])
+                       [grid_boxes(S.SIDE, S.SIDE, S.GRID)], [(S.SIDE, S.SIDE)], answer=answer)

@@ -36,6 +36,13 @@ import math
 import numpy as np
 
 
+def grid_boxes(width: float, height: float, side: int) -> np.ndarray:
+    """(side, side, 4): the boxes of a side × side grid laid over a whole picture of width × height pixels (a
+    picture stretched to a square, then cut into patches)."""
+    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
+    return np.stack([c * width / side, r * height / side, (c + 1) * width / side, (r + 1) * height / side], -1)
+
+
 def _size(obj, name):
     value = getattr(obj, name, None)
     if value is None:
@@ -128,9 +135,7 @@ def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) ->
     side = math.isqrt(int(processor.image_seq_length))
     if side * side != int(processor.image_seq_length):
         raise ValueError(f"{processor.image_seq_length} image tokens are not a square grid.")
-    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
-    boxes = [np.stack([c * w / side, r * h / side, (c + 1) * w / side, (r + 1) * h / side], -1) for w, h in sizes]
-    return [(side, side)] * len(sizes), boxes
+    return [(side, side)] * len(sizes), [grid_boxes(w, h, side) for w, h in sizes]
 
 
 def _tile_side(ip) -> int:
@@ -151,10 +156,9 @@ def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
     side = tile // patch
     grids, boxes, widths = [], [], []
     for w0, h0 in sizes:
-        r, c = np.mgrid[0:side, 0:side].astype(np.float64)
         grids.append((side, side))
         widths.append(side)
-        boxes.append(np.stack([c * w0 / side, r * h0 / side, (c + 1) * w0 / side, (r + 1) * h0 / side], -1))
+        boxes.append(grid_boxes(w0, h0, side))  # the base view: the picture stretched to a tile
         bh, bw = select_best_resolution((h0, w0), ip.image_grid_pinpoints)
         if bw / w0 < bh / h0:  # get_patch_output_size: the resized picture inside the best resolution
             nw, nh = bw, min(math.ceil(h0 * bw / w0), bh)

@@ -16,12 +16,6 @@ from attnviz.plots.modality import picture_panel
 from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
 
 
-def grid_boxes(width: float, height: float, side: int) -> np.ndarray:
-    """(side, side, 4): the boxes of a side × side grid over a whole picture of width × height pixels."""
-    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
-    return np.stack([c * width / side, r * height / side, (c + 1) * width / side, (r + 1) * height / side], -1)
-
-
 def box_edges(boxes: np.ndarray) -> tuple[list[float], list[float]]:
     """(x edges, y edges) of a grid of boxes (rows, cols, 4) of (left, top, right, bottom): cols + 1 and rows + 1
     values, the boxes being a grid's (every row's columns at the same x, every column's rows at the same y)."""
@@ -106,13 +100,3 @@ def share_map(share: np.ndarray, marked: list[tuple[int, int]], style: FigureSty
               "yaxis": {"title": {"text": _("layer")}, "autorange": "reversed", "dtick": 1},
               "height": max(320, 22 * L + 160), "clickmode": "event+select"}
     return figure([heat, clicks], layout_for(layout, style, title))
-
-
-def clicked_head(point: dict, heads: int) -> tuple[int, int] | None:
-    """(layer, head) of a click on the share map's marker (its customdata), or None for a click elsewhere."""
-    data = point.get("customdata")
-    if isinstance(data, list):
-        data = data[0] if data else None
-    if not isinstance(data, (int, float)) or isinstance(data, bool) or heads < 1:
-        return None
-    return divmod(int(data), heads)

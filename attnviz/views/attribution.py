@@ -78,11 +78,8 @@ def attribution_key(model, clean, corrupted, answer, wrong, method, steps) -> tu
 def attribution_job(model, clean, corrupted, answer, wrong, method, steps) -> Job:
     """The (one, shared) attribution job of these inputs, as ``circuit.circuit_job``."""
     key = attribution_key(model, clean, corrupted, answer, wrong, method, steps)
-    failed = ATTRIBUTIONS.get(key)
-    if failed is not None and failed.failed:
-        return failed
-    return ATTRIBUTIONS.start(key, lambda job: attribution_run(model, clean, corrupted, answer, wrong, method, steps,
-                                                               lambda f: job.report(f)))
+    return ATTRIBUTIONS.ask(key, lambda job: attribution_run(model, clean, corrupted, answer, wrong, method, steps,
+                                                             lambda f: job.report(f)))
 
 
 def picked(run: AttributionRun, link: str) -> str:

@@ -160,11 +160,8 @@ def circuit_job(model, clean, corrupted, answer, wrong=None, compute_with=None) 
     """The (one, shared) circuit job of these inputs: running, finished (or failed, its message
     kept until the inputs change), or started now in the background."""
     key = circuit_key(model, clean, corrupted, answer, wrong)
-    failed = CIRCUITS.get(key)
-    if failed is not None and failed.failed:
-        return failed
-    return CIRCUITS.start(key, lambda job: circuit_run(model, clean, corrupted, answer, wrong,
-                                                       lambda f: job.report(f), compute_with))
+    return CIRCUITS.ask(key, lambda job: circuit_run(model, clean, corrupted, answer, wrong,
+                                                     lambda f: job.report(f), compute_with))
 
 
 def draw(run: CircuitRun, threshold: float, composition: str | None = "k",

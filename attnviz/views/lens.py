@@ -202,10 +202,7 @@ def training_job(model: str, steps: int) -> Job:
     """The (one, shared) training of a tuned lens for ``model`` (``attnviz.train_lens`` on the built-in corpus,
     seed 0): running, finished (or failed, its message kept), or started now in the background."""
     key = training_key(model, steps)
-    failed = TRAININGS.get(key)
-    if failed is not None and failed.failed:
-        return failed
-    return TRAININGS.start(key, lambda job: train_lens(model, steps=int(steps), progress=job.report))
+    return TRAININGS.ask(key, lambda job: train_lens(model, steps=int(steps), progress=job.report))
 
 
 def folder_lens(model: str, name: str) -> TunedLens:

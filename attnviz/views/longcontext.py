@@ -205,10 +205,7 @@ def long_key(model: str, text: str, *values) -> tuple:
 
 
 def _job(key: tuple, work, words: str) -> Job:
-    failed = JOBS.get(key)
-    if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
-        return failed
-    return JOBS.start(key, work, words, label="long")
+    return JOBS.ask(key, work, words, label="long")
 
 
 def attention_job(model: str, text: str, settings: LongSettings, compute_with=None) -> Job:

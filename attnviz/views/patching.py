@@ -134,10 +134,7 @@ def sweep_job(state, compute_with=None) -> Job:
         return run_of(state, lambda f: job.report(f), step=compute_with)
 
     key = sweep_key(state)
-    failed = SWEEPS.get(key)
-    if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
-        return failed
-    return SWEEPS.start(key, work)
+    return SWEEPS.ask(key, work)
 
 
 PROMPTS = ("clean", "corrupted", "answer", "wrong")  # the settings a pair sets, shared by Patching and Circuit

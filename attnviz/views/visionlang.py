@@ -37,10 +37,11 @@ from attnviz.learn.worker import TRAININGS as TRAININGS
 from attnviz.learn.worker import key_of as key_of
 from attnviz.learn.worker import trained_weights
 from attnviz.models.registry import LOOKING, model_key, model_kind
+from attnviz.models.vlgrid import grid_boxes
 from attnviz.models.vlm import chat_prompt, load_vlm, read_picture
 from attnviz.plots.charts import lines_figure
-from attnviz.plots.looking import clicked_head as clicked_head
-from attnviz.plots.looking import grid_boxes, picture_overlay, share_map
+from attnviz.plots.lens import clicked_grid_cell as clicked_grid_cell  # the share map's cells: the lens grid's way
+from attnviz.plots.looking import picture_overlay, share_map
 from attnviz.plots.style import FigureStyle
 from attnviz.settings.spec import OWN, setting
 
@@ -211,10 +212,7 @@ def reading_job(model: str, picture: np.ndarray, question: str, settings: Settin
         job.report(1.0)
         return r
 
-    failed = JOBS.get(key)
-    if failed is not None and failed.failed:  # its inputs are wrong: say so, not start it again at every poll
-        return failed
-    return JOBS.start(key, work, N_("waiting for its turn"), label="vl")
+    return JOBS.ask(key, work, N_("waiting for its turn"), label="vl")
 
 
 def _tower_or_why(vlm, r: VLAttention) -> tuple:

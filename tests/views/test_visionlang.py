@@ -138,7 +138,7 @@ def test_the_share_map_marks_the_localization_heads_and_a_click_opens_a_head():
     np.testing.assert_allclose(z(heat).reshape(2, 3), r.image_share[:, :, 1].numpy(), rtol=1e-6)
     marked = [(round(s["y0"] + 0.5), round(s["x0"] + 0.5)) for s in fig["layout"]["shapes"]]
     assert marked == [tuple(x) for x in r.localization_heads(1)]
-    assert V.clicked_head({"customdata": 4}, r.heads) == (1, 1) and V.clicked_head({"x": 1}, r.heads) is None
+    assert V.clicked_grid_cell({"customdata": 4}, r.heads) == (1, 1) and V.clicked_grid_cell({"x": 1}, r.heads) is None
 
 
 @pytest.fixture(scope="module")
