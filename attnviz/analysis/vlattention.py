@@ -37,7 +37,7 @@ import torch
 
 from attnviz import limits
 from attnviz.models import vlgrid, vlrecord
-from attnviz.models.vlm import load_vlm, pictures_of, prepare
+from attnviz.models.vlm import load_vlm, pictures_of, prepare, text_model
 
 CAMS = ("gradcam", "agcam")
 ANSWER_TYPE = {"paligemma": 1}  # the token type of an answer's tokens, where it is not text's 0
@@ -206,7 +206,7 @@ def _answer_ids(vlm, prompt_ids: list[int], inputs: dict, generate, answer) -> l
 def _run(vlm, ids: list[int], pixel_inputs: dict, text: torch.Tensor, image: torch.Tensor, grads: bool):
     """One pass of the twin over ``ids``: the recording (and the loss's gradients with ``grads``)."""
     twin = vlrecord.vl_twin(vlm, vlm.model)
-    rec = vlrecord.Recording(text, image, vlrecord.attention_layers(twin.model.language_model), grads=grads)
+    rec = vlrecord.Recording(text, image, vlrecord.attention_layers(text_model(twin)), grads=grads)
     x = torch.tensor([ids])
     with vlrecord.recording(rec), torch.set_grad_enabled(grads):
         out = twin(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False,
@@ -216,15 +216,11 @@ def _run(vlm, ids: list[int], pixel_inputs: dict, text: torch.Tensor, image: tor
     return rec, None
 
 
-def _per_picture(stacked: torch.Tensor, grids: list, widths: list) -> list[torch.Tensor]:
-    """(layers, H, T, I) -> per view (layers, H, T, rows, cols), in the image tokens' order; a view of ``width`` >
-    cols tokens a row ends each row with tokens that are no patch (LLaVA-NeXT's newline), left out."""
-    out, at = [], 0
-    for (rows, cols), width in zip(grids, widths, strict=True):
-        block = stacked[..., at:at + rows * width].reshape(*stacked.shape[:-1], rows, width)
-        out.append(block[..., :cols].contiguous())
-        at += rows * width
-    return out
+def _per_view(stacked: torch.Tensor, slots: list) -> list[torch.Tensor]:
+    """(layers, H, T, I) -> per view (layers, H, T, rows, cols): each cell's image token (``vlgrid.Views.slots``);
+    tokens that are no cell (LLaVA-NeXT's newline ending each row) are left out."""
+    return [stacked[..., torch.from_numpy(s.ravel())].reshape(*stacked.shape[:-1], *s.shape).contiguous()
+            for s in slots]
 
 
 def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None = None) -> VLAttention:
@@ -245,24 +241,23 @@ def vl_attention(model, image, prompt, *, generate: int = 8, answer: str | None 
         kinds = inputs["mm_token_type_ids"]  # (1, prompt)
         pixel_inputs["mm_token_type_ids"] = torch.cat([kinds, kinds.new_zeros(1, len(ids) - kinds.shape[1])], 1)
     sizes = [p.size for p in pictures]
-    grids, boxes, widths = vlgrid.geometry(vlm.arch, vlm.processor, inputs, sizes)
+    views = vlgrid.geometry(vlm.arch, vlm.processor, inputs, sizes)
     x = torch.tensor(ids)
     is_image = x == vlm.image_token_id  # (N,)
-    need = sum(r * w for (r, _c), w in zip(grids, widths, strict=True))
-    if int(is_image.sum()) != need:
-        raise ValueError(f"The sequence has {int(is_image.sum())} image tokens where the pictures' grids make {need}: "
-                         "the prompt's or answer's image placeholders do not match the pictures.")
+    if int(is_image.sum()) != views.tokens:
+        raise ValueError(f"The sequence has {int(is_image.sum())} image tokens where the pictures' grids make "
+                         f"{views.tokens}: the prompt's or answer's image placeholders do not match the pictures.")
     text, img = torch.nonzero(~is_image)[:, 0], torch.nonzero(is_image)[:, 0]  # (T,), (I,)
     rec, _ = _run(vlm, ids, pixel_inputs, text, img, grads=False)
     maps = torch.stack(rec.maps)  # (layers, H, T, I)
     result = VLAttention(
         vlm.name, vlm.arch, [str(t) for t in vlm.processor.tokenizer.convert_ids_to_tokens(x[text].tolist())], ids,
-        len(prompt_ids), text.tolist(), _per_picture(maps, grids, widths), torch.stack(rec.share), boxes, sizes,
-        pixel_inputs, picture_of=[i // (len(grids) // len(sizes)) for i in range(len(grids))])
+        len(prompt_ids), text.tolist(), _per_view(maps, views.slots), torch.stack(rec.share), views.boxes, sizes,
+        pixel_inputs, picture_of=views.picture_of)
 
     def rerun():
         _rec, grads = _run(vlm, ids, pixel_inputs, text, img, grads=True)
-        return _per_picture(torch.stack(grads), grids, widths)
+        return _per_view(torch.stack(grads), views.slots)
 
     result._rerun = rerun
     return result

@@ -8,19 +8,26 @@
 - ``tower_attention(vlm, pixel_values)``: the vision tower's own attention over its patches, in the layer
   whose output the language model receives (``vision_feature_layer``), mean over its heads: the CLS token's
   row for a CLIP tower, the mean of every patch's row for a SigLIP tower (it has no CLS), on the language model's
-  grid (Gemma 3's k × k patches pooled into one token: their weights summed; LLaVA-NeXT's base view). LLaVA's,
-  LLaVA-NeXT's, PaliGemma's, Gemma 3's;
+  grid (Gemma 3's k × k patches pooled into one token, Idefics3's and SmolVLM's pixel-shuffled into one: their
+  weights summed; LLaVA-NeXT's base view, Idefics3's global view). LLaVA's, LLaVA-NeXT's, PaliGemma's, Gemma 3's,
+  Idefics3's and SmolVLM's;
   others (Qwen2-VL's windowed tower, merged 2 × 2) are refused, with why.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
 
 SINK_FACTOR = 5.0
 SEES = 1e-6  # a token whose attention on the picture is below this does not see it (a causal word before it)
-TOWERS = {"clip_vision_model": "CLIP", "siglip_vision_model": "SigLIP"}
+# Idefics3's and SmolVLM's towers are SigLIP's (no CLS), with patches of any count a side.
+TOWERS = {"clip_vision_model": "CLIP", "siglip_vision_model": "SigLIP", "idefics3_vision": "SigLIP",
+          "smolvlm_vision": "SigLIP"}
+READS = ("llava", "llava_next", "paligemma", "gemma3", "idefics3", "smolvlm")
+WHOLE_LAST = ("idefics3", "smolvlm")  # the whole picture is the last frame (after the tiles), not the first
 
 
 def visual_sinks(maps: torch.Tensor, factor: float = SINK_FACTOR) -> np.ndarray | None:
@@ -49,17 +56,18 @@ def tower_layer(layers: int, feature_layer) -> int:
 def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, int]:
     """((rows, cols) the tower's row over its patches, its kind "CLIP" or "SigLIP", the layer), for one picture's
     ``pixel_values`` (1, 3, H, W) as the processor made them; ``ValueError`` for a tower this does not read."""
-    if vlm.arch not in ("llava", "llava_next", "paligemma", "gemma3"):
+    if vlm.arch not in READS:
         raise ValueError(f"{vlm.name}'s vision tower is not a CLIP or SigLIP tower whose patches are its language "
-                         "model's (LLaVA's, PaliGemma's, Gemma 3's): its own attention is not drawn.")
-    if pixel_values.dim() == 5:  # LLaVA-NeXT's (1, views, 3, H, W): its base view, the whole picture
-        pixel_values = pixel_values[0, :1]
+                         "model's (LLaVA's, PaliGemma's, Gemma 3's, Idefics3's): its own attention is not drawn.")
+    if pixel_values.dim() == 5:  # (1, views, 3, H, W): the view of the whole picture
+        pixel_values = pixel_values[0, -1:] if vlm.arch in WHOLE_LAST else pixel_values[0, :1]
     cfg = vlm.model.config
     kind = TOWERS.get(getattr(cfg.vision_config, "model_type", ""))
     if kind is None:
         raise ValueError(f"{vlm.name}'s vision tower is {cfg.vision_config.model_type}, not CLIP or SigLIP: its own "
                          "attention is not drawn.")
-    tower = vlm.model.model.vision_tower
+    inner = vlm.model.model
+    tower = inner.vision_tower if hasattr(inner, "vision_tower") else inner.vision_model
     with torch.no_grad():
         out = tower(pixel_values.to(tower.dtype), output_attentions=True)
     layer = tower_layer(len(out.attentions), getattr(cfg, "vision_feature_layer", -1))  # PaliGemma: its last
@@ -69,8 +77,9 @@ def tower_attention(vlm, pixel_values: torch.Tensor) -> tuple[np.ndarray, str, i
     if side * side != row.numel():
         raise ValueError(f"{vlm.name}'s tower has {row.numel()} patches, not a square grid.")
     grid = row.reshape(side, side)
-    tokens = getattr(cfg, "mm_tokens_per_image", None)  # Gemma 3 pools k × k patches into one token
-    if tokens is not None and int(tokens) != side * side:
-        k = side // int(round(int(tokens) ** 0.5))
+    # Gemma 3 pools k × k patches into one token, Idefics3's pixel shuffle puts k × k of them in one
+    k = int(getattr(cfg, "scale_factor", 1)) if getattr(cfg, "mm_tokens_per_image", None) is None else \
+        side // math.isqrt(int(cfg.mm_tokens_per_image))
+    if k > 1:
         grid = grid.reshape(side // k, k, side // k, k).sum((1, 3))  # each token's patches' weight together
     return grid.numpy(), kind, layer

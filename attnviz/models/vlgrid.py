@@ -24,23 +24,60 @@ processor's own steps (``transformers``' PIL image processors, the backend attnv
   in patches), cut into ``patch_size`` patches and merged 2 × 2: one token per
   (patch_size · merge_size)-pixel square of the resized picture, row by row.
 
+- **Idefics3 / SmolVLM** (``Idefics3ImageProcessor``, ``SmolVLMImageProcessor``): resized, its aspect kept, to
+  ``size``'s longest edge (the short edge made even), then stretched to multiples of the tile's side M
+  (``max_image_size``; ``resize_for_vision_encoder``) and, where larger than one tile, cut into its rows × cols of
+  M × M tiles, row by row, followed by the global view (the whole picture stretched to M × M). Each tile's patches
+  are pixel-shuffled k × k into one token (``Idefics3Connector.pixel_shuffle``: the blocks row by row), so each
+  view is a g × g grid, g² = ``image_seq_len``; the tiles' grids are laid out again as one (rows · g) × (cols · g)
+  grid over the picture.
+
 A box (left, top, right, bottom) maps a cell's square back with each step's inverse (a resize's
 scale per axis, a crop's and a pad's offsets), in continuous pixel coordinates (0 is the picture's
 left edge, w its right edge); a cell over padding lies partly or wholly outside [0, w] × [0, h].
+
+``geometry`` gives each view (a picture, or each of a picture's views: LLaVA-NeXT's and Idefics3's whole picture,
+then its tiles) with its cells' ``slots``: where each cell's token is among the sequence's image tokens, since a
+view's tokens are not always its cells row by row (LLaVA-NeXT ends each row with a newline token; Idefics3 gives
+its tiles one after the other, then the whole picture).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 
-def grid_boxes(width: float, height: float, side: int) -> np.ndarray:
-    """(side, side, 4): the boxes of a side × side grid laid over a whole picture of width × height pixels (a
-    picture stretched to a square, then cut into patches)."""
-    r, c = np.mgrid[0:side, 0:side].astype(np.float64)
-    return np.stack([c * width / side, r * height / side, (c + 1) * width / side, (r + 1) * height / side], -1)
+class Views(NamedTuple):
+    """Every view of every picture, in the order the maps are drawn (see the module doc)."""
+
+    grids: list  # per view (rows, cols)
+    boxes: list  # per view (rows, cols, 4) float64: each cell's box in its picture's pixels
+    slots: list  # per view (rows, cols) int64: each cell's index among the sequence's image tokens
+    picture_of: list  # per view: its picture (an index into the sizes)
+    tokens: int  # the image tokens of every picture (a LLaVA-NeXT newline is one, and no cell's)
+
+
+def grid_boxes(width: float, height: float, side: int, cols: int | None = None) -> np.ndarray:
+    """(side, cols or side, 4): the boxes of a grid laid over a whole picture of width × height pixels (a picture
+    stretched to the processor's size, then cut into patches)."""
+    cols = side if cols is None else cols
+    r, c = np.mgrid[0:side, 0:cols].astype(np.float64)
+    return np.stack([c * width / cols, r * height / side, (c + 1) * width / cols, (r + 1) * height / side], -1)
+
+
+def _row_major(rows: int, cols: int, width: int | None = None) -> np.ndarray:
+    """(rows, cols): a grid's tokens row by row, ``width`` tokens a row (its cols, or more where a row ends with
+    tokens that are no cell)."""
+    r, c = np.mgrid[0:rows, 0:cols]
+    return (r * (cols if width is None else width) + c).astype(np.int64)
+
+
+def _one_view(grids: list, boxes: list) -> list:
+    """Per picture ([(grid, boxes, slots)], tokens): one grid a picture, its tokens row by row."""
+    return [([(g, b, _row_major(*g))], g[0] * g[1]) for g, b in zip(grids, boxes, strict=True)]
 
 
 def _size(obj, name):
@@ -92,8 +129,8 @@ def _llava_box(ip, patch: int, rows: int, cols: int, w0: int, h0: int) -> np.nda
     return np.stack([x0, y0, x1, y1], -1)  # (rows, cols, 4)
 
 
-def llava_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
-    """(grids, boxes) of LLaVA-1.5: one square grid per picture."""
+def llava_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> list:
+    """LLaVA-1.5: one square grid per picture."""
     ip = processor.image_processor
     patch = int(processor.patch_size)
     if getattr(processor, "vision_feature_select_strategy", "default") != "default":
@@ -101,11 +138,11 @@ def llava_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tup
                          "'full'): its tokens are not a grid of patches, and vl_attention does not read it.")
     H, W = inputs["pixel_values"].shape[-2:]
     rows, cols = int(H) // patch, int(W) // patch
-    return [(rows, cols)] * len(sizes), [_llava_box(ip, patch, rows, cols, w, h) for w, h in sizes]
+    return _one_view([(rows, cols)] * len(sizes), [_llava_box(ip, patch, rows, cols, w, h) for w, h in sizes])
 
 
-def qwen_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
-    """(grids, boxes) of Qwen2-VL and Qwen2.5-VL: the merged grid of each picture."""
+def qwen_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> list:
+    """Qwen2-VL and Qwen2.5-VL: the merged grid of each picture."""
     ip = processor.image_processor
     patch, merge = int(ip.patch_size), int(ip.merge_size)
     grids, boxes = [], []
@@ -118,12 +155,11 @@ def qwen_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
         r, c = np.mgrid[0:rows, 0:cols].astype(np.float64)
         grids.append((rows, cols))
         boxes.append(np.stack([c * m / sx, r * m / sy, (c + 1) * m / sx, (r + 1) * m / sy], -1))  # (rows, cols, 4)
-    return grids, boxes
+    return _one_view(grids, boxes)
 
 
-def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list]:
-    """(grids, boxes) of PaliGemma and Gemma 3: each picture stretched to the processor's square,
-    ``image_seq_length`` tokens."""
+def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> list:
+    """PaliGemma and Gemma 3: each picture stretched to the processor's square, ``image_seq_length`` tokens."""
     ip = processor.image_processor
     size = _size(ip, "size")
     if getattr(ip, "do_pan_and_scan", False):
@@ -135,7 +171,7 @@ def stretched_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) ->
     side = math.isqrt(int(processor.image_seq_length))
     if side * side != int(processor.image_seq_length):
         raise ValueError(f"{processor.image_seq_length} image tokens are not a square grid.")
-    return [(side, side)] * len(sizes), [grid_boxes(w, h, side) for w, h in sizes]
+    return _one_view([(side, side)] * len(sizes), [grid_boxes(w, h, side) for w, h in sizes])
 
 
 def _tile_side(ip) -> int:
@@ -144,8 +180,8 @@ def _tile_side(ip) -> int:
     return int(crop.get("height") or size.get("height") or size["shortest_edge"])
 
 
-def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list, list]:
-    """(grids, boxes, widths) of LLaVA-NeXT: per picture its base view, then its tiles' unpadded grid."""
+def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> list:
+    """LLaVA-NeXT: per picture its base view, then its tiles' unpadded grid, a newline token ending each row."""
     from transformers.image_processing_utils import select_best_resolution
 
     ip = processor.image_processor
@@ -154,11 +190,9 @@ def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
         raise ValueError("This LLaVA-NeXT keeps the vision tower's [CLS] among its image tokens (feature selection "
                          "'full'): its tokens are not a grid of patches, and vl_attention does not read it.")
     side = tile // patch
-    grids, boxes, widths = [], [], []
+    out = []
     for w0, h0 in sizes:
-        grids.append((side, side))
-        widths.append(side)
-        boxes.append(grid_boxes(w0, h0, side))  # the base view: the picture stretched to a tile
+        base = ((side, side), grid_boxes(w0, h0, side), _row_major(side, side))  # the picture stretched to a tile
         bh, bw = select_best_resolution((h0, w0), ip.image_grid_pinpoints)
         if bw / w0 < bh / h0:  # get_patch_output_size: the resized picture inside the best resolution
             nw, nh = bw, min(math.ceil(h0 * bw / w0), bh)
@@ -175,19 +209,72 @@ def next_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> tupl
             cols = cols[cut:W - cut]
         rr, cc = np.meshgrid(rows.astype(np.float64), cols.astype(np.float64), indexing="ij")
         sx, sy = w0 / nw, h0 / nh  # original pixels per resized pixel
-        grids.append((len(rows), len(cols)))
-        widths.append(len(cols) + 1)  # a newline token ends each row
-        boxes.append(np.stack([(cc * patch - pad_x) * sx, (rr * patch - pad_y) * sy, ((cc + 1) * patch - pad_x) * sx,
-                               ((rr + 1) * patch - pad_y) * sy], -1))
-    return grids, boxes, widths
+        grid = (len(rows), len(cols))
+        boxes = np.stack([(cc * patch - pad_x) * sx, (rr * patch - pad_y) * sy, ((cc + 1) * patch - pad_x) * sx,
+                          ((rr + 1) * patch - pad_y) * sy], -1)
+        tiles = (grid, boxes, side * side + _row_major(*grid, grid[1] + 1))  # a newline token ends each row
+        out.append(([base, tiles], side * side + grid[0] * (grid[1] + 1)))
+    return out
+
+
+def _multiple_of(h: int, w: int, m: int) -> tuple[int, int]:
+    """(H, W): an h × w picture stretched to multiples of m, as ``Idefics3ImageProcessor.resize_for_vision_encoder``
+    computes them (the long edge rounded up, the short edge from the aspect, then rounded up)."""
+    aspect = w / h
+    if w >= h:
+        W = math.ceil(w / m) * m
+        return math.ceil(int(W / aspect) / m) * m, W
+    H = math.ceil(h / m) * m
+    return H, math.ceil(int(H * aspect) / m) * m
+
+
+def idefics3_geometry(processor, inputs: dict, sizes: list[tuple[int, int]]) -> list:
+    """Idefics3 and SmolVLM: per picture its global view, then its tiles as one grid (a picture no larger than
+    one tile: its global view alone)."""
+    from transformers.models.idefics3 import image_processing_pil_idefics3 as ref
+
+    ip = processor.image_processor
+    g = math.isqrt(int(processor.image_seq_len))
+    if g * g != int(processor.image_seq_len):
+        raise ValueError(f"{processor.image_seq_len} image tokens a tile are not a square grid.")
+    m = int(_size(ip, "max_image_size")["longest_edge"])
+    size = _size(ip, "size")
+    out = []
+    for w0, h0 in sizes:
+        h, w = h0, w0
+        if getattr(ip, "do_resize", True):
+            if "longest_edge" in size:  # Idefics3ImageProcessor.resize: the long edge, the short one even
+                h, w = ref._resize_output_size_rescale_to_max_len(h0, w0, max_len=int(size["longest_edge"]))
+                h, w = ref._resize_output_size_scale_below_upper_bound(h, w, max_len=ref.MAX_IMAGE_SIZE)
+            else:
+                h, w = int(size["height"]), int(size["width"])
+        H, W = _multiple_of(h, w, m) if getattr(ip, "do_image_splitting", True) else (m, m)
+        whole = ((g, g), grid_boxes(w0, h0, g), _row_major(g, g))
+        if H <= m and W <= m:  # one tile: the picture is its global view
+            out.append(([whole], g * g))
+            continue
+        rows, cols = H // m, W // m
+        r, c = np.mgrid[0:rows * g, 0:cols * g]
+        # Tile (r // g, c // g), row by row, g² tokens each; within it the pixel-shuffled blocks row by row.
+        slots = ((r // g) * cols + c // g) * g * g + (r % g) * g + c % g
+        tiles = ((rows * g, cols * g), grid_boxes(w0, h0, rows * g, cols * g), slots.astype(np.int64))
+        out.append(([(whole[0], whole[1], whole[2] + rows * cols * g * g), tiles], (rows * cols + 1) * g * g))
+    return out
 
 
 GEOMETRY = {"llava": llava_geometry, "llava_next": next_geometry, "paligemma": stretched_geometry,
-            "gemma3": stretched_geometry, "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry}
+            "gemma3": stretched_geometry, "qwen2_vl": qwen_geometry, "qwen2_5_vl": qwen_geometry,
+            "idefics3": idefics3_geometry, "smolvlm": idefics3_geometry}
 
 
-def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> tuple[list, list, list]:
-    """Per view (a picture, or each of a picture's views) its grid (rows, cols), boxes (rows, cols, 4) and tokens per
-    row (``widths``: its cols, or one more where a newline token ends each row); ``sizes``: each picture's (w, h)."""
-    out = GEOMETRY[arch](processor, inputs, sizes)
-    return out if len(out) == 3 else (*out, [cols for _rows, cols in out[0]])
+def geometry(arch: str, processor, inputs: dict, sizes: list[tuple[int, int]]) -> Views:
+    """Every view of the pictures (``sizes``: each picture's (w, h)), their cells' boxes and slots (``Views``)."""
+    grids, boxes, slots, picture_of, at = [], [], [], [], 0
+    for p, (views, tokens) in enumerate(GEOMETRY[arch](processor, inputs, sizes)):
+        for grid, box, slot in views:
+            grids.append(grid)
+            boxes.append(box)
+            slots.append(slot + at)
+            picture_of.append(p)
+        at += tokens
+    return Views(grids, boxes, slots, picture_of, at)

@@ -1,8 +1,8 @@
 """Vision-language models (a vision tower whose patches enter a causal language model as tokens):
 which architectures attnviz reads, their folders loaded offline, and the pictures they are shown.
 
-- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name. LLaVA-1.5, LLaVA-NeXT, Qwen2-VL /
-  Qwen2.5-VL, PaliGemma and Gemma 3 are read (``READ``); the others are recognised and refused with what is read.
+- ``ARCHITECTURES``: config.json's ``model_type`` -> the family's name: LLaVA-1.5, LLaVA-NeXT, Qwen2-VL /
+  Qwen2.5-VL, PaliGemma, Idefics3, SmolVLM and Gemma 3 (see docs/vision-language.md).
 - ``load_vlm(model)``: a folder or a local Hugging Face cache id (``registry.locate``), checked
   before any weight is read (config.json, the processor's files, safetensors weights within
   ``limits.max_model_bytes()``), then loaded with ``AutoModelForImageTextToText`` (eager attention,
@@ -19,6 +19,7 @@ which architectures attnviz reads, their folders loaded offline, and the picture
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,6 @@ ARCHITECTURES = {
     "smolvlm": "SmolVLM",
     "gemma3": "Gemma 3",
 }
-# The architectures vl_attention reads (see docs/vision-language.md).
-READ = ("llava", "llava_next", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 FORMATS = ("PNG", "JPEG")
@@ -68,11 +67,17 @@ class VLM:
 
     @property
     def language_model(self):
-        return self.model.model.language_model
+        return text_model(self.model)
 
     @property
     def placeholder(self) -> str:
         return str(self.processor.image_token)
+
+
+def text_model(net):
+    """The language model inside a loaded vision-language model (Idefics3's and SmolVLM's is its ``text_model``)."""
+    inner = net.model
+    return inner.language_model if hasattr(inner, "language_model") else inner.text_model
 
 
 def check_vlm_folder(folder: Path) -> dict:
@@ -90,9 +95,6 @@ def check_vlm_folder(folder: Path) -> dict:
                              f"vl_attention reads {_names(ARCHITECTURES)}.")
         raise ValueError(f"{folder.name} is a vision-language model of architecture {arch!r}, which vl_attention does "
                          f"not know: it reads {_names(ARCHITECTURES)}.")
-    if arch not in READ:
-        raise ValueError(f"{folder.name} is {ARCHITECTURES[arch]}, which vl_attention does not read yet: it reads "
-                         f"{_names(READ)} so far.")
     if not any((folder / f).is_file() for f in PROCESSOR_FILES) or not any((folder / f).is_file()
                                                                             for f in TOKENIZER_FILES):
         raise ValueError(f"{folder.name} lacks its processor's files (one of {', '.join(PROCESSOR_FILES)} and one of "
@@ -150,24 +152,34 @@ def _load(model, folder: Path, cfg: dict) -> VLM:
     return VLM(str(model), folder, str(cfg["model_type"]), net, processor)
 
 
+# The architectures whose processor also makes videos, which needs torchvision (not a dependency): built here
+# from the image processor and the tokenizer where AutoProcessor cannot make it.
+VIDEO_TOO = {"qwen2_vl": "Qwen2VLProcessor", "qwen2_5_vl": "Qwen2_5_VLProcessor", "smolvlm": "SmolVLMProcessor"}
+
+
 def _processor(T, folder: Path, cfg: dict, common: dict):
-    """The folder's own processor. Qwen2-VL's needs a video processor, which needs torchvision (not a dependency):
-    where it cannot be made, the same processor class is built from the image processor and the tokenizer alone
-    (pictures only)."""
+    """The folder's own processor; for ``VIDEO_TOO``'s architectures, where its video processor cannot be made, the
+    same processor class from the image processor, the tokenizer and processor_config.json's own values (pictures
+    only)."""
     try:
         return T.AutoProcessor.from_pretrained(str(folder), backend="pil", **common)
     except ImportError:
-        if cfg.get("model_type") not in ("qwen2_vl", "qwen2_5_vl"):
+        if cfg.get("model_type") not in VIDEO_TOO:
             raise
-    base = T.Qwen2VLProcessor if cfg["model_type"] == "qwen2_vl" else T.Qwen2_5_VLProcessor
 
-    class PicturesOnly(base):
+    class PicturesOnly(getattr(T, VIDEO_TOO[cfg["model_type"]])):
         def check_argument_for_proper_class(self, name, arg):
             return None if arg is None else super().check_argument_for_proper_class(name, arg)
 
+    own = {}
+    if (folder / "processor_config.json").is_file():  # SmolVLM's image_seq_len: its tokens a tile
+        own = {k: v for k, v in json.loads((folder / "processor_config.json").read_text()).items()
+               if k in ("image_seq_len",)}
+    if (folder / "chat_template.jinja").is_file():
+        own["chat_template"] = (folder / "chat_template.jinja").read_text()
     images = T.AutoImageProcessor.from_pretrained(str(folder), backend="pil", **common)
     return PicturesOnly(image_processor=images, tokenizer=T.AutoTokenizer.from_pretrained(str(folder), **common),
-                        video_processor=None)
+                        video_processor=None, **own)
 
 
 def _png_size(data: bytes) -> tuple[int, int] | None:

@@ -49,13 +49,17 @@ def test_maps_and_share_are_the_eager_weights_at_the_text_rows_and_image_columns
     text = torch.nonzero(ids != vlm.image_token_id)[:, 0]
     assert r.positions == text.tolist()
     rows = A[:, :, text][:, :, :, image]  # (layers, H, T, I)
-    grids, _boxes, widths = vlgrid.geometry(vlm.arch, vlm.processor, r.pixel_inputs, r.sizes)
-    # Every image token is a patch of a view, but LLaVA-NeXT's newline ending each row of its tiles.
-    patch = torch.cat([(torch.arange(w) < c).repeat(rr) for (rr, c), w in zip(grids, widths, strict=True)])
-    _close(torch.cat([m.flatten(-2) for m in r.maps], -1), rows[..., patch])
+    views = vlgrid.geometry(vlm.arch, vlm.processor, r.pixel_inputs, r.sizes)
+    # Each cell's token (LLaVA-NeXT's newline ending each row of its tiles is none; Idefics3's tiles come first).
+    slots = torch.from_numpy(np.concatenate([s.ravel() for s in views.slots]))
+    _close(torch.cat([m.flatten(-2) for m in r.maps], -1), rows[..., slots])
     _close(r.image_share, rows.sum(-1))  # the newlines too: every image token
+    grids = views.grids
     assert [tuple(m.shape[-2:]) for m in r.maps] == grids and [b.shape[:2] for b in r.boxes] == grids
-    assert (kind == "llava_next") is (len(r.maps) == 2) and r.picture_of == [0] * len(r.maps)
+    assert (kind in ("llava_next", "idefics3", "smolvlm")) is (len(r.maps) == 2) and r.picture_of == [0] * len(r.maps)
+    # Every image token is one cell's, once, but the newlines.
+    newlines = grids[-1][0] if kind == "llava_next" else 0
+    assert len(set(slots.tolist())) == len(slots) and len(slots) == len(image) - newlines
     assert r.maps[0].shape[:2] == (4, 4) and r.heads == 4 and r.layers == 4
 
 
@@ -102,8 +106,7 @@ def test_bad_inputs_are_refused_with_one_clear_sentence(folders, tmp_path, monke
     text_lm, _m, _t = hfmodels.save(tmp_path, "llama")
     with pytest.raises(ValueError, match="is a causal language model .*not a vision-language model"):
         vl_attention(str(text_lm), PICTURE, "the cat")
-    for arch, words in (("idefics3", "Idefics3, which vl_attention does not read yet"),
-                        ("blip-2", "architecture 'blip-2'.*LLaVA-1.5, LLaVA-NeXT")):
+    for arch, words in (("blip-2", "architecture 'blip-2'.*LLaVA-1.5, LLaVA-NeXT"),):
         other = tmp_path / arch
         shutil.copytree(llava, other)
         cfg = json.loads((other / "config.json").read_text())

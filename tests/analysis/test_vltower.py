@@ -63,12 +63,14 @@ def test_the_tower_layer_is_the_one_whose_output_the_language_model_reads():
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("tower")
-    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_next", "qwen2_vl", "paligemma", "gemma3")}
+    return {kind: vlmodels.save(base, kind)[0] for kind in ("llava", "llava_next", "qwen2_vl", "paligemma", "gemma3",
+                                                            "idefics3")}
 
 
 def _weights(vlm, pixel_values: torch.Tensor, layer: int) -> torch.Tensor:
     """``layer``'s attention (H, N, N) from its input and its weights (CLIP's and SigLIP's pre-norm)."""
-    tower = vlm.model.model.vision_tower
+    inner = vlm.model.model
+    tower = inner.vision_tower if hasattr(inner, "vision_tower") else inner.vision_model  # Idefics3's
     with torch.no_grad():
         h = tower(pixel_values, output_hidden_states=True).hidden_states[layer]  # the layer's input (1, N, E)
         block = getattr(tower, "vision_model", tower).encoder.layers[layer]
@@ -127,6 +129,19 @@ def test_llava_nexts_tower_map_is_cls_row_on_its_base_view(folders):
     assert kind == "CLIP" and row.shape == tuple(r.maps[0].shape[-2:])  # the base view's grid
     want = _weights(vlm, pixels[0, :1], layer)[:, 0, 1:].mean(0).reshape(row.shape).numpy()
     np.testing.assert_allclose(row, want, rtol=1e-5, atol=1e-6)
+
+
+def test_idefics3s_tower_map_is_the_mean_row_of_its_global_view_pixel_shuffled_as_its_tokens(folders):
+    vlm = load_vlm(str(folders["idefics3"]))
+    r = vl_attention(vlm, PICTURE, "the cat", generate=0)
+    pixels = r.pixel_inputs["pixel_values"]  # (1, frames, 3, 32, 32): the tiles, then the whole picture
+    row, kind, layer = tower_attention(vlm, pixels)
+    assert kind == "SigLIP" and row.shape == tuple(r.maps[0].shape[-2:]) == (4, 4)  # 8 × 8 patches, 2 × 2 a token
+    assert layer == len(vlm.model.model.vision_model.encoder.layers) - 1
+    mean_row = _weights(vlm, pixels[0, -1:], layer).mean((0, 1)).reshape(8, 8)
+    np.testing.assert_allclose(row, mean_row.reshape(4, 2, 4, 2).sum((1, 3)).numpy(), rtol=1e-5, atol=1e-6)
+    first_tile = tower_attention(vlm, pixels[0, :1])[0]
+    assert np.abs(first_tile - row).max() > 1e-5  # the whole picture's frame, not the first tile's (10 × the tolerance)
 
 
 def test_a_tower_it_does_not_read_is_refused_with_why(folders):

@@ -12,7 +12,11 @@ own image processor (PIL backend): no download.
   language model attending both ways over the picture and the prompt;
 - "gemma3": a SigLIP tower over the picture stretched to 32 × 32, its 4 × 4 patches pooled 2 × 2 into 4 tokens
   between the begin- and end-of-image tokens, Gemma 3's language model (sliding-window layers, the picture's
-  tokens attending both ways among themselves).
+  tokens attending both ways among themselves);
+- "idefics3", "smolvlm": a SigLIP-like tower over 32-pixel tiles of 4-pixel patches (8 × 8), pixel-shuffled 2 × 2
+  into 16 tokens a tile; the picture resized to a longest edge of 64 and cut into up to 2 × 2 tiles, then the
+  whole picture as one more tile. SmolVLM's processor also makes videos, which needs torchvision: its parts are
+  saved apart, with processor_config.json's ``image_seq_len``, as a folder of its own can be.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch
 
 from tests.support.hfmodels import tokenizer
 
-KINDS = ("llava", "llava_pad", "llava_next", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3")
+KINDS = ("llava", "llava_pad", "llava_next", "qwen2_vl", "qwen2_5_vl", "paligemma", "gemma3", "idefics3", "smolvlm")
 QWEN_TOKENS = ["<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>"]
 
 
@@ -194,7 +198,41 @@ def save_llava_next(tmp_path):
     return folder, model, proc
 
 
+IDEFICS_MARKS = ["<fake_token_around_image>", "<image>", "<end_of_utterance>", "<global-img>",
+                 *[f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)]]
+
+
+def save_idefics3(tmp_path, kind: str = "idefics3"):
+    import json
+
+    import transformers as T
+
+    torch.manual_seed(0)
+    tok = tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": IDEFICS_MARKS})
+    name = "Idefics3" if kind == "idefics3" else "SmolVLM"
+    tower = getattr(T, f"{name}VisionConfig")(image_size=32, patch_size=4, hidden_size=32, intermediate_size=64,
+                                              num_hidden_layers=2, num_attention_heads=4)
+    cfg = getattr(T, f"{name}Config")(vision_config=tower, text_config=_llama(len(tok), max_position_embeddings=512),
+                                      scale_factor=2, image_token_id=tok.convert_tokens_to_ids("<image>"))
+    model = getattr(T, f"{name}ForConditionalGeneration")(cfg).eval()
+    ip = getattr(T, f"{name}ImageProcessorPil")(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
+    folder = tmp_path / kind
+    model.save_pretrained(folder)
+    if kind == "idefics3":
+        proc = T.Idefics3Processor(image_processor=ip, tokenizer=tok, image_seq_len=16)
+        proc.save_pretrained(folder)
+        return folder, model, proc
+    tok.save_pretrained(folder)
+    ip.save_pretrained(folder)
+    (folder / "processor_config.json").write_text(json.dumps({"processor_class": "SmolVLMProcessor",
+                                                              "image_seq_len": 16}))
+    return folder, model, None
+
+
 def save(tmp_path, kind: str):
+    if kind in ("idefics3", "smolvlm"):
+        return save_idefics3(tmp_path, kind)
     if kind == "llava_next":
         return save_llava_next(tmp_path)
     if kind == "gemma3":

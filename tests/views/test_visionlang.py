@@ -168,13 +168,30 @@ def test_render_writes_every_number_the_page_draws_for_a_folder(llava, tmp_path)
     assert code == 0 and html.count("plotly-graph-div") >= 4, err  # overlay, share map, the opened head, tower
 
 
+def test_an_idefics3_folder_renders_its_tiles_and_its_towers_global_view(tmp_path):
+    folder = vlmodels.save(tmp_path, "smolvlm")[0]
+    code, _out, err = run_cli("render", "--page", "vision-language", "--model", folder, "--text", "the cat",
+                              "--vl-generate", "1", "--out", tmp_path / "x.json")
+    assert code == 0, err
+    d = json.loads((tmp_path / "x.json").read_text(encoding="utf-8"))
+    big = S.built_in("shapes-1")[0].repeat(V.ENLARGE, 0).repeat(V.ENLARGE, 1)
+    vlm = load_vlm(str(folder))
+    r = vl_attention(vlm, big, "the cat", generate=1)
+    assert len(r.maps) == 2 and d["view"] == 1  # the whole picture, then the tiles: the tiles are drawn
+    np.testing.assert_allclose(np.array(d["maps"]), r.maps[1][:, :, -1].numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.array(d["boxes"]), r.boxes[1])
+    row, kind, _layer = tower_attention(vlm, r.pixel_inputs["pixel_values"])
+    assert d["tower"]["kind"] == kind == "SigLIP" and np.array(d["tower"]["map"]).shape == r.maps[0].shape[-2:]
+    np.testing.assert_allclose(np.array(d["tower"]["map"]), row, rtol=1e-5)
+
+
 def test_every_bad_input_is_one_line_and_exit_code_2(llava, tmp_path, looked_default, monkeypatch):
     monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(looked_default["dir"]))
     gpt2 = hfmodels.save(tmp_path, "gpt2")[0]
-    other = tmp_path / "idefics"
+    other = tmp_path / "blip"
     shutil.copytree(llava, other)
     (other / "config.json").write_text(json.dumps({**json.loads((llava / "config.json").read_text()),
-                                                   "model_type": "idefics3"}))
+                                                   "model_type": "blip-2"}))
     bare = tmp_path / "bare"
     shutil.copytree(llava, bare)
     (bare / "processor_config.json").unlink(missing_ok=True)
@@ -183,7 +200,7 @@ def test_every_bad_input_is_one_line_and_exit_code_2(llava, tmp_path, looked_def
     Image.new("RGB", (8, 8)).save(gif, "GIF")
     cases = [
         (("--model", gpt2), "is not a vision-language model"),
-        (("--model", other), "Idefics3, which vl_attention does not read yet: it reads LLaVA-1.5, LLaVA-NeXT"),
+        (("--model", other), "architecture 'blip-2', which vl_attention does not know: it reads LLaVA-1.5, LLaVA-NeXT"),
         (("--model", bare), "lacks its processor's files"),
         (("--vl-picture", "upload"), "No picture was given"),
         (("--image", gif), "is a GIF image"),
