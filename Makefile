@@ -53,12 +53,14 @@ system-packages:
 # waits (the same suite: 10 min 35 s on two workers, 9 min 58 s on three).
 TEST_WORKERS ?= 3
 
-test: $(TEST_STAMP) system-packages
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile
+# The venv's install and the system packages' (a fresh machine downloads both) at once, then the suite.
+test:
+	@$(MAKE) --no-print-directory -j2 $(TEST_STAMP) system-packages
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The inner loop: every test but those that drive Chromium (make test stays the whole suite, and CI runs it).
 test-fast: $(TEST_STAMP)
-	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile -m "not browser"
+	$(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not browser"
 
 # The screenshots the docs show, taken by the browser tests (a test run writes its own to build/screenshots,
 # which git ignores, so that it leaves the tree as it found it).
@@ -66,7 +68,7 @@ screenshots: $(TEST_STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
 		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py \
 		tests/app/test_browser_circuit.py tests/app/test_browser_longcontext.py tests/app/test_browser_first_screen.py \
-		tests/app/test_browser_layout.py
+		tests/app/test_browser_layout.py tests/app/test_browser_layout_projector.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

@@ -1,5 +1,5 @@
-import math
 import os
+from pathlib import Path
 
 import torch
 
@@ -15,17 +15,57 @@ import pytest  # noqa: E402
 
 from attnviz.models import registry  # noqa: E402
 
+_TRAINING = []  # the background trainings this process started
+
+
+def _longest_first(items) -> None:
+    """The modules that drive Chromium first (they wait on servers and pages, and are the longest), those of them
+    that read the session's trainings after the others (the trainings run meanwhile), then every other module in
+    its own order; a module's tests keep theirs. The workers take modules in this order (``make test`` runs
+    pytest-xdist with ``--no-loadscope-reorder``, which would put the modules with the most tests first), so the
+    long ones start early and the short ones fill the end."""
+    from tests.support import trainings
+
+    rank: dict = {}
+    for item in items:
+        browser = item.get_closest_marker("browser") is not None
+        trained = any(name in item.fixturenames for name in trainings.FIXTURES)
+        here = 0 if browser and not trained else 1 if browser else 2
+        module = item.nodeid.split("::")[0]
+        rank[module] = min(rank.get(module, 2), here)
+    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: a module's own order is kept
+
 
 def pytest_collection_modifyitems(config, items):
-    """``@pytest.mark.minilm``: the test needs MiniLM's files (the registry package); without
-    them it is skipped, and the reason says how to install them. The one marker for it: the
+    """The session's trainings start in the background as soon as a collected test needs one
+    (``tests/support/trainings.py``). ``@pytest.mark.minilm``: the test needs MiniLM's files (the registry
+    package); without them it is skipped, and the reason says how to install them. The one marker for it: the
     house test checks that every test that runs MiniLM carries it (tests/test_house.py)."""
+    from tests.support import trainings
+
+    _longest_first(items)
+    needed = {which for item in items for name, which in trainings.FIXTURES.items() if name in item.fixturenames}
+    for which in sorted(needed):
+        proc = trainings.start(_runs_root(config._tmp_path_factory), which)
+        if proc is not None:
+            _TRAINING.append(proc)
     if registry.MINILM in registry.available_models():
         return
     skip = pytest.mark.skip(reason=f"MiniLM's files are not installed: {registry.INSTALL}")
     for item in items:
         if "minilm" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The trainings this process started end with it: a run stopped early (-x, Ctrl-C) stops them, any other
+    waits for them (they end within a couple of minutes of the start, and a worker that is done may have started
+    what another still waits on)."""
+    stopped = session.shouldstop or session.shouldfail or exitstatus == pytest.ExitCode.INTERRUPTED
+    for proc in _TRAINING:
+        if stopped and proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(autouse=True)
@@ -39,70 +79,29 @@ def _fresh_app_caches():
     yield
 
 
+def _runs_root(factory) -> Path:
+    """Where the session's trainings live: the workers' temporary folders share a parent (pytest-xdist), so the
+    whole run trains them once there; in one process, its own temporary folder."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def learned_defaults(tmp_path_factory):
-    """Watch it learn's default training and its one-layer control, trained once per test run (every
-    worker's session reads the same) as the worker trains them (``_train_to_files``, in this process, one thread):
-    a runs folder holding their records and weights, as a server's replays read them.
-    {"dir": the folder, "keys": [default, control], "records": [default, control]}."""
-    import json
-    from dataclasses import asdict
+    """Watch it learn's default training and its one-layer control, trained once per test run as the worker trains
+    them (``tests/support/trainings.py``). {"dir": the folder, "keys": [default, control], "records": [...]}."""
+    from tests.support import trainings
 
-    from filelock import FileLock
-
-    from attnviz.learn.worker import _train_to_files, key_of
-    from attnviz.views.learn import default_trainings
-
-    # Trained once for the whole run: where the suite runs on several workers (pytest-xdist), their temporary
-    # folders share a parent, and the first worker to need the trainings makes them there while the others wait.
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / "learn-runs"
-    keys = [key_of(settings) for settings in default_trainings()]
-    with FileLock(str(root / "learn-runs.lock")):
-        if not (folder / "trained").exists():
-            folder.mkdir(exist_ok=True)
-            threads = torch.get_num_threads()
-            try:
-                for settings, key in zip(default_trainings(), keys, strict=True):
-                    _train_to_files("learn", asdict(settings), str(folder), key)
-            finally:
-                torch.set_num_threads(threads)  # the worker's function sets one thread
-            (folder / "trained").touch()
-    return {"dir": folder, "keys": keys,
-            "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
+    return trainings.learned(_runs_root(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
 def looked_default(tmp_path_factory):
     """The vision-language page's default training of the model that learns to look (``LookSettings()``), trained
-    once per test run into the folder ``learned_defaults`` uses, as the worker trains it (one thread), under a lock
-    of its own: while one worker trains Watch it learn's, another may train this one. {"dir", "key", "record"}."""
-    import json
-    from dataclasses import asdict
+    once per test run into the folder ``learned_defaults`` uses. {"dir", "key", "record"}."""
+    from tests.support import trainings
 
-    from filelock import FileLock
-
-    from attnviz import limits
-    from attnviz.learn.look import LookSettings
-    from attnviz.learn.worker import _train_to_files, key_of
-
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = root / "learn-runs"
-    key = key_of(LookSettings())
-    with FileLock(str(root / "looked.lock")):
-        folder.mkdir(exist_ok=True)
-        if not (folder / "looked").exists():
-            threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
-            limits.MAX_LEARN_SECONDS = math.inf  # the goals are in steps: no clock here (a busy machine is slow)
-            try:
-                _train_to_files("look", asdict(LookSettings()), str(folder), key)
-            finally:
-                torch.set_num_threads(threads)
-                limits.MAX_LEARN_SECONDS = most
-            (folder / "looked").touch()
-    return {"dir": folder, "key": key, "record": json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))}
+    return trainings.looked(_runs_root(tmp_path_factory))
 
 
 @pytest.fixture

@@ -22,3 +22,11 @@ def browser():
         b = launch(p)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def trained_server(learned_defaults, looked_default):
+    """The app with the session's trainings on disk (Watch it learn's and the model that learns to look's): the
+    pages that show them replay them, and the server starts no training of its own while the pages are measured."""
+    with streamlit_server(env={"ATTNVIZ_LEARN_DIR": str(looked_default["dir"])}) as base:
+        yield base

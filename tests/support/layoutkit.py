@@ -1,8 +1,19 @@
 """What a page looks like in Chromium, measured: where each chart starts and how tall it is, and whether
 each chart's title, axis titles, legend, colour bar title and annotations lie inside the chart and clear
-of one another. Used by the layout test of every page (tests/app/test_browser_layout.py)."""
+of one another; and ``check_whole``, the layout test of one page at one size (tests/app/test_browser_layout.py at
+a laptop's, tests/app/test_browser_layout_projector.py at a projector's: two modules, so that the suite's workers
+share them)."""
 
 from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from tests.support.browserkit import SCREENSHOTS_ENV, SHOTS
+
+LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
+LAPTOP_BODY_PX = 14  # Streamlit's body text
+README_SHOTS = ("step-by-step", "mask-lab", "vision-language")  # what a projector shows first: the README's
 
 # The parts of a Plotly chart that carry words a reader must read whole: the title, each axis's
 # title, the legend, each colour bar's title and tick labels, each annotation (a grid's subplot titles among them).
@@ -100,3 +111,73 @@ def problems(drawn: dict, screen: tuple[int, int], present: bool) -> list[str]:
                 if min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1:
                     out.append(f"charts {a['index']} and {b['index']} side by side")
     return out
+
+
+# Drawn: no run going, no background work's progress bar, every chart in sight holding its drawing.
+_DRAWN = """() => !document.querySelector('[data-testid=stStatusWidget]')
+  && ![...document.querySelectorAll('[data-testid=stMain] [data-testid=stProgress] [role=progressbar]')]
+       .some(b => Number(b.getAttribute('aria-valuenow')) < 100)  // a job still running (a finished one stays)
+  && !document.querySelector('[data-testid=stMain] [data-testid=stSkeleton]')
+  && [...document.querySelectorAll('[data-testid=stPlotlyChart]')]
+       .filter(c => c.getBoundingClientRect().top < innerHeight)  // drawn when scrolled to: those in sight
+       .every(c => c.querySelector('.main-svg'))"""
+
+
+def _settle(page, tries: int = 240) -> None:
+    """Until the page is drawn twice in a row a second apart (a rerun starts a moment after the first
+    paint), or four minutes passed: a chart still computing is measured where its progress bar stands."""
+    page.wait_for_selector("[data-testid=stMain] h1, .js-plotly-plot", timeout=120_000)  # the explorer in
+    calm = 0  # presenter mode has no title: its chart is the first screen
+    for _ in range(tries):
+        page.wait_for_timeout(1_000)
+        calm = calm + 1 if page.evaluate(_DRAWN) else 0
+        if calm == 2:
+            return
+
+
+_SCROLLER = "(document.querySelector('[data-testid=stMain]') || document.scrollingElement)"
+
+
+def _draw_every_chart(page) -> None:
+    """Scroll down the page a screen at a time (Streamlit draws a chart when it comes into sight), wait until
+    every chart holds its drawing, and scroll back to the top, where a reader starts."""
+    height = page.evaluate(f"() => {_SCROLLER}.scrollHeight")
+    for y in range(0, int(height) + 1, 600):
+        page.evaluate(f"y => {_SCROLLER}.scrollTo(0, y)", y)
+        page.wait_for_timeout(250)
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stPlotlyChart]')]"
+                           ".every(c => c.querySelector('.main-svg'))", timeout=60_000)
+    page.evaluate(f"() => {_SCROLLER}.scrollTo(0, 0)")
+    page.wait_for_timeout(500)
+
+
+def check_whole(server: str, browser, entry, size: tuple[int, int], present: bool) -> None:
+    """Open ``entry``'s page at ``size`` (in presenter mode with ``present``), let it draw every chart, and assert
+    what the layout tests assert of it (their module doc); screenshots under build/screenshots."""
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    asked = []
+    ctx.on("request", lambda r: asked.append(r.url))
+    page = ctx.new_page()
+    try:
+        page.goto(f"{server}/{entry.path}" + ("?present=1" if present else ""))
+        _settle(page)
+        _draw_every_chart(page)
+        drawn = measure(page)
+        mode = "presenter" if present else "laptop"
+        if present and entry.name in README_SHOTS:  # the README's: what a projector shows first
+            page.screenshot(path=str(SHOTS / f"presenter-{entry.name}.png"))
+        if not os.environ.get(SCREENSHOTS_ENV):  # every page's, to look at after a run (build/screenshots)
+            page.screenshot(path=str(SHOTS / f"layout-{entry.name}-{mode}.png"))
+        assert problems(drawn, size, present) == []
+        if present and entry.name == "vision-language":  # the picture and its overlay, whole on the first screen
+            assert drawn["charts"][0]["bottom"] <= size[1], drawn["charts"][0]
+        if present:
+            assert drawn["bodyFont"] >= LAPTOP_BODY_PX * 1.25  # presenter mode's 1.1–1.3 rem
+        else:  # the switch into presenter mode, in sight on every page
+            switch = page.get_by_role("switch", name="Presenter mode")
+            assert switch.is_visible() and switch.bounding_box()["y"] < size[1]
+        outside = {urlsplit(u).hostname for u in asked if urlsplit(u).scheme in ("http", "https")}
+        outside -= {urlsplit(server).hostname}
+        assert not outside, f"asked hosts other than the app's own: {sorted(outside)}"
+    finally:
+        ctx.close()
