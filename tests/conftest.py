@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(config, items):
     from tests.support import trainings
 
     _longest_first(items)
-    needed = {which for item in items for name, which in trainings.FIXTURES.items() if name in item.fixturenames}
+    needed = set() if config.option.collectonly else {
+        which for item in items for name, which in trainings.FIXTURES.items() if name in item.fixturenames}
     for which in sorted(needed):
         proc = trainings.start(_runs_root(config._tmp_path_factory), which)
         if proc is not None:
