@@ -17,8 +17,8 @@ s = session.current()
 widgets.header(_("Where it looks: vision-language"), _(
     "A picture's patches enter the language model as tokens, so every text token's attention has a row over "
     "them: drawn over the picture, it shows where the model looked as it read or answered. The model is the "
-    "sidebar's: the tiny one that learns to look here, or a vision-language folder (LLaVA-1.5, LLaVA-NeXT, "
-    "Qwen2-VL, Qwen2.5-VL, PaliGemma, Gemma 3); the question is the sidebar's text."))
+    "sidebar's: the tiny one that learns to look here, or a vision-language folder ({reads}); the question is the "
+    "sidebar's text.").format(reads=V.READS))
 loading.ready(s.model)  # a folder loads in the background (the tiny model trains below, in sight)
 looking = V.is_looking(s.model)
 
@@ -148,8 +148,8 @@ with reading_area:
     if warning:
         st.warning(warning, icon=":material/warning:")
     st.session_state["token"] = shown  # the segmented control's options are the reading's tokens
-    control("token", options=V.token_options(r), kind="segmented", format_func=lambda i: r.tokens[i] or "␣",
-            **({"label": asked} if s.present else {}))
+    control("token", options=V.token_options(r), kind=V.token_picker(r, s.present),
+            format_func=lambda i: r.tokens[i] or "␣", **({"label": asked} if s.present else {}))
     s = session.current()
     try:
         t, layer, head = V.opened(r, s.vl)

@@ -38,7 +38,7 @@ from attnviz.learn.worker import key_of as key_of
 from attnviz.learn.worker import trained_weights
 from attnviz.models.registry import LOOKING, model_key, model_kind
 from attnviz.models.vlgrid import grid_boxes
-from attnviz.models.vlm import chat_prompt, load_vlm, read_picture
+from attnviz.models.vlm import ARCHITECTURES, chat_prompt, load_vlm, read_picture
 from attnviz.plots.charts import lines_figure
 from attnviz.plots.lens import clicked_grid_cell as clicked_grid_cell  # the share map's cells: the lens grid's way
 from attnviz.plots.looking import picture_overlay, share_map
@@ -63,6 +63,7 @@ DEFINITIONS = {
     "tower": N_("The vision tower's own attention: in the layer whose output the language model receives, the "
                 "mean over its heads of the CLS token's row (CLIP), or of every patch's row (SigLIP)."),
 }
+READS = ", ".join(ARCHITECTURES.values())  # the vision-language folders read, named for the page
 
 
 def vl_definition(name: str) -> str:
@@ -144,8 +145,7 @@ def trainings_of(state) -> list[LookSettings]:
     return [state.look] + ([state.look.control()] if state.vl.control else [])
 
 
-def is_looking(model: str) -> bool:
-    """``model`` is the tiny model that learns to look (trained on the page, not loaded)."""
+def is_looking(model: str) -> bool:  # the tiny model that learns to look (trained on the page, not loaded)
     return model_kind(model) == "looking"
 
 
@@ -224,7 +224,7 @@ def _tower_or_why(vlm, r: VLAttention) -> tuple:
 
 
 def shown_view(r: VLAttention) -> int:
-    """The map the page draws: the picture's finest view (LLaVA-NeXT's tiles, after its base view; one picture)."""
+    """The map the page draws: the picture's finest view (LLaVA-NeXT's and Idefics3's tiles, after the whole)."""
     return len(r.maps) - 1
 
 
@@ -259,14 +259,21 @@ def sinks_words(r: VLAttention, layer: int) -> str:
              "more, whatever it asks.").format(n=int(sinks.sum()), layer=layer, k=f"{SINK_FACTOR:g}")
 
 
+PICKER_BUTTONS = 12  # on a projector, a longer reading picks its token from a list (buttons push the picture down)
+
+
+def token_picker(r: VLAttention, present: bool) -> str | None:
+    """The token picker's kind: its buttons, or (None) a list on a projector for a reading of many tokens."""
+    return None if present and len(r.tokens) > PICKER_BUTTONS else "segmented"
+
+
 def token_options(r: VLAttention) -> list[int]:
     """The token picker's options: 0 … T − 2, then −1 for the last (the default, which a link leaves out)."""
     return [*range(len(r.tokens) - 1), -1]
 
 
 def token_shown(r: VLAttention, token: int) -> tuple[int, str | None]:
-    """(the option of ``token_options`` that ``token`` names, or the last (−1); a warning where it is out of
-    range)."""
+    """(the option of ``token_options`` that ``token`` names, or the last (−1); a warning where out of range)."""
     T = len(r.tokens)
     if -T <= token < T:
         return (-1 if token % T == T - 1 else token % T), None
@@ -338,10 +345,9 @@ def tower_figure(r: VLAttention, picture: np.ndarray, style: FigureStyle) -> go.
 
 def tower_words(r: VLAttention) -> str:
     """Why a reading has no tower map, in words ("" where it has one)."""
-    if r.arch == "tiny":
-        return _("The tiny model has no vision tower: its patches enter as a linear embedding of their pixels.")
     row, why, _layer = r.vision or (None, "", -1)
-    return "" if row is not None else why
+    return _("The tiny model has no vision tower: its patches enter as a linear embedding of their pixels.") \
+        if r.arch == "tiny" else "" if row is not None else why
 
 
 # --- the CLI --------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from attnviz.learn import shapes as S
 from attnviz.learn.look import load_looking, look_attention
 from attnviz.learn.worker import runs_dir
+from attnviz.views import visionlang as V
 from tests.support import uploads, vlmodels
 from tests.support.apphelp import after_loads, app, figures, no_errors, shown, warnings_shown, z
 
@@ -90,3 +91,21 @@ def test_a_folder_answers_in_the_background_and_shows_its_towers_attention(tmp_p
     titles = _titles(at)
     assert titles[0].startswith("“") and any("CLIP vision tower's own attention" in t for t in titles)
     assert not any("as it learns" in t for t in titles)  # no training for a folder
+
+
+def test_on_a_projector_a_long_readings_token_is_picked_from_a_list_and_a_short_ones_from_buttons(tmp_path,
+                                                                                                monkeypatch):
+    """An Idefics3 reading (its tile marks among the text tokens) in presenter mode: a list, so the picture stays on
+    the first screen; off a projector, the buttons."""
+    folder = vlmodels.save(tmp_path, "idefics3")[0]
+    monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(folder.parent))
+    at = app("vl_generate=1", page=PAGE, timeout=120)
+    at.sidebar.selectbox(key="model").set_value(folder.name).run()
+    at.sidebar.text_area(key="text").set_value("the cat").run()
+    at = after_loads(at, 120)
+    no_errors(at)
+    assert len(at.button_group(key="token").options) > V.PICKER_BUTTONS  # a row of buttons for each token
+    at.sidebar.toggle(key="present").set_value(True).run()
+    at = after_loads(at, 120)
+    no_errors(at)
+    assert [w.key for w in at.selectbox if w.key == "token"] == ["token"] and not at.button_group
