@@ -123,15 +123,16 @@ _DRAWN = """() => !document.querySelector('[data-testid=stStatusWidget]')
        .every(c => c.querySelector('.main-svg'))"""
 
 
-def _settle(page, tries: int = 240) -> None:
-    """Until the page is drawn twice in a row a second apart (a rerun starts a moment after the first
-    paint), or four minutes passed: a chart still computing is measured where its progress bar stands."""
+def _settle(page, tries: int = 480) -> None:
+    """Until the page is drawn at three looks half a second apart (a rerun starts a moment after the first paint:
+    a second of calm, seen three times, where two looks a second apart saw it twice), or four minutes passed: a
+    chart still computing is measured where its progress bar stands."""
     page.wait_for_selector("[data-testid=stMain] h1, .js-plotly-plot", timeout=120_000)  # the explorer in
     calm = 0  # presenter mode has no title: its chart is the first screen
     for _ in range(tries):
-        page.wait_for_timeout(1_000)
+        page.wait_for_timeout(500)
         calm = calm + 1 if page.evaluate(_DRAWN) else 0
-        if calm == 2:
+        if calm == 3:
             return
 
 
