@@ -171,12 +171,18 @@ def _processor(T, folder: Path, cfg: dict, common: dict):
         def check_argument_for_proper_class(self, name, arg):
             return None if arg is None else super().check_argument_for_proper_class(name, arg)
 
+        def apply_chat_template(self, conversation, chat_template=None, **kwargs):
+            """The template's own (SmolVLM's asks the video processor it lacks for its frame counts)."""
+            return T.ProcessorMixin.apply_chat_template(self, conversation, chat_template, **kwargs)
+
     own = {}
     if (folder / "processor_config.json").is_file():  # SmolVLM's image_seq_len: its tokens a tile
         own = {k: v for k, v in json.loads((folder / "processor_config.json").read_text()).items()
                if k in ("image_seq_len",)}
-    if (folder / "chat_template.jinja").is_file():
+    if (folder / "chat_template.jinja").is_file():  # the template, where the folder keeps one (either file)
         own["chat_template"] = (folder / "chat_template.jinja").read_text()
+    elif (folder / "chat_template.json").is_file():
+        own["chat_template"] = json.loads((folder / "chat_template.json").read_text()).get("chat_template")
     images = T.AutoImageProcessor.from_pretrained(str(folder), backend="pil", **common)
     return PicturesOnly(image_processor=images, tokenizer=T.AutoTokenizer.from_pretrained(str(folder), **common),
                         video_processor=None, **own)

@@ -29,3 +29,21 @@ def test_a_loaded_vision_language_model_counts_in_the_loaded_models_bound(tmp_pa
     with pytest.raises(ValueError, match="over this server's bound for loaded models .*ATTNVIZ_MAX_LOADED_MB"):
         load_vlm(str(llava))
     assert registry.loaded_bytes() == 0
+
+
+@pytest.mark.parametrize("where", ["chat_template.jinja", "chat_template.json"])
+def test_a_pictures_only_processor_keeps_the_folders_chat_template(tmp_path, where):
+    """SmolVLM's processor is built without its video processor (torchvision is not a dependency): it keeps the
+    folder's image_seq_len and its chat template, from either file a folder keeps it in."""
+    import json
+
+    from attnviz.models.vlm import chat_prompt
+
+    folder = vlmodels.save(tmp_path, "smolvlm")[0]
+    template = "{% for m in messages %}User:{% for c in m['content'] %}{% if c['type'] == 'image' %}<image>" \
+               "{% else %}{{ c['text'] }}{% endif %}{% endfor %}{% endfor %} Assistant:"
+    text = template if where.endswith(".jinja") else json.dumps({"chat_template": template})
+    (folder / where).write_text(text)
+    vlm = load_vlm(str(folder))
+    assert vlm.processor.image_seq_len == 16 and vlm.processor.chat_template == template
+    assert chat_prompt(vlm, "the cat") == "User:<image>the cat Assistant:"
