@@ -33,13 +33,9 @@ def free_port() -> int:
     return free_port_block(0)
 
 
-@contextmanager
-def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT,
-                     env: dict[str, str] | None = None):
-    """Yield the base URL of the app as `make run` serves it (``python -m ui.server``), or
-    of `streamlit run SCRIPT`, on 127.0.0.1 with the project's settings; stop it after.
-    ``root``: the checkout whose app is served (a benchmark's ``--against``); ``env``: variables
-    the server runs with beside this process's (an operator's ``ATTNVIZ_MODEL_DIRS``, say)."""
+def start_server(script: Path | None = None, root: Path = ROOT, env: dict[str, str] | None = None):
+    """(process, base URL) of the app as `make run` serves it (``python -m ui.server``), or of `streamlit run
+    SCRIPT`, on 127.0.0.1 with the project's settings, just started: ``wait_healthy`` before asking it anything."""
     port = free_port()
     opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
@@ -51,16 +47,29 @@ def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path
     threads = {"OMP_NUM_THREADS": str(torch.get_num_threads())} if torch is not None else {}
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env={**os.environ, **threads, **(env or {})})
-    base = f"http://127.0.0.1:{port}"
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def stop_server(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@contextmanager
+def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path = ROOT,
+                     env: dict[str, str] | None = None):
+    """Yield the base URL of a server ``start_server`` started (its arguments), once healthy; stop it after.
+    ``root``: the checkout whose app is served (a benchmark's ``--against``); ``env``: variables the server runs
+    with beside this process's (an operator's ``ATTNVIZ_MODEL_DIRS``, say)."""
+    proc, base = start_server(script, root, env)
     try:
         wait_healthy(base, proc, timeout)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
 
 
 def launch(playwright):
