@@ -142,11 +142,12 @@ def peak_tensor_bytes(fn: Callable[[], object], device: str = "cpu") -> int:
     return mode.peak
 
 
-def timed(fn: Callable[[], object], device: str, repeats: int = 3) -> float:
-    """The median milliseconds of ``fn`` (after one warm-up call)."""
+def timed(fn: Callable[[], object], device: str, repeats: int = 3, warm: bool = False) -> float:
+    """The median milliseconds of ``fn``, after one warm-up call (none where ``warm``: it has just run)."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
-    fn()
-    sync()
+    if not warm:
+        fn()
+        sync()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -212,9 +213,9 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
                 out.skipped.append(f"naive at L={L}: {naive_bytes / 2**20:,.0f} MB of scores and weights, over "
                                    f"the budget of {budget / 2**20:,.0f} MB")
                 continue
-            with torch.no_grad():
+            with torch.no_grad():  # the peak's run is the timing's warm-up (at L = 8,192: a second less)
                 out.bytes[name].append(peak_tensor_bytes(fn, dev))
-                out.ms[name].append(timed(fn, dev, repeats=1 if L >= 4096 else 3))
+                out.ms[name].append(timed(fn, dev, repeats=1 if L >= 4096 else 3, warm=True))
         if progress is not None:
             progress(sum(n * n for n in lengths if n <= L) / sum(n * n for n in lengths))
     return out
