@@ -113,11 +113,13 @@ def probe_batch(settings: LearnSettings) -> Batch:
 
 
 def train(settings: LearnSettings, on_checkpoint: Callable[[dict], None] | None = None,
-          stop: Callable[[], bool] = lambda: False, max_seconds: float = limits.MAX_LEARN_SECONDS,
+          stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None,
           keep: list | None = None) -> dict:
     """Train, calling ``on_checkpoint(record)`` at each checkpoint; stops early when
-    ``stop()`` says so or after ``max_seconds``. ``keep``: a list that receives the model."""
+    ``stop()`` says so or after ``max_seconds`` (None: ``limits.MAX_LEARN_SECONDS``, read at the call, as the
+    look training's ``train_settings`` reads it). ``keep``: a list that receives the model."""
     settings.validate()
+    max_seconds = limits.MAX_LEARN_SECONDS if max_seconds is None else max_seconds
     model, held, probe = build(settings)
     if keep is not None:
         keep.append(model)

@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -21,9 +22,26 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = {"learned_defaults": "learn", "looked_default": "look"}
 
 
+@contextmanager
+def unclocked():
+    """A training's goals are in steps, not seconds: no clock while the suite trains (a busy machine is slow: on a
+    loaded 2-core machine Watch it learn's default stopped at step 550 of 2,000 on the 120 s limit, and every
+    test that reads it failed). The worker's function sets one thread; the caller's count comes back after."""
+    import torch
+
+    from attnviz import limits
+
+    threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
+    limits.MAX_LEARN_SECONDS = math.inf
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        limits.MAX_LEARN_SECONDS = most
+
+
 def learned(root: Path) -> dict:
     """{"dir": the runs folder, "keys": [default, control], "records": [default, control]}."""
-    import torch
     from filelock import FileLock
 
     from attnviz.learn.worker import _train_to_files, key_of
@@ -34,12 +52,9 @@ def learned(root: Path) -> dict:
     with FileLock(str(root / "learn-runs.lock")):
         if not (folder / "trained").exists():
             folder.mkdir(exist_ok=True)
-            threads = torch.get_num_threads()
-            try:
+            with unclocked():
                 for settings, key in zip(default_trainings(), keys, strict=True):
                     _train_to_files("learn", asdict(settings), str(folder), key)
-            finally:
-                torch.set_num_threads(threads)  # the worker's function sets one thread
             (folder / "trained").touch()
     return {"dir": folder, "keys": keys,
             "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
@@ -47,10 +62,8 @@ def learned(root: Path) -> dict:
 
 def looked(root: Path) -> dict:
     """{"dir": the runs folder, "key", "record"} of ``LookSettings()``'s training."""
-    import torch
     from filelock import FileLock
 
-    from attnviz import limits
     from attnviz.learn.look import LookSettings
     from attnviz.learn.worker import _train_to_files, key_of
 
@@ -59,13 +72,8 @@ def looked(root: Path) -> dict:
     with FileLock(str(root / "looked.lock")):
         folder.mkdir(exist_ok=True)
         if not (folder / "looked").exists():
-            threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
-            limits.MAX_LEARN_SECONDS = math.inf  # the goals are in steps: no clock here (a busy machine is slow)
-            try:
+            with unclocked():
                 _train_to_files("look", asdict(LookSettings()), str(folder), key)
-            finally:
-                torch.set_num_threads(threads)
-                limits.MAX_LEARN_SECONDS = most
             (folder / "looked").touch()
     return {"dir": folder, "key": key, "record": json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))}
 
