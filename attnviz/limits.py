@@ -87,7 +87,7 @@ MAX_LEARN_HEADS = 8
 LEARN_WIDTHS = (16, 32, 64)
 MAX_LEARN_STEPS = 5000
 LEARN_EVERY = 50  # steps between checkpoints
-MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps
+MAX_LEARN_SECONDS = 120.0  # a training stops there, whatever its steps (ATTNVIZ_MAX_LEARN_SECONDS: max_learn_seconds)
 # The tiny vision-language model (attnviz.learn.look): its steps by default (about 30 s on this project's 2-core
 # machine) and between checkpoints.
 LOOK_STEPS = 1200
@@ -140,6 +140,18 @@ def max_loaded_bytes() -> int:
 
 def cache_budget_bytes() -> int:
     return int(_env_mb("ATTNVIZ_CACHE_MB", 512) * 2**20)
+
+
+def max_learn_seconds() -> float:
+    """The seconds a training may run before it stops, whatever its steps (``ATTNVIZ_MAX_LEARN_SECONDS``, default
+    ``MAX_LEARN_SECONDS``; ``inf``: no clock, as the test suite runs them, whose goals are in steps, on a machine of
+    any speed). Read at each training's start, in the worker process too (it inherits the environment)."""
+    raw = os.environ.get("ATTNVIZ_MAX_LEARN_SECONDS", "").strip()
+    try:
+        value = float(raw) if raw else MAX_LEARN_SECONDS
+    except ValueError:
+        return MAX_LEARN_SECONDS
+    return value if value > 0 else MAX_LEARN_SECONDS
 
 
 # Every byte-bounded cache of a process (``attnviz.cache.named``), by name: its share of

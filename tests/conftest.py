@@ -4,6 +4,9 @@ from pathlib import Path
 import torch
 
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+# Trainings are judged by their steps, not by a clock: on a slow or loaded machine the app's 120 s limit stopped
+# Watch it learn's default half-way (every process the suite starts inherits this; tests/support/trainings.py).
+os.environ.setdefault("ATTNVIZ_MAX_LEARN_SECONDS", "inf")
 # One thread per worker where the suite runs on several (pytest-xdist sets PYTEST_XDIST_WORKER): the workers
 # are already as many as the cores, and more threads than cores slow every one of them.
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))

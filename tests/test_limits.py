@@ -84,3 +84,25 @@ def test_one_re_fit_rule_for_heads():
             got = fit_heads(d_model, wanted)
             assert d_model % got == 0 and got <= wanted and got in head_choices(d_model)
             assert not any(d_model % h == 0 for h in range(got + 1, min(wanted, d_model) + 1))  # the most that fit
+
+
+@pytest.mark.parametrize("raw, seconds", [(None, limits.MAX_LEARN_SECONDS), ("30", 30.0), ("inf", float("inf")),
+                                          ("soon", limits.MAX_LEARN_SECONDS), ("-5", limits.MAX_LEARN_SECONDS),
+                                          ("0", limits.MAX_LEARN_SECONDS)])
+def test_a_trainings_clock_is_read_from_the_environment_at_each_training(monkeypatch, raw, seconds):
+    if raw is None:
+        monkeypatch.delenv("ATTNVIZ_MAX_LEARN_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("ATTNVIZ_MAX_LEARN_SECONDS", raw)
+    assert limits.max_learn_seconds() == seconds
+
+
+def test_both_trainings_stop_on_the_clock_the_environment_sets(monkeypatch):
+    from attnviz.learn.look import LookSettings, train_settings
+    from attnviz.learn.train import LearnSettings, train
+
+    monkeypatch.setenv("ATTNVIZ_MAX_LEARN_SECONDS", "1e-9")  # past at the first checkpoint after step 0
+    learn = train(LearnSettings(steps=200))
+    look = train_settings(LookSettings(steps=300))
+    assert learn["status"] == "stopped at step 50: the 0 s limit", learn["status"]
+    assert look["status"] == "stopped at step 100: the 0 s limit", look["status"]

@@ -68,7 +68,7 @@ def train_settings(settings: LookSettings, on_checkpoint: Callable[[dict], None]
     """``train_look`` for ``settings`` (the worker's call, as ``attnviz.learn.train.train`` for Watch it learn's)."""
     settings.validate()
     return train_look(seed=settings.seed, steps=settings.steps, blank=settings.blank, on_checkpoint=on_checkpoint,
-                      stop=stop, keep=keep, max_seconds=limits.MAX_LEARN_SECONDS)
+                      stop=stop, keep=keep, max_seconds=limits.max_learn_seconds())
 
 
 def load_looking(path) -> TinyVL:

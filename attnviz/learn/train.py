@@ -116,10 +116,10 @@ def train(settings: LearnSettings, on_checkpoint: Callable[[dict], None] | None 
           stop: Callable[[], bool] = lambda: False, max_seconds: float | None = None,
           keep: list | None = None) -> dict:
     """Train, calling ``on_checkpoint(record)`` at each checkpoint; stops early when
-    ``stop()`` says so or after ``max_seconds`` (None: ``limits.MAX_LEARN_SECONDS``, read at the call, as the
+    ``stop()`` says so or after ``max_seconds`` (None: ``limits.max_learn_seconds()``, read at the call, as the
     look training's ``train_settings`` reads it). ``keep``: a list that receives the model."""
     settings.validate()
-    max_seconds = limits.MAX_LEARN_SECONDS if max_seconds is None else max_seconds
+    max_seconds = limits.max_learn_seconds() if max_seconds is None else max_seconds
     model, held, probe = build(settings)
     if keep is not None:
         keep.append(model)

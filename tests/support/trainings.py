@@ -10,7 +10,6 @@ run (a file made exclusively says so)."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -20,24 +19,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = {"learned_defaults": "learn", "looked_default": "look"}
+UNCLOCKED = ("ATTNVIZ_MAX_LEARN_SECONDS", "inf")  # attnviz.limits.max_learn_seconds: no clock
 
 
 @contextmanager
 def unclocked():
     """A training's goals are in steps, not seconds: no clock while the suite trains (a busy machine is slow: on a
     loaded 2-core machine Watch it learn's default stopped at step 550 of 2,000 on the 120 s limit, and every
-    test that reads it failed). The worker's function sets one thread; the caller's count comes back after."""
+    test that reads it failed). ``tests/conftest.py`` sets the same for every process the suite starts (servers,
+    their training workers); this holds where a test has changed it. The worker's function sets one thread; the
+    caller's count comes back after."""
     import torch
 
-    from attnviz import limits
-
-    threads, most = torch.get_num_threads(), limits.MAX_LEARN_SECONDS
-    limits.MAX_LEARN_SECONDS = math.inf
+    threads, before = torch.get_num_threads(), os.environ.get(UNCLOCKED[0])
+    os.environ[UNCLOCKED[0]] = UNCLOCKED[1]
     try:
         yield
     finally:
         torch.set_num_threads(threads)
-        limits.MAX_LEARN_SECONDS = most
+        if before is None:
+            os.environ.pop(UNCLOCKED[0], None)
+        else:
+            os.environ[UNCLOCKED[0]] = before
 
 
 def learned(root: Path) -> dict:
