@@ -44,6 +44,23 @@ def _wait_chart(page, title: str, timeout: int = 60_000) -> None:
                            timeout=timeout)
 
 
+def _click_until(page, chart: list, text: str, tries: int = 5) -> None:
+    """Click ``chart``'s point (POINT's arguments) until the page shows ``text``. Each click waits for the run
+    before it to end: on a loaded machine a click on a chart the rerun is about to draw again is lost."""
+    for _ in range(tries):
+        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=120_000)
+        page.wait_for_timeout(300)
+        xy = page.evaluate(POINT, chart)
+        assert xy is not None, chart
+        page.mouse.click(*xy)
+        try:
+            _wait_text(page, text, timeout=20_000)
+            return
+        except sync_api.TimeoutError:
+            continue
+    _wait_text(page, text, timeout=1)  # fails, naming the text
+
+
 @contextmanager
 def _circuit(learned_defaults, width: int, query: str):
     """The Circuit page on the trained defaults, ``query`` added to the model's, in a window ``width`` × 768."""
@@ -61,17 +78,12 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
         _wait_text(page, "One path: L0 H", timeout=300_000)
         # another edge than the circuit's own: the value path from L0 H1 into L1 H1
         _wait_chart(page, "the circuit found by the numbers")
-        xy = page.evaluate(POINT, ["the circuit found by the numbers", "edges", ["v", 0, 1, 1, 1]])
-        assert xy is not None
-        page.mouse.click(*xy)
-        _wait_text(page, "One path: L0 H1 → L1 H1, into its values")
+        _click_until(page, ["the circuit found by the numbers", "edges", ["v", 0, 1, 1, 1]],
+                     "One path: L0 H1 → L1 H1, into its values")
         page.wait_for_function("() => location.search.includes('circuit_edge=v%3A0.1-1.1')", timeout=30_000)
         # a cell of the receiver's attention with the path patched: query 12, key 5
         _wait_chart(page, "patched")
-        xy = page.evaluate(POINT, ["patched", None, [12, 5]])
-        assert xy is not None
-        page.mouse.click(*xy)
-        _wait_text(page, "query 12 · key 5, split into parts")
+        _click_until(page, ["patched", None, [12, 5]], "query 12 · key 5, split into parts")
         page.wait_for_function("() => location.search.includes('circuit_cell=12.5')", timeout=30_000)
         assert "L1 H1, query" in page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                                "g => g.layout.title.text).join(' | ')")
@@ -81,10 +93,7 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
 def test_a_click_on_a_scored_edge_opens_its_exact_effect(learned_defaults):
     with _circuit(learned_defaults, 1366, "circuit_method=eap") as page:
         _wait_chart(page, "edges of largest |score|", timeout=300_000)
-        xy = page.evaluate(POINT, ["edges of largest |score|", "edges", ["a0.h0->a1.h0<k>"]])
-        assert xy is not None
-        page.mouse.click(*xy)
-        _wait_text(page, "a0.h0->a1.h0<k>: score")
+        _click_until(page, ["edges of largest |score|", "edges", ["a0.h0->a1.h0<k>"]], "a0.h0->a1.h0<k>: score")
         page.wait_for_function("() => location.search.includes('circuit_link=a0.h0-%3Ea1.h0%3Ck%3E')",
                                timeout=30_000)
         assert "exact effect" in page.evaluate("() => document.body.innerText")
