@@ -39,6 +39,16 @@ def _longest_first(items) -> None:
     items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])  # stable: a module's own order is kept
 
 
+def pytest_sessionstart(session):
+    """Every process the suite starts (the servers, their training workers, the CLI's) keeps its trainings in the
+    run's own runs folder, the one the session's trainings fill (``learned_defaults``), not in the machine's
+    (``/tmp/attnviz-learn``): there, on a fresh machine, every server started the defaults at launch while the
+    first one's training still ran. A test that needs a folder of its own sets it."""
+    folder = _runs_root(session.config._tmp_path_factory) / "learn-runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["ATTNVIZ_LEARN_DIR"] = str(folder)
+
+
 def pytest_collection_modifyitems(config, items):
     """The session's trainings start in the background as soon as a collected test needs one
     (``tests/support/trainings.py``). ``@pytest.mark.minilm``: the test needs MiniLM's files (the registry

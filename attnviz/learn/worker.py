@@ -12,6 +12,11 @@ weights to ``<key>.safetensors`` (never a pickle); a finished run is kept, so a 
 replays it at once. ``stop(key)`` leaves a ``<key>.stop`` file that the worker checks at
 each checkpoint.
 
+One training of a key at a time, whichever process asks: a worker holds ``<key>.lock`` (``flock``) while it
+writes the key's files, and a server that finds it held (another replica's worker, on a shared runs folder)
+starts none and reads the files as they grow. Without it, every replica of ``make serve`` started the defaults
+at launch into the same files, and a fresh server that started while another's training ran trained it again.
+
 A worker that has ended is let go at the next look at the trainings (``start``, ``busy``,
 ``progress``): its process reaped and dropped, so a server keeps only those running. What it
 ended with is in its files: its record, or, where it failed, a ``<key>.failed`` file with the
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,6 +40,11 @@ from attnviz import limits
 from attnviz.jobs import refusal
 from attnviz.learn.look import LookSettings, train_settings
 from attnviz.learn.train import LearnSettings, train
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no lock across processes (a server's own registry still starts a key once)
+    fcntl = None
 
 # The trainings a worker runs, by name: (their settings' class, the function that trains them, called
 # ``(settings, on_checkpoint, stop=, keep=)``): Watch it learn's induction model, and the model that learns to look.
@@ -59,13 +70,62 @@ def key_of(settings) -> str:
     return hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _train_to_files(trainer: str, settings: dict, folder: str, key: str) -> str:
-    """In the worker process: train, streaming checkpoints, then keep the record and weights."""
+@contextmanager
+def _key_lock(base: Path, wait: bool):
+    """Hold ``<key>.lock`` while the block writes the key's files: yields True, or False where another process
+    holds it and ``wait`` is off. The lock ends with the process that holds it, however it ends."""
+    if fcntl is None:
+        yield True
+        return
+    with open(base.with_suffix(".lock"), "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def training_elsewhere(folder: Path, key: str) -> bool:
+    """Another process trains ``key`` in ``folder`` now (it holds the key's lock). Never creates a file: a key
+    no one has trained (any link can name one) has no lock file, and is trained nowhere."""
+    path = folder / f"{key}.lock"
+    if fcntl is None or not path.exists():
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor lets go of a lock taken on it
+    return False
+
+
+def _train_to_files(trainer: str, settings: dict, folder: str, key: str, wait: bool = False) -> str:
+    """In the worker process: train, streaming checkpoints, then keep the record and weights. Where another
+    process trains the same key in the same folder: nothing (``wait`` off, the worker's way: that one's files are
+    read), or, with ``wait``, wait for it and use what it kept."""
+    base = Path(folder) / key
+    with _key_lock(base, wait) as mine:
+        if not mine:
+            return "running elsewhere"
+        if wait and base.with_suffix(".json").exists() and base.with_suffix(".safetensors").exists():
+            return json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))["status"]  # trained meanwhile
+        return _train_holding_lock(trainer, settings, base)
+
+
+def _train_holding_lock(trainer: str, settings: dict, base: Path) -> str:
     import torch
     from safetensors.torch import save_file
 
     torch.set_num_threads(1)  # one core per training; deterministic whatever the machine
-    base = Path(folder) / key
     lines = base.with_suffix(".jsonl")
     lines.unlink(missing_ok=True)
     kept: list = []
@@ -98,7 +158,7 @@ def trained_weights(settings) -> Path:
     if not path.exists():
         threads = torch.get_num_threads()
         try:
-            _train_to_files(trainer_of(settings), asdict(settings), str(runs_dir()), key)
+            _train_to_files(trainer_of(settings), asdict(settings), str(runs_dir()), key, wait=True)
         finally:
             torch.set_num_threads(threads)
     return path
@@ -145,7 +205,7 @@ class Trainings:
         folder = runs_dir()
         with self._lock:
             self._reap()
-            if key in self._jobs:  # running
+            if key in self._jobs or training_elsewhere(folder, key):  # running, here or in another process
                 return key
             if (folder / f"{key}.json").exists():
                 if not again:
@@ -186,7 +246,9 @@ class Trainings:
         with self._lock:  # watching a training is a look at them all: whichever ended is let go
             self._reap()
             running = key in self._jobs
-        base = runs_dir() / key
+        folder = runs_dir()
+        base = folder / key
+        running = running or training_elsewhere(folder, key)
         done_file = base.with_suffix(".json")
         if done_file.exists():
             record = json.loads(done_file.read_text(encoding="utf-8"))

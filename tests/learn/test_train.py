@@ -219,6 +219,39 @@ def test_a_worker_that_ended_is_let_go_and_its_failure_still_said(tmp_path, monk
     assert runs.progress(key_of(s)).status == "done" and not runs._jobs
 
 
+def test_two_servers_on_one_runs_folder_train_a_key_once(tmp_path, monkeypatch):
+    """Two servers (replicas, or fresh servers one after another) on one runs folder: the second finds the first's
+    training by its lock and starts none, and watches it grow from the files; a worker that finds the key's lock
+    held writes nothing; a key no one trained leaves no file behind a look at it."""
+    from attnviz.learn import worker as W
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    first, second = Trainings(), Trainings()
+    s = LearnSettings(steps=200, seed=77)
+    key = first.start(s)
+    job = first._jobs[key]
+    deadline = time.monotonic() + 120
+    while not W.training_elsewhere(tmp_path, key) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the worker takes the key's lock once it has imported torch
+    assert job.poll() is not None or W.training_elsewhere(tmp_path, key), "the worker never took its key's lock"
+    assert second.start(s) == key and not second._jobs  # started nowhere else
+    assert second.progress(key).status in ("running", "done")  # not "not started": the first one's, read
+    assert job.wait(timeout=120) == 0
+    p = second.progress(key)
+    assert p.done and p.status == "done" and p.checkpoints[-1]["step"] == 200 and not second._jobs
+    # held here, in this process, as a worker holds it: a worker started now writes nothing
+    other = LearnSettings(steps=100, seed=78)
+    k2 = key_of(other)
+    with W._key_lock(tmp_path / k2, wait=True):
+        assert W.training_elsewhere(tmp_path, k2) and second.start(other) == k2 and not second._jobs
+        assert second.progress(k2).status == "running"
+        assert W._train_to_files("learn", other.__dict__, str(tmp_path), k2) == "running elsewhere"
+        assert not (tmp_path / f"{k2}.jsonl").exists()
+    assert not W.training_elsewhere(tmp_path, k2) and second.progress(k2).status == "not started"
+    before = set(tmp_path.iterdir())
+    assert second.progress("0" * 24).status == "not started" and set(tmp_path.iterdir()) == before
+
+
 def test_a_typed_sequence_is_checked():
     assert T.parse_sequence("BOS 5, 9 mark", LENGTH) == [K.BOS, 5, 9, K.MARK]
     for bad, words in (("", "at least one"), ("5 x", "not a token"), ("99", "outside the vocabulary"),
@@ -265,10 +298,11 @@ def _wait(runs, keys, seconds=240):
     return [runs.progress(k) for k in keys]
 
 
-def test_a_fresh_servers_first_visitor_sees_the_default_training_finished(tmp_path, monkeypatch):
-    """The launcher starts the default training and its control at server start; the first
-    visitor gets the finished curve, scores and heads at once, marked as a replay, with
-    the checkpoint slider."""
+def test_a_fresh_servers_first_visitor_sees_the_default_training_finished(tmp_path, monkeypatch, learned_defaults):
+    """The launcher starts the default training and its control at server start (in an empty runs folder: seen
+    started in this server's workers, then stopped); where they have run (the run's own folder, trained as the
+    worker trains them), it starts nothing, and the first visitor gets the finished curve, scores and heads at
+    once, marked as a replay, with the checkpoint slider."""
     from attnviz.learn.worker import TRAININGS
     from attnviz.views.learn import default_trainings
     from ui.server import train_defaults
@@ -277,7 +311,14 @@ def test_a_fresh_servers_first_visitor_sees_the_default_training_finished(tmp_pa
     _idle(TRAININGS)
     train_defaults()
     keys = [key_of(s) for s in default_trainings()]
-    assert all(TRAININGS.progress(k).status != "not started" for k in keys)
+    assert all(k in TRAININGS._jobs and TRAININGS.progress(k).status == "running" for k in keys)
+    for k in keys:
+        TRAININGS.stop(k)
+    _idle(TRAININGS)  # leave no worker writing into tmp_path
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(learned_defaults["dir"]))
+    assert keys == learned_defaults["keys"]
+    train_defaults()
+    assert not any(k in TRAININGS._jobs for k in keys)
     assert all(p.done and p.status == "done" for p in _wait(TRAININGS, keys))
     at = app(page="app_pages/watch_it_learn.py", timeout=120)
     assert not at.exception and not any("Press Train" in i.value for i in at.info)
@@ -305,7 +346,7 @@ def test_the_page_starts_the_default_training_itself_where_the_launcher_did_not(
         at.run()
     titles = [f["layout"]["title"]["text"] for f in figures(at)]
     assert "loss as it learns" in titles, ([c.value for c in at.caption], titles)
-    for k in keys:  # seen started: stopped, not trained to the end (the test before this one trains them whole)
+    for k in keys:  # seen started: stopped, not trained to the end (the session's trainings are whole)
         TRAININGS.stop(k)
     _wait(TRAININGS, keys)  # leave no worker writing into tmp_path
 

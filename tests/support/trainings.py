@@ -57,7 +57,7 @@ def learned(root: Path) -> dict:
             folder.mkdir(exist_ok=True)
             with unclocked():
                 for settings, key in zip(default_trainings(), keys, strict=True):
-                    _train_to_files("learn", asdict(settings), str(folder), key)
+                    _train_to_files("learn", asdict(settings), str(folder), key, wait=True)
             (folder / "trained").touch()
     return {"dir": folder, "keys": keys,
             "records": [json.loads((folder / f"{k}.json").read_text(encoding="utf-8")) for k in keys]}
@@ -76,7 +76,7 @@ def looked(root: Path) -> dict:
         folder.mkdir(exist_ok=True)
         if not (folder / "looked").exists():
             with unclocked():
-                _train_to_files("look", asdict(LookSettings()), str(folder), key)
+                _train_to_files("look", asdict(LookSettings()), str(folder), key, wait=True)
             (folder / "looked").touch()
     return {"dir": folder, "key": key, "record": json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))}
 
