@@ -248,11 +248,11 @@ class Trainings:
             running = key in self._jobs
         folder = runs_dir()
         base = folder / key
-        running = running or training_elsewhere(folder, key)
         done_file = base.with_suffix(".json")
         if done_file.exists():
             record = json.loads(done_file.read_text(encoding="utf-8"))
             return Progress(record["checkpoints"], True, record["status"], record)
+        running = running or training_elsewhere(folder, key)  # a replay (above) needs no look at the lock
         checkpoints = []
         lines = base.with_suffix(".jsonl")
         if lines.exists():

@@ -373,10 +373,10 @@ def test_every_control_is_reachable_and_usable_with_the_keyboard(server, page):
 
 def test_watch_it_learn_trains_in_front_of_the_class(server, page, tmp_path, learned_defaults):
     """Press Train: the loss and the heads are redrawn while the worker trains, and the
-    trained model's part appears when it is done (a screenshot for the README). 600 steps at twice the default
-    rate: its phase change at step 450 (the loss on the repeat 3.5 → 1.1), half the work of 1,200 at the default. After the run's default trainings (``learned_defaults``): the server
-    shares their folder, and may have started one of them at launch; while it runs, the control's worker is
-    refused (one a core)."""
+    trained model's part appears when it is done (a screenshot for the README). 600 steps at twice the
+    default rate: its phase change at step 450 (the loss on the repeat 3.5 → 1.1), half the work of 1,200 at
+    the default. After the run's default trainings (``learned_defaults``): the server shares their folder, and
+    may have started one of them at launch; while it runs, the control's worker is refused (one a core)."""
     page.goto(server + "/watch-it-learn?learn_steps=600&learn_seed=0&learn_lr=0.006")
     wait_run(page, timeout=60_000)
     page.get_by_role("button", name="Train", exact=True).click()  # (a training that ran here runs again, live)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -245,7 +246,7 @@ def test_two_servers_on_one_runs_folder_train_a_key_once(tmp_path, monkeypatch):
     with W._key_lock(tmp_path / k2, wait=True):
         assert W.training_elsewhere(tmp_path, k2) and second.start(other) == k2 and not second._jobs
         assert second.progress(k2).status == "running"
-        assert W._train_to_files("learn", other.__dict__, str(tmp_path), k2) == "running elsewhere"
+        assert W._train_to_files("learn", asdict(other), str(tmp_path), k2) == "running elsewhere"
         assert not (tmp_path / f"{k2}.jsonl").exists()
     assert not W.training_elsewhere(tmp_path, k2) and second.progress(k2).status == "not started"
     before = set(tmp_path.iterdir())
