@@ -7,7 +7,8 @@ This module holds:
   every step of the first query block (``TileStep``) for the teaching pages;
 - ``low_rank_attention``: Linformer-style attention over keys and values projected
   from S to ``rank`` rows (segment means, exact at rank = S, or a seeded random matrix);
-- truncated-SVD helpers: ``singular_values``, ``rank_k_output``, ``relative_error``;
+- truncated-SVD helpers: ``singular_values``, ``rank_k_output`` (``rank_k_outputs`` for many k from
+  one SVD), ``relative_error``;
 - ``attention_memory``: the bytes each path holds at its peak, by arithmetic alone.
 
 Shapes use PyTorch's letters: N batch, H heads, L queries, S keys, D head width
@@ -272,18 +273,27 @@ def rank_k_output(weights: torch.Tensor, v: torch.Tensor, k: int) -> torch.Tenso
     k largest singular values of a truncated SVD; k = min(L, S) gives weights @ v back
     and k = 0 gives zeros.
     """
+    return rank_k_outputs(weights, v, [k])[0]
+
+
+def rank_k_outputs(weights: torch.Tensor, v: torch.Tensor, ks) -> list[torch.Tensor]:
+    """``rank_k_output`` at each k of ``ks``, from one SVD: a sweep over ranks pays for the
+    decomposition (O(L·S·min(L, S)) per head) once, not once per rank."""
     weights = _check_matrix("weights", weights)
     r = min(weights.shape[-2], weights.shape[-1])
-    if isinstance(k, bool) or int(k) != k or not 0 <= k <= r:
-        raise ValueError(f"k must be a whole number from 0 to {r} (the rank of a {tuple(weights.shape[-2:])} "
-                         f"matrix at most), got {k!r}.")
+    for k in ks:
+        if isinstance(k, bool) or int(k) != k or not 0 <= k <= r:
+            raise ValueError(f"k must be a whole number from 0 to {r} (the rank of a {tuple(weights.shape[-2:])} "
+                             f"matrix at most), got {k!r}.")
     if weights.shape[-1] != v.shape[-2]:
         raise ValueError(f"weights and v must share S: weights is {tuple(weights.shape)}, v is {tuple(v.shape)}.")
     U, sv, Vh = torch.linalg.svd(weights, full_matrices=False)  # (..., L, r), (..., r), (..., r, S)
-    k = int(k)
-    left = U[..., :, :k] * sv[..., None, :k]  # (..., L, k)
-    right = Vh[..., :k, :] @ v.to(weights.dtype)  # (..., k, Dv)
-    return left @ right  # (..., L, Dv)
+    out = []
+    for k in map(int, ks):
+        left = U[..., :, :k] * sv[..., None, :k]  # (..., L, k)
+        right = Vh[..., :k, :] @ v.to(weights.dtype)  # (..., k, Dv)
+        out.append(left @ right)  # (..., L, Dv)
+    return out
 
 
 def relative_error(o: torch.Tensor, o_hat: torch.Tensor) -> torch.Tensor:

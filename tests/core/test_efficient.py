@@ -18,6 +18,7 @@ from attnviz.core.efficient import (
     attention_memory,
     low_rank_attention,
     rank_k_output,
+    rank_k_outputs,
     relative_error,
     singular_values,
     tiled_attention,
@@ -274,6 +275,20 @@ def test_full_rank_output_is_the_plain_output():
     assert torch.equal(rank_k_output(w, v, 0), torch.zeros(2, 3, 6, 4))
     with pytest.raises(ValueError, match="from 0 to 6"):
         rank_k_output(w, v, 7)
+
+
+def test_a_sweep_over_ranks_is_each_rank_alone_from_one_svd(monkeypatch):
+    w, v = _weights()
+    alone = [rank_k_output(w, v, k) for k in (0, 1, 3, 6)]
+    svds = []
+    real = torch.linalg.svd
+    monkeypatch.setattr(torch.linalg, "svd", lambda *a, **kw: svds.append(1) or real(*a, **kw))
+    swept = rank_k_outputs(w, v, (0, 1, 3, 6))
+    assert len(svds) == 1
+    for a, b in zip(alone, swept, strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="from 0 to 6"):
+        rank_k_outputs(w, v, (1, 7))
 
 
 def test_singular_values_match_torch():
