@@ -5,6 +5,6 @@ explorer names them (``roles``); the finished model loaded back, and the model a
 (``trained``: ``subject_of``). A tiny vision-language model learning to look at the shape a question names
 (``shapes``: the pictures and questions; ``look``: its training and where its heads look).
 
-May import: attnviz.analysis, attnviz.core, attnviz.i18n, attnviz.jobs, attnviz.limits, attnviz.models,
+May import: attnviz.analysis, attnviz.cache, attnviz.core, attnviz.i18n, attnviz.jobs, attnviz.limits, attnviz.models,
 attnviz.settings.
 """

@@ -253,6 +253,27 @@ def test_two_servers_on_one_runs_folder_train_a_key_once(tmp_path, monkeypatch):
     assert second.progress("0" * 24).status == "not started" and set(tmp_path.iterdir()) == before
 
 
+def test_a_finished_record_is_parsed_once_and_again_when_it_is_written_again(tmp_path, monkeypatch):
+    """Watch it learn looks at its trainings several times a run: the finished record (3.8 MB of JSON for the
+    default) is parsed at the first look only; a record written again is read again."""
+    import json as real_json
+
+    from attnviz.learn import worker as W
+
+    monkeypatch.setenv("ATTNVIZ_LEARN_DIR", str(tmp_path))
+    parsed = []
+    monkeypatch.setattr(W, "json", type("CountingJson", (), {
+        "loads": staticmethod(lambda text: parsed.append(1) or real_json.loads(text)),
+        "dumps": staticmethod(real_json.dumps)}))
+    done = tmp_path / "k.json"
+    done.write_text(real_json.dumps({"checkpoints": [{"step": 1}], "status": "done"}), encoding="utf-8")
+    runs = Trainings()
+    first = [runs.progress("k") for _ in range(3)] + [Trainings().progress("k")]
+    assert len(parsed) == 1 and all(p.done and p.checkpoints == [{"step": 1}] for p in first)
+    done.write_text(real_json.dumps({"checkpoints": [{"step": 1}, {"step": 2}], "status": "done"}), encoding="utf-8")
+    assert runs.progress("k").checkpoints == [{"step": 1}, {"step": 2}] and len(parsed) == 2
+
+
 def test_a_typed_sequence_is_checked():
     assert T.parse_sequence("BOS 5, 9 mark", LENGTH) == [K.BOS, 5, 9, K.MARK]
     for bad, words in (("", "at least one"), ("5 x", "not a token"), ("99", "outside the vocabulary"),
