@@ -72,6 +72,26 @@ def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path
         stop_server(proc)
 
 
+@contextmanager
+def fresh_servers(env: dict[str, str] | None = None):
+    """Yield ``take()``: (process, base URL) of a fresh ``python -m ui.server`` that no session has visited, healthy;
+    the caller stops it. The next one starts as one is taken, so its imports overlap the taker's waits on the
+    browser. Those left are stopped after."""
+    started = [start_server(env=env)]
+
+    def take() -> tuple:
+        proc, base = started.pop()
+        started.append(start_server(env=env))  # the next case's
+        wait_healthy(base, proc, 60)
+        return proc, base
+
+    try:
+        yield take
+    finally:
+        for proc, _base in started:
+            stop_server(proc)
+
+
 def launch(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
 

@@ -1,8 +1,8 @@
 """What a page looks like in Chromium, measured: where each chart starts and how tall it is, and whether
 each chart's title, axis titles, legend, colour bar title and annotations lie inside the chart and clear
 of one another; and ``check_whole``, the layout test of one page at one size (tests/app/test_browser_layout.py at
-a laptop's, tests/app/test_browser_layout_projector.py at a projector's: two modules, so that the suite's workers
-share them)."""
+a laptop's, as a fresh server's first session, tests/app/test_browser_layout_projector.py at a projector's: two
+modules, so that the suite's workers share them)."""
 
 from __future__ import annotations
 
@@ -177,6 +177,12 @@ def check_whole(server: str, browser, entry, size: tuple[int, int], present: boo
         else:  # the switch into presenter mode, in sight on every page
             switch = page.get_by_role("switch", name="Presenter mode")
             assert switch.is_visible() and switch.bounding_box()["y"] < size[1]
+        # the page the link names, not Streamlit's "Page not found" (streamlit#8860: a pages/ folder beside app.py)
+        body = page.inner_text("body")
+        assert page.locator("[role=dialog]").count() == 0 and "Page not found" not in body, body[:300]
+        if not present:  # presenter mode draws the explorer without its title: its chart is the first screen
+            heading = page.locator("[data-testid=stMain] h1").first.inner_text()
+            assert heading.lower().endswith(entry.title.lower()), (heading, entry.title)
         outside = {urlsplit(u).hostname for u in asked if urlsplit(u).scheme in ("http", "https")}
         outside -= {urlsplit(server).hostname}
         assert not outside, f"asked hosts other than the app's own: {sorted(outside)}"
