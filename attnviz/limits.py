@@ -159,8 +159,9 @@ def max_learn_seconds() -> float:
 # server keeps between requests is in one of them, or among the loaded models, bounded apart by
 # ``ATTNVIZ_MAX_LOADED_MB`` ("models"). The MB are at the default budget (512 MB).
 CACHE_SHARES = {
-    # Runs, traces and the pages' numbers (attnviz.run.run.RESULTS): 307 MB, so that the largest run the bounds
-    # accept (2048 tokens × 16 heads at d_model 512: 296 MB with its weights) is kept for its reruns.
+    # Runs, traces and the pages' numbers (attnviz.run.run.RESULTS), finished trainings' records among them
+    # (attnviz.learn.worker.finished_record): 307 MB, so that the largest run the bounds accept (2048 tokens × 16
+    # heads at d_model 512: 296 MB with its weights) is kept for its reruns.
     "results": 0.60,
     "figures": 0.10,  # the app's frozen figures (ui.compute.FIGURES), sized by their JSON: 51 MB
     # Finished background jobs' results, every kind together (attnviz.jobs): 77 MB. A patching sweep of a
