@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browserkit import launch, streamlit_server
+from tests.support.browserkit import Profile, streamlit_server
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +16,12 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
+    """The module's Chromium: a profile on disk (``browserkit.Profile``), whose ``new_context`` gives a test its
+    tabs."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
     with sync_api.sync_playwright() as p:
-        b = launch(p)
+        b = Profile(p, tmp_path_factory.mktemp("chromium-profile"))
         yield b
         b.close()
 

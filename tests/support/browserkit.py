@@ -96,6 +96,60 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
 
 
+class Tabs:
+    """What a test asked of a fresh context (``new_context(viewport=...)``: pages of one size, request listeners,
+    init scripts, closed together), as tabs of ``Profile``'s one context."""
+
+    def __init__(self, context, viewport: dict | None) -> None:
+        self._context, self._viewport = context, viewport
+        self._pages: list = []
+        self._listeners: list[tuple[str, object]] = []
+        self._scripts: list[str] = []
+
+    def new_page(self):
+        page = self._context.new_page()
+        if self._viewport:
+            page.set_viewport_size(self._viewport)
+        for event, listener in self._listeners:
+            page.on(event, listener)
+        for script in self._scripts:
+            page.add_init_script(script)
+        self._pages.append(page)
+        return page
+
+    def on(self, event: str, listener) -> None:
+        self._listeners.append((event, listener))
+        for page in self._pages:
+            page.on(event, listener)
+
+    def add_init_script(self, script: str) -> None:
+        self._scripts.append(script)
+
+    def close(self) -> None:
+        for page in self._pages:
+            page.close()
+        self._pages.clear()
+
+
+class Profile:
+    """A test module's Chromium, with one profile on disk: each ``new_context`` is a group of tabs (``Tabs``) in it.
+    A fresh incognito context per test kept no disk cache, so every page load parsed and compiled Streamlit's
+    scripts again; here a load after a server's first reads them compiled (V8's code cache, kept on disk only): the
+    first-screen module's 16 page loads took 156 s of CPU in fresh contexts and 136 s here (docs/testing.md). The
+    tabs share cookies and local storage, which the app does not use."""
+
+    def __init__(self, playwright, folder: Path) -> None:
+        self._context = playwright.chromium.launch_persistent_context(
+            str(folder), executable_path=chromium_path(), args=CHROMIUM_FLAGS,
+            viewport={"width": 1400, "height": 1000})
+
+    def new_context(self, viewport: dict | None = None) -> Tabs:
+        return Tabs(self._context, viewport)
+
+    def close(self) -> None:
+        self._context.close()
+
+
 @contextmanager
 def browser_page(width: int = 1400, height: int = 1000):
     """A page of a fresh Chromium (for a test module's ``page`` fixture); closed after."""
