@@ -5,6 +5,7 @@ checked with its laptop layout (tests/app/test_browser_layout.py)."""
 import pytest
 
 from tests.support.browserkit import HOW_TO_GET_CHROMIUM, ROOT, chromium_path, streamlit_server, wait_run
+from tests.support.layoutkit import assert_page_named
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
@@ -22,11 +23,6 @@ def test_streamlit_run_serves_a_deep_link_as_its_first_session(browser):
             pg.goto(f"{base}/{target.path}")
             wait_run(pg, timeout=90_000)
             pg.wait_for_timeout(1000)
-            body = pg.inner_text("body")
-            assert "Page not found" not in body and pg.locator("[role=dialog]").count() == 0
-            assert pg.locator("[data-testid=stException]").count() == 0, body[:500]
-            # As long as the wait for the run: a loaded machine redrew the heading more than 30 s after the run ended
-            heading = pg.locator("[data-testid=stMain] h1").first.inner_text(timeout=90_000)
-            assert heading.lower().endswith(target.title.lower()), (heading, target.title)
+            assert_page_named(pg, target.title, timeout=90_000)
         finally:
             ctx.close()

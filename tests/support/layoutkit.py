@@ -152,6 +152,18 @@ def _draw_every_chart(page) -> None:
     page.wait_for_timeout(500)
 
 
+def assert_page_named(page, title: str | None, timeout: float = 30_000) -> None:
+    """The page the link names: no Streamlit "Page not found" dialog (streamlit#8860: a pages/ folder beside
+    app.py), no traceback, and (``title`` given) a heading that ends with ``title``, waited for up to ``timeout`` ms
+    (a loaded machine redrew it more than 30 s after its run ended)."""
+    body = page.inner_text("body")
+    assert page.locator("[role=dialog]").count() == 0 and "Page not found" not in body, body[:300]
+    assert page.locator("[data-testid=stException]").count() == 0, body[:500]
+    if title is not None:
+        heading = page.locator("[data-testid=stMain] h1").first.inner_text(timeout=timeout)
+        assert heading.lower().endswith(title.lower()), (heading, title)
+
+
 def check_whole(server: str, browser, entry, size: tuple[int, int], present: bool) -> None:
     """Open ``entry``'s page at ``size`` (in presenter mode with ``present``), let it draw every chart, and assert
     what the layout tests assert of it (their module doc); screenshots under build/screenshots."""
@@ -177,12 +189,8 @@ def check_whole(server: str, browser, entry, size: tuple[int, int], present: boo
         else:  # the switch into presenter mode, in sight on every page
             switch = page.get_by_role("switch", name="Presenter mode")
             assert switch.is_visible() and switch.bounding_box()["y"] < size[1]
-        # the page the link names, not Streamlit's "Page not found" (streamlit#8860: a pages/ folder beside app.py)
-        body = page.inner_text("body")
-        assert page.locator("[role=dialog]").count() == 0 and "Page not found" not in body, body[:300]
-        if not present:  # presenter mode draws the explorer without its title: its chart is the first screen
-            heading = page.locator("[data-testid=stMain] h1").first.inner_text()
-            assert heading.lower().endswith(entry.title.lower()), (heading, entry.title)
+        # presenter mode draws the explorer without its title: its chart is the first screen
+        assert_page_named(page, None if present else entry.title)
         outside = {urlsplit(u).hostname for u in asked if urlsplit(u).scheme in ("http", "https")}
         outside -= {urlsplit(server).hostname}
         assert not outside, f"asked hosts other than the app's own: {sorted(outside)}"
