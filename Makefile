@@ -57,10 +57,10 @@ system-packages:
 	@bash scripts/system-packages.sh
 
 # The suite on TEST_WORKERS processes, a test module per worker so that a module's server, model and browser are
-# made once; TEST_WORKERS=0 runs it in this one process. Three on this project's two cores: the browser tests
-# wait on their servers and pages (two workers kept the cores 54% busy), so a third worker's tests fill the
-# waits (the same suite: 10 min 35 s on two workers, 9 min 58 s on three).
-TEST_WORKERS ?= 3
+# made once; TEST_WORKERS=0 runs it in this one process. Four on this project's two cores: the browser tests
+# wait on their servers and pages, and other workers' tests fill the waits (the same suite one run after another:
+# 13 min 2 s on three workers, 11 min 39 s on four, 11 min 56 s on six; docs/testing.md).
+TEST_WORKERS ?= 4
 
 # The suite writes bytecode (pytest's rewritten test modules, the project's own) into the ignored __pycache__
 # folders even where the environment says not to (PYTHONDONTWRITEBYTECODE, set here): else each worker rewrites
