@@ -64,13 +64,19 @@ def train_defaults() -> None:
     start_defaults(TRAININGS)
 
 
+def serve(argv: list[str]) -> None:
+    """The launcher's part after the imports and ``preload``: the default trainings, the collector, then
+    ``streamlit run app.py`` with ``argv`` (its options). Exits the process when the server stops."""
+    train_defaults()
+    quiet_gc()
+    sys.argv = ["streamlit", "run", str(APP), *argv]
+    sys.exit(cli.main())
+
+
 def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(APP.parent))
     preload()
-    train_defaults()
-    quiet_gc()
-    sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
-    sys.exit(cli.main())
+    serve(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

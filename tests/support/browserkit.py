@@ -6,8 +6,10 @@ Used by the browser tests and by bench/bench_browser.py.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,20 +35,27 @@ def free_port() -> int:
     return free_port_block(0)
 
 
+def _options(port: int) -> list[str]:
+    return ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+
+
+def _threads() -> dict[str, str]:
+    """As many torch threads as this process: a number the test computes here and the server's are equal to the bit
+    only then (a matrix product's blocking follows the threads; the suite's workers run one each)."""
+    torch = sys.modules.get("torch")
+    return {"OMP_NUM_THREADS": str(torch.get_num_threads())} if torch is not None else {}
+
+
 def start_server(script: Path | None = None, root: Path = ROOT, env: dict[str, str] | None = None):
     """(process, base URL) of the app as `make run` serves it (``python -m ui.server``), or of `streamlit run
     SCRIPT`, on 127.0.0.1 with the project's settings, just started: ``wait_healthy`` before asking it anything."""
     port = free_port()
-    opts = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    opts = _options(port)
     cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
            [sys.executable, "-m", "streamlit", "run", str(script), *opts])
-    # As many torch threads as this process: a number the test computes here and the server's are equal to
-    # the bit only then (a matrix product's blocking follows the threads; the suite's workers run one each).
-    torch = sys.modules.get("torch")
-    threads = {"OMP_NUM_THREADS": str(torch.get_num_threads())} if torch is not None else {}
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **threads, **(env or {})})
+                            env={**os.environ, **_threads(), **(env or {})})
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -73,23 +82,36 @@ def streamlit_server(timeout: float = 60, script: Path | None = None, root: Path
 
 
 @contextmanager
-def fresh_servers(env: dict[str, str] | None = None):
+def fresh_servers():
     """Yield ``take()``: (process, base URL) of a fresh ``python -m ui.server`` that no session has visited, healthy;
-    the caller stops it. The next one starts as one is taken, so its imports overlap the taker's waits on the
-    browser. Those left are stopped after."""
-    started = [start_server(env=env)]
+    the caller stops it. Each is forked from one process that did the launcher's imports once
+    (``tests/support/forkserver.py``: 3.1 of a start's 3.4 s of CPU); the next one starts as one is taken. Those left
+    are stopped after."""
+    from tests.support.forkserver import ForkServer
+
+    forks = ForkServer(env=_threads())
+    logs = Path(tempfile.mkdtemp(prefix="attnviz-fresh-"))
+
+    def begin() -> tuple:
+        port = free_port()
+        return forks.start(_options(port), logs / f"server-{port}.log"), f"http://127.0.0.1:{port}"
+
+    started: list[tuple] = []
 
     def take() -> tuple:
         proc, base = started.pop()
-        started.append(start_server(env=env))  # the next case's
+        started.append(begin())  # the next case's
         wait_healthy(base, proc, 60)
         return proc, base
 
     try:
+        started.append(begin())
         yield take
     finally:
         for proc, _base in started:
             stop_server(proc)
+        forks.close()
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 def launch(playwright):
