@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import sys
@@ -75,7 +76,8 @@ def _unit(module: str) -> str:
     return "app_pages" if parts[0] in ("app_pages", "app") else parts[0]
 
 
-def _arrows(path: Path) -> list[tuple[str, int, bool]]:
+@functools.cache  # several tests read every file's arrows: parsed and walked once per run
+def _arrows(path: Path) -> tuple[tuple[str, int, bool], ...]:
     """(the project's module it imports, line, inside a function) for every import of ``path``:
     at its top, inside a function, and through the lazy seam (``lazy.imported("…")``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -96,7 +98,7 @@ def _arrows(path: Path) -> list[tuple[str, int, bool]]:
             out.append((node.args[0].value, node.lineno, False))  # the seam: at its top or not, the same arrow
             continue
         out += [(n, node.lineno, id(node) in inside) for n in names if n.split(".")[0] in ("attnviz", "ui")]
-    return out
+    return tuple(out)
 
 
 def floors() -> list[set[str]]:
