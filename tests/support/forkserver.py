@@ -17,6 +17,7 @@ where a test holds a ``subprocess.Popen``: ``poll``, ``terminate``, ``kill``, ``
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -32,10 +33,17 @@ class Forked:
     child (the fork server's, which lets the kernel reap it), so it is watched through ``/proc``."""
 
     def __init__(self, pid: int, log: Path) -> None:
-        self.pid, self.args, self.returncode = pid, ["forkserver", str(pid)], None
-        self.stderr = open(log, "rb")  # noqa: SIM115 - read by wait_healthy when the server does not start
+        self.pid, self.args, self.returncode, self._log = pid, ["forkserver", str(pid)], None, log
+
+    @property
+    def stderr(self) -> io.BytesIO:
+        """What the child wrote (stdout and stderr), as a Popen's ``stderr`` pipe reads: ``wait_healthy`` shows it
+        when the server does not start."""
+        return io.BytesIO(self._log.read_bytes() if self._log.exists() else b"")
 
     def poll(self) -> int | None:
+        """None while the child runs; then 0 (its exit status went to the fork server, which let the kernel reap
+        it: what it printed says why it ended)."""
         if self.returncode is None:
             try:
                 state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -43,7 +51,6 @@ class Forked:
                 state = "gone"
             if state in ("gone", "Z", "X"):
                 self.returncode = 0
-                self.stderr.close()
         return self.returncode
 
     def _signal(self, sig: int) -> None:
