@@ -20,8 +20,9 @@ from attnviz.views.catalogue import PAGES  # noqa: E402
 
 @pytest.fixture(scope="module")
 def fresh_server(learned_defaults, looked_default):
-    """A fresh ``python -m ui.server`` for each case, on the run's trainings (the run's own runs folder, which the
-    suite's processes share): the pages that show them replay them, and the launcher starts none."""
+    """A fresh ``python -m ui.server`` for each case (forked after the launcher's imports: browserkit.fresh_servers),
+    on the run's trainings (the run's own runs folder, which the suite's processes share): the pages that show them
+    replay them, and the launcher starts none."""
     with fresh_servers() as take:
         yield take
 
