@@ -89,7 +89,7 @@ def fresh_servers():
     are stopped after."""
     from tests.support.forkserver import ForkServer
 
-    forks = ForkServer(env=_threads())
+    forks = ForkServer(threads=int(_threads().get("OMP_NUM_THREADS", os.cpu_count() or 1)))
     logs = Path(tempfile.mkdtemp(prefix="attnviz-fresh-"))
 
     def begin() -> tuple:

@@ -11,7 +11,8 @@ registry) is made in the child after the fork, as in a process started anew; wha
 is what ``ui.server.main`` has done before it calls ``serve``. It writes each child's pid on stdout.
 
 Only for servers with the environment of the process that starts this one (the settings read at import stay as
-they were read here), and with no thread but the main one before a fork (checked). ``Forked`` stands for a child
+they were read here), and with no thread but the main one before a fork (checked; torch on one thread here, each
+child on the count it is asked for). ``Forked`` stands for a child
 where a test holds a ``subprocess.Popen``: ``poll``, ``terminate``, ``kill``, ``wait``, ``stderr``.
 """
 
@@ -75,17 +76,23 @@ class Forked:
 
 
 class ForkServer:
-    """The fork server, started with this process's environment (plus ``env``); ``start(argv, log)`` → ``Forked``."""
+    """The fork server, started with this process's environment; ``start(argv, log)`` → ``Forked``, a server whose
+    torch runs ``threads`` threads.
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    The fork server itself runs torch on one thread: a thread pool OpenMP had started there would be a pool of
+    threads the child does not have (a forked child's first parallel product hung on two threads); the child sets
+    its own count after the fork."""
+
+    def __init__(self, threads: int) -> None:
         root = Path(__file__).resolve().parents[2]
+        self.threads = threads
         self._proc = subprocess.Popen([sys.executable, "-m", "tests.support.forkserver"], cwd=root,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                      env={**os.environ, **(env or {})})
+                                      env={**os.environ, "OMP_NUM_THREADS": "1"})
 
     def start(self, argv: list[str], log: Path) -> Forked:
         log.touch()  # the child writes it; a failed start is read from it
-        self._proc.stdin.write(json.dumps([argv, str(log)]) + "\n")
+        self._proc.stdin.write(json.dumps([argv, str(log), self.threads]) + "\n")
         self._proc.stdin.flush()
         line = self._proc.stdout.readline()
         if not line.strip().isdigit():
@@ -101,10 +108,15 @@ class ForkServer:
             self._proc.wait()
 
 
-def _child(argv: list[str], log: str) -> None:
-    """In the forked child: a session of its own, no stdin, stdout and stderr to ``log``; then the launcher."""
+def _child(argv: list[str], log: str, threads: int) -> None:
+    """In the forked child: ``threads`` torch threads (its own processes, training workers, get the same), a session
+    of its own, no stdin, stdout and stderr to ``log``; then the launcher."""
+    import torch
+
     from ui import server
 
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # its own children (training workers) are waited for
     os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -122,19 +134,21 @@ def _child(argv: list[str], log: str) -> None:
 
 
 def main() -> None:
+    import torch
+
     from ui import server
 
     sys.path.insert(0, str(server.APP.parent))  # as ui.server.main
     server.preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
     for line in sys.stdin:
-        argv, log = json.loads(line)
+        argv, log, threads = json.loads(line)
         # a thread alive at the fork would leave the child its locks, held by no one
-        assert threading.active_count() == 1, threading.enumerate()
+        assert threading.active_count() == 1 and torch.get_num_threads() == 1, threading.enumerate()
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
-            _child(argv, log)
+            _child(argv, log, threads)
         print(pid, flush=True)
 
 
