@@ -40,11 +40,12 @@ def _options(port: int) -> list[str]:
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
 
 
-def _threads() -> dict[str, str]:
-    """As many torch threads as this process: a number the test computes here and the server's are equal to the bit
-    only then (a matrix product's blocking follows the threads; the suite's workers run one each)."""
+def _torch_threads() -> int | None:
+    """This process's torch threads (None: torch not imported), for a server to run as many: a number the test
+    computes here and the server's are equal to the bit only then (a matrix product's blocking follows the threads;
+    the suite's workers run one each)."""
     torch = sys.modules.get("torch")
-    return {"OMP_NUM_THREADS": str(torch.get_num_threads())} if torch is not None else {}
+    return torch.get_num_threads() if torch is not None else None
 
 
 def start_server(script: Path | None = None, root: Path = ROOT, env: dict[str, str] | None = None):
@@ -54,8 +55,9 @@ def start_server(script: Path | None = None, root: Path = ROOT, env: dict[str, s
     opts = _options(port)
     cmd = ([sys.executable, "-m", "ui.server", *opts] if script is None else
            [sys.executable, "-m", "streamlit", "run", str(script), *opts])
+    threads = _torch_threads()
     proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, **_threads(), **(env or {})})
+                            env={**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}), **(env or {})})
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -89,7 +91,7 @@ def fresh_servers():
     are stopped after."""
     from tests.support.forkserver import ForkServer
 
-    forks = ForkServer(threads=int(_threads().get("OMP_NUM_THREADS", os.cpu_count() or 1)))
+    forks = ForkServer(threads=_torch_threads() or os.cpu_count() or 1)
     logs = Path(tempfile.mkdtemp(prefix="attnviz-fresh-"))
 
     def begin() -> tuple:
