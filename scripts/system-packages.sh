@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian packages attnviz's tests and tools use, installed when missing:
-#   chromium        browser tests and image export (PNG/SVG through kaleido)
+#   chromium        image export (PNG/SVG through kaleido)
+#   chromium-headless-shell  the browser tests' Chromium (the same Blink, less CPU a page load)
 #   haproxy         `make serve` (several replicas behind one port)
 #   fonts-noto-cjk  Chinese text in screenshots and exported figures
 # Idempotent and quick when all are present (no apt call at all). Installs only as root
@@ -10,6 +11,7 @@ set -uo pipefail
 
 need=()
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromium-headless-shell ] || need+=(chromium-headless-shell)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 # grep reads all of fc-list (no -q): under pipefail an early exit would SIGPIPE fc-list and fail
 { command -v fc-list >/dev/null 2>&1 && fc-list 2>/dev/null | grep -i "Noto Sans CJK" >/dev/null; } || need+=(fonts-noto-cjk)
