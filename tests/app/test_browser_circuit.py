@@ -12,7 +12,6 @@ from tests.support.browserkit import (
     SHOTS,
     chromium_path,
     full_page_screenshot,
-    launch,
     streamlit_server,
 )
 
@@ -61,20 +60,29 @@ def _click_until(page, chart: list, text: str, tries: int = 5) -> None:
     raise AssertionError(f"{text!r} not shown after {tries} clicks on {chart}")
 
 
+@pytest.fixture(scope="module")
+def server(learned_defaults):
+    """``python -m ui.server`` on the trained defaults (their runs folder), one for the module: its tests read
+    the same prompts' head sweep, which the server computes once and shares."""
+    with streamlit_server(env={"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}) as base:
+        yield base
+
+
 @contextmanager
-def _circuit(learned_defaults, width: int, query: str):
-    """The Circuit page on the trained defaults, ``query`` added to the model's, in a window ``width`` × 768."""
-    env = {"ATTNVIZ_LEARN_DIR": str(learned_defaults["dir"])}
-    with streamlit_server(env=env) as base, sync_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": width, "height": 768})
-        page.goto(base + "/circuit?model=watch-it-learn&" + query)
+def _circuit(server, browser, width: int, query: str):
+    """The Circuit page on the trained defaults, ``query`` added to the model's, in a window ``width`` × 768 (a tab
+    of the module's Chromium)."""
+    tabs = browser.new_context(viewport={"width": width, "height": 768})
+    page = tabs.new_page()
+    try:
+        page.goto(server + "/circuit?model=watch-it-learn&" + query)
         yield page
-        browser.close()
+    finally:
+        tabs.close()
 
 
-def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(learned_defaults):
-    with _circuit(learned_defaults, 1366, "circuit_threshold=0&circuit_composition=none") as page:
+def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(server, browser):
+    with _circuit(server, browser, 1366, "circuit_threshold=0&circuit_composition=none") as page:
         _wait_text(page, "One path: L0 H", timeout=300_000)
         # another edge than the circuit's own: the value path from L0 H1 into L1 H1
         _wait_chart(page, "the circuit found by the numbers")
@@ -90,8 +98,8 @@ def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(lear
         full_page_screenshot(page, SHOTS / "circuit.png")
 
 
-def test_a_click_on_a_scored_edge_opens_its_exact_effect(learned_defaults):
-    with _circuit(learned_defaults, 1366, "circuit_method=eap") as page:
+def test_a_click_on_a_scored_edge_opens_its_exact_effect(server, browser):
+    with _circuit(server, browser, 1366, "circuit_method=eap") as page:
         _wait_chart(page, "edges of largest |score|", timeout=300_000)
         _click_until(page, ["edges of largest |score|", "edges", ["a0.h0->a1.h0<k>"]], "a0.h0->a1.h0<k>: score")
         page.wait_for_function("() => location.search.includes('circuit_link=a0.h0-%3Ea1.h0%3Ck%3E')",
@@ -99,10 +107,10 @@ def test_a_click_on_a_scored_edge_opens_its_exact_effect(learned_defaults):
         assert "exact effect" in page.evaluate("() => document.body.innerText")
 
 
-def test_on_a_projector_the_graph_is_the_first_screen(learned_defaults):
+def test_on_a_projector_the_graph_is_the_first_screen(server, browser):
     """Presenter mode at 1024 × 768: the attribution graph, whole, in the first screen (the prompts, the
     definitions and the settings folded away above it)."""
-    with _circuit(learned_defaults, 1024, "present=1") as page:
+    with _circuit(server, browser, 1024, "present=1") as page:
         _wait_chart(page, "edges of largest |score|", timeout=300_000)
         _wait_text(page, "exact effect")
         page.wait_for_timeout(500)

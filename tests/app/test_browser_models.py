@@ -4,7 +4,7 @@ operator (ATTNVIZ_MODEL_DIRS), served by `python -m ui.server` as `make run` sta
 
 import pytest
 
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, browser_page, chromium_path, streamlit_server, wait_idle
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, streamlit_server, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(chromium_path() is None, reason=HOW_TO_GET_CHROMIUM)]
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
@@ -21,9 +21,11 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture
-def page(server):
-    with browser_page(height=1200) as pg:
-        yield pg
+def page(server, browser):
+    """A tab of the module's Chromium (``tests/app/conftest.py``), 1400 × 1200."""
+    tabs = browser.new_context(viewport={"width": 1400, "height": 1200})
+    yield tabs.new_page()
+    tabs.close()
 
 
 def body(page) -> str:

@@ -8,7 +8,6 @@ import pytest
 from tests.support.browserkit import (
     HOW_TO_GET_CHROMIUM,
     SHOTS,
-    browser_page,
     chromium_path,
     full_page_screenshot,
     streamlit_server,
@@ -29,9 +28,11 @@ def server(learned_defaults):
 
 
 @pytest.fixture
-def page(server):
-    with browser_page() as pg:
-        yield pg
+def page(server, browser):
+    """A tab of the module's Chromium (``tests/app/conftest.py``), 1400 × 1000."""
+    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
+    yield tabs.new_page()
+    tabs.close()
 
 
 def grid(page, key: str):
