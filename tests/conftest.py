@@ -12,9 +12,25 @@ os.environ.setdefault("ATTNVIZ_MAX_LEARN_SECONDS", "inf")
 torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else max(1, min(2, os.cpu_count() or 1)))
 
 
+import functools  # noqa: E402
 import sys  # noqa: E402
 
 import pytest  # noqa: E402
+
+
+def _scan_components_once() -> None:
+    """Streamlit looks for installed custom components at the first run of every ``AppTest`` (a server does it once,
+    at start): it reads the metadata of every installed package, about 130 here, 0.3-0.7 s of CPU each time, and the
+    in-process page tests make hundreds of ``AppTest``s (the sidebar module: 41, three quarters of its CPU). The
+    packages do not change during a run, so the test process reads them once and hands each ``AppTest`` the same
+    list (a copy). A server the suite starts still reads them itself."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = functools.cache(manifest_scanner.scan_component_manifests)
+    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(scan())
+
+
+_scan_components_once()
 
 from attnviz.models import registry  # noqa: E402
 
@@ -80,6 +96,19 @@ def pytest_sessionfinish(session, exitstatus):
         if stopped and proc.poll() is None:
             proc.kill()
         proc.wait()
+    _wait_for_jobs()
+
+
+def _wait_for_jobs(timeout: float = 120) -> None:
+    """The background jobs a test left running (a page's sweep, started by its first run, needed by no later
+    one) end before the process does: a process that exits while a job's thread is inside torch is aborted by
+    torch's own threads ("terminate called without an active exception", exit status 134)."""
+    jobs = sys.modules.get("attnviz.jobs")
+    if jobs is None:
+        return
+    for kind in list(jobs.REGISTRY.values()):
+        for job in kind.jobs():
+            job.done.wait(timeout)
 
 
 @pytest.fixture(autouse=True)
