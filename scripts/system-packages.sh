@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages attnviz's tests and tools use, installed when missing:
 #   chromium        image export (PNG/SVG through kaleido)
-#   chromium-headless-shell  the browser tests' Chromium (the same Blink, less CPU a page load)
+#   chromium-headless-shell  the browser tests' Chromium (the same Blink, less CPU a page load; without it
+#                   they drive chromium)
 #   haproxy         `make serve` (several replicas behind one port)
 #   fonts-noto-cjk  Chinese text in screenshots and exported figures
 # Idempotent and quick when all are present (no apt call at all). Installs only as root
@@ -28,6 +29,10 @@ fi
 echo "installing Debian's ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}" >/dev/null; }; then
-  echo "apt-get could not install ${need[*]}; tests that need them skip" >&2
+  # apt installs nothing of a list that names one package it cannot find (a release without the headless
+  # shell): then each on its own, so the others still come
+  for pkg in "${need[@]}"; do
+    $SUDO apt-get install -y -qq "$pkg" >/dev/null 2>&1 || echo "apt-get could not install $pkg (what needs it: the list at the top of $0)" >&2
+  done
 fi
 exit 0
