@@ -8,7 +8,6 @@ import pytest
 from tests.support.browserkit import (
     HOW_TO_GET_CHROMIUM,
     SHOTS,
-    browser_page,
     chromium_path,
     full_page_screenshot,
     streamlit_server,
@@ -25,8 +24,10 @@ def server(learned_defaults):
         yield base
 
 
-def test_a_click_on_a_head_opens_it_on_both_prompts(server, tmp_path):
-    with browser_page() as page:
+def test_a_click_on_a_head_opens_it_on_both_prompts(server, browser, tmp_path):
+    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = tabs.new_page()
         page.goto(server + "/patching")
         page.wait_for_selector("text=Head L1 H0: it brings back", timeout=90_000)
         wait_idle(page, timeout=60_000)
@@ -47,3 +48,5 @@ def test_a_click_on_a_head_opens_it_on_both_prompts(server, tmp_path):
         titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                "g => g._fullLayout.title.text)")
         assert "L0 H1 on the clean prompt" in titles, titles
+    finally:
+        tabs.close()

@@ -182,19 +182,6 @@ class Profile:
         self._context.close()
 
 
-@contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
-    """A page of a fresh Chromium (for a test module's ``page`` fixture); closed after."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch(p)
-        try:
-            yield browser.new_context(viewport={"width": width, "height": height}).new_page()
-        finally:
-            browser.close()
-
-
 def plotly_page(playwright, width: int, script: str = ""):
     """(browser, page): a blank Chromium page holding Plotly's own plotly.js and a
     ``div#d`` ``width`` px wide to draw figures in; ``script`` runs before plotly.js loads."""
