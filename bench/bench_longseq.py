@@ -28,13 +28,14 @@ from attnviz.core.efficient import tiled_attention
 path, L, H, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 g = torch.Generator().manual_seed(0)
 q, k, v = (torch.randn(1, H, L, D, generator=g) for _ in range(3))
-fn = {"naive": lambda: naive(q, k, v), "tiled": lambda: tiled_attention(q, k, v, block_q=64, block_k=64),
-      "sdpa": lambda: F.scaled_dot_product_attention(q, k, v)}[path]
+path = {"naive": naive, "tiled": lambda q, k, v: tiled_attention(q, k, v, block_q=64, block_k=64),
+        "sdpa": F.scaled_dot_product_attention}[path]
+fn = lambda: path(q, k, v)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with torch.no_grad():
     fn()
     rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
-    tracked = peak_tensor_bytes(fn)
+    tracked = peak_tensor_bytes(path, q, k, v)
     ms = timed(fn, "cpu", repeats=3)
 print(json.dumps({"tracked": tracked, "rss": rss, "ms": ms}))
 """

@@ -8,12 +8,15 @@ a rank-k truncation and of a Linformer projection), and the ``matmul`` / ``baddb
 SDPA timings. The page (``attnviz.views.longseq``) draws them.
 
 Memory: on CUDA, ``torch.cuda.max_memory_allocated``; elsewhere the peak of live tensor
-bytes created by the call, tracked operator by operator (``peak_tensor_bytes``).
+bytes created by the call, tracked operator by operator (``peak_tensor_bytes``). attnviz's own
+paths (naive, tiled) are tracked on meta copies of their inputs: the same operators on
+shapes alone, so the count is the CPU run's (tested) without its seconds of arithmetic.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import statistics
 import time
@@ -94,10 +97,17 @@ def long_input(config: AttentionConfig, length: int) -> LongInput:
 class _LiveBytes(TorchDispatchMode):
     """Every tensor storage an operator creates, counted until its last tensor dies."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Never compiled: without this, the first use imports torch._dynamo (~800 modules, a second of CPU)
+        # only to mark __torch_dispatch__ as not to be traced.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.live = self.peak = 0
-        self._refs: dict[int, list[int]] = {}  # storage pointer -> [bytes, tensors alive]
+        # storage, by its C++ address (a meta storage has no data pointer) -> [bytes, tensors alive]
+        self._refs: dict[int, list[int]] = {}
 
     def _gone(self, ptr: int) -> None:
         entry = self._refs.get(ptr)
@@ -110,12 +120,11 @@ class _LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = {a.untyped_storage().data_ptr() for a in tree_flatten((args, kwargs))[0]
-                  if isinstance(a, torch.Tensor)}
+        inputs = {a.untyped_storage()._cdata for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)}
         for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            if not isinstance(t, torch.Tensor):
                 continue
-            ptr = t.untyped_storage().data_ptr()
+            ptr = t.untyped_storage()._cdata
             if ptr in inputs and ptr not in self._refs:  # in place, or a view of something older
                 continue
             entry = self._refs.setdefault(ptr, [t.untyped_storage().nbytes(), 0])
@@ -127,19 +136,31 @@ class _LiveBytes(TorchDispatchMode):
         return out
 
 
-def peak_tensor_bytes(fn: Callable[[], object], device: str = "cpu") -> int:
-    """The most bytes of tensors ``fn`` held alive at once (its result included)."""
-    if device.startswith("cuda"):
+def peak_tensor_bytes(path: Callable[..., object], *inputs: torch.Tensor, shapes_only: bool = False) -> int:
+    """The most bytes of tensors ``path(*inputs)`` held alive at once (its result included),
+    on the inputs' device.
+
+    ``shapes_only``: off CUDA, run ``path`` on meta copies of the inputs, where each operator
+    makes its outputs' shapes and computes nothing. Right only for a path whose operators
+    choose nothing by device, as attnviz's naive and tiled paths (tested equal to the run on
+    the CPU); not for SDPA, which on meta falls back to a kernel that holds the L × L weights."""
+    device = inputs[0].device
+    if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
-        fn()
+        path(*inputs)
         torch.cuda.synchronize(device)
         return int(torch.cuda.max_memory_allocated(device) - before)
+    if shapes_only:
+        inputs = tuple(t.to("meta") for t in inputs)
     mode = _LiveBytes()
     with mode:
-        fn()
+        path(*inputs)
     return mode.peak
+
+
+ONE_RUN_FROM = 4096  # from this length a path's one timed run is seconds of work: no repeats, no warm-up
 
 
 def timed(fn: Callable[[], object], device: str, repeats: int = 3, warm: bool = False) -> float:
@@ -197,25 +218,29 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
     out = CostSweep(list(lengths), {p: [] for p in ("naive", "tiled", "sdpa")},
                     {p: [] for p in ("naive", "tiled", "sdpa")}, device=dev)
     gen = torch.Generator().manual_seed(seed)
+    paths = {  # name -> (path, whether attnviz writes it op by op)
+        "naive": (lambda q, k, v: naive(q, k, v, causal), True),
+        "tiled": (lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k, is_causal=causal),
+                  True),
+        "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), False),
+    }
     for L in lengths:
         q, k, v = (torch.randn(1, heads, L, head_dim, generator=gen).to(dev) for _ in range(3))  # (1, H, L, D)
-        paths = {
-            "naive": lambda q=q, k=k, v=v: naive(q, k, v, causal),
-            "tiled": lambda q=q, k=k, v=v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k,
-                                                             is_causal=causal),
-            "sdpa": lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-        }
         naive_bytes = E.attention_memory(L, L, heads, D=head_dim)["naive"]
-        for name, fn in paths.items():
+        for name, (path, own) in paths.items():
             if name == "naive" and naive_bytes > budget:
                 out.ms[name].append(None)
                 out.bytes[name].append(None)
                 out.skipped.append(f"naive at L={L}: {naive_bytes / 2**20:,.0f} MB of scores and weights, over "
                                    f"the budget of {budget / 2**20:,.0f} MB")
                 continue
-            with torch.no_grad():  # the peak's run is the timing's warm-up (at L = 8,192: a second less)
-                out.bytes[name].append(peak_tensor_bytes(fn, dev))
-                out.ms[name].append(timed(fn, dev, repeats=1 if L >= 4096 else 3, warm=True))
+            with torch.no_grad():
+                # off CUDA attnviz's own paths are counted on shapes (at L = 8,192: the tiled run's two seconds);
+                # SDPA's counting run is its timing's warm-up
+                out.bytes[name].append(peak_tensor_bytes(path, q, k, v, shapes_only=own))
+                long = L >= ONE_RUN_FROM
+                out.ms[name].append(timed(functools.partial(path, q, k, v), dev, repeats=1 if long else 3,
+                                          warm=long or not own))
         if progress is not None:
             progress(sum(n * n for n in lengths if n <= L) / sum(n * n for n in lengths))
     return out
@@ -244,8 +269,9 @@ def flash_walk(inp: LongInput, block_q: int, block_k: int, causal: bool) -> Flas
     with torch.no_grad():
         out = E.tiled_attention(inp.q, inp.k, inp.v, block_q=block_q, block_k=block_k, is_causal=causal)
         ref = F.scaled_dot_product_attention(inp.q, inp.k, inp.v, is_causal=causal)  # (1, H, L, D)
-        peak = peak_tensor_bytes(lambda: E.tiled_attention(inp.q, inp.k, inp.v, block_q=block_q, block_k=block_k,
-                                                             is_causal=causal), inp.device)
+        peak = peak_tensor_bytes(lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k,
+                                                                   is_causal=causal),
+                                 inp.q, inp.k, inp.v, shapes_only=True)
     q, k, v = inp.q[:, :1], inp.k[:, :1], inp.v[:, :1]  # head 0: (1, 1, L, D)
     r0 = (L - 1) // block_q * block_q  # the last query block: rows r0 … L−1
     rows = torch.arange(r0, L, device=q.device)[:, None]  # (rows, 1) their positions
