@@ -17,8 +17,14 @@ from attnviz.plots.export import find_chromium
 from tests.support.stclient import free_port_block, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
+# --renderer-process-limit=1: a Chromium's tabs share one renderer process (kept alive by the profile's first,
+# blank tab), where each new tab of the app started a process of its own; the tabs also share its V8 isolate,
+# whose compiled scripts a new tab reuses: 3.18 → 2.04 s of the machine's CPU a page load, the server's included
+# (docs/testing.md). --process-per-site alone saved nothing: a tab of the app is closed before the next opens, and
+# the app's process with it.
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--renderer-process-limit=1"]
 # Where the browser tests put their screenshots: an ignored folder, so that a test run leaves the tree
 # as it found it; `make screenshots` points it at the docs' own folder of screenshots.
 SCREENSHOTS_ENV = "ATTNVIZ_SCREENSHOTS"
