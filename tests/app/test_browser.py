@@ -22,13 +22,11 @@ from attnviz.views.state import reads  # noqa: E402
 
 @pytest.fixture
 def page(browser):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    dialogs = []
-    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    pg.dialogs = dialogs
-    yield pg
-    ctx.close()
+    with browser.tab() as pg:
+        dialogs = []
+        pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        pg.dialogs = dialogs
+        yield pg
 
 
 def choose(page, label: str, option: str) -> None:

@@ -72,13 +72,9 @@ def server(learned_defaults):
 def _circuit(server, browser, width: int, query: str):
     """The Circuit page on the trained defaults, ``query`` added to the model's, in a window ``width`` × 768 (a tab
     of the module's Chromium)."""
-    tabs = browser.new_context(viewport={"width": width, "height": 768})
-    page = tabs.new_page()
-    try:
+    with browser.tab(width, 768) as page:
         page.goto(server + "/circuit?model=watch-it-learn&" + query)
         yield page
-    finally:
-        tabs.close()
 
 
 def test_a_click_on_an_edge_opens_it_and_a_click_on_a_cell_splits_its_score(server, browser):

@@ -17,12 +17,8 @@ def test_streamlit_run_serves_a_deep_link_as_its_first_session(browser):
     folder beside app.py), no traceback (/gradients read a key no run had set)."""
     target = page_named("gradients")
     with streamlit_server(script=ROOT / "app.py") as base:
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        try:
-            pg = ctx.new_page()
+        with browser.tab() as pg:
             pg.goto(f"{base}/{target.path}")
             wait_run(pg, timeout=90_000)
             pg.wait_for_timeout(1000)
             assert_page_named(pg, target.title, timeout=90_000)
-        finally:
-            ctx.close()

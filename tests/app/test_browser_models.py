@@ -23,9 +23,8 @@ def server(tmp_path_factory):
 @pytest.fixture
 def page(server, browser):
     """A tab of the module's Chromium (``tests/app/conftest.py``), 1400 × 1200."""
-    tabs = browser.new_context(viewport={"width": 1400, "height": 1200})
-    yield tabs.new_page()
-    tabs.close()
+    with browser.tab(height=1200) as pg:
+        yield pg
 
 
 def body(page) -> str:

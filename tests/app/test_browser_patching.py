@@ -25,9 +25,7 @@ def server(learned_defaults):
 
 
 def test_a_click_on_a_head_opens_it_on_both_prompts(server, browser, tmp_path):
-    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        page = tabs.new_page()
+    with browser.tab() as page:
         page.goto(server + "/patching")
         page.wait_for_selector("text=Head L1 H0: it brings back", timeout=90_000)
         wait_idle(page, timeout=60_000)
@@ -48,5 +46,3 @@ def test_a_click_on_a_head_opens_it_on_both_prompts(server, browser, tmp_path):
         titles = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
                                "g => g._fullLayout.title.text)")
         assert "L0 H1 on the clean prompt" in titles, titles
-    finally:
-        tabs.close()

@@ -16,9 +16,7 @@ def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_qu
 
     state = ViewState.of(heads=2, d_model=16, head=1, mask="causal")
     record = V.head_record(state)
-    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        page = tabs.new_page()
+    with browser.tab() as page:
         page.goto(server + "/qk-map?heads=2&d_model=16&head=1&mask=causal")
         wait_idle(page, timeout=90_000)
         # the rightmost key of the last trace drawn (nothing on top of it)
@@ -33,8 +31,6 @@ def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_qu
                                "['', '/'].includes(location.pathname.replace(/\\/+$/, ''))", timeout=30_000)
         params = parse_qs(urlsplit(page.url).query)
         url = page.url
-    finally:
-        tabs.close()
     # The opened sentence and query are a key of the map (the point clicked: where several overlap, the
     # one drawn on top), at that head.
     assert record["points"][int(index)]["kind"] == "key"
@@ -52,9 +48,7 @@ def test_screenshots_of_minilm_layer0_one_head_and_every_head(server, browser):
     if _package_dir() is None:
         pytest.skip(f"the model's files are not installed: {INSTALL}")
     shots = SHOTS
-    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        page = tabs.new_page()
+    with browser.tab() as page:
         page.goto(server + "/qk-map?model=minilm-l6&layer=0&head=0&qk_color=kind")
         wait_idle(page, timeout=90_000)
         assert page.evaluate("() => document.querySelector('.js-plotly-plot').data.length") == 6
@@ -64,5 +58,3 @@ def test_screenshots_of_minilm_layer0_one_head_and_every_head(server, browser):
                                timeout=90_000)
         wait_idle(page)
         full_page_screenshot(page, shots / "qk-map-overview.png")
-    finally:
-        tabs.close()

@@ -30,9 +30,8 @@ def server(learned_defaults):
 @pytest.fixture
 def page(server, browser):
     """A tab of the module's Chromium (``tests/app/conftest.py``), 1400 × 1000."""
-    tabs = browser.new_context(viewport={"width": 1400, "height": 1000})
-    yield tabs.new_page()
-    tabs.close()
+    with browser.tab() as pg:
+        yield pg
 
 
 def grid(page, key: str):

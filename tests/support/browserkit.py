@@ -184,6 +184,16 @@ class Profile:
     def new_context(self, viewport: dict | None = None) -> Tabs:
         return Tabs(self._context, viewport)
 
+    @contextmanager
+    def tab(self, width: int = 1400, height: int = 1000):
+        """One tab ``width`` × ``height``, closed on the way out (``new_context`` for a test that wants listeners,
+        init scripts or several tabs)."""
+        tabs = self.new_context({"width": width, "height": height})
+        try:
+            yield tabs.new_page()
+        finally:
+            tabs.close()
+
     def close(self) -> None:
         self._context.close()
 
