@@ -9,8 +9,9 @@ SDPA timings. The page (``attnviz.views.longseq``) draws them.
 
 Memory: on CUDA, ``torch.cuda.max_memory_allocated``; elsewhere the peak of live tensor
 bytes created by the call, tracked operator by operator (``peak_tensor_bytes``). attnviz's own
-paths (naive, tiled) are tracked on meta copies of their inputs: the same operators on
-shapes alone, so the count is the CPU run's (tested) without its seconds of arithmetic.
+paths (naive, tiled) are tracked on meta copies of their inputs where their operators are large
+(``counts_on_shapes``): the same operators on shapes alone, so the count is the CPU run's
+(tested) without its seconds of arithmetic.
 """
 
 from __future__ import annotations
@@ -161,6 +162,17 @@ def peak_tensor_bytes(path: Callable[..., object], *inputs: torch.Tensor, shapes
 
 
 ONE_RUN_FROM = 4096  # from this length a path's one timed run is seconds of work: no repeats, no warm-up
+# The numbers an operator makes from which counting on meta copies costs less than counting a CPU run: meta's
+# kernels are Python (torch's references), about 0.2 ms an operator whatever its size. Measured on the tiled path,
+# 4 heads, 2,048 tokens: key blocks of 1, 9.1 s on meta against 4.8 s on the CPU; of 32, 0.28 against 0.22 s; of
+# 64 (2^19 numbers an operator), 0.21 against 0.28 s; at 8,192 tokens and blocks of 64, 0.56 against 3.04 s.
+SHAPES_FROM = 2**19
+
+
+def counts_on_shapes(numbers_per_operator: int) -> bool:
+    """Whether a path of attnviz's own whose operators each make this many numbers is counted on meta copies
+    (``peak_tensor_bytes(shapes_only=True)``): the same count, cheaper only for large operators."""
+    return numbers_per_operator >= SHAPES_FROM
 
 
 def timed(fn: Callable[[], object], device: str, repeats: int = 3, warm: bool = False) -> float:
@@ -218,16 +230,19 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
     out = CostSweep(list(lengths), {p: [] for p in ("naive", "tiled", "sdpa")},
                     {p: [] for p in ("naive", "tiled", "sdpa")}, device=dev)
     gen = torch.Generator().manual_seed(seed)
-    paths = {  # name -> (path, whether attnviz writes it op by op)
-        "naive": (lambda q, k, v: naive(q, k, v, causal), True),
-        "tiled": (lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k, is_causal=causal),
-                  True),
-        "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), False),
+    paths = {
+        "naive": lambda q, k, v: naive(q, k, v, causal),
+        "tiled": lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k, is_causal=causal),
+        "sdpa": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
     }
     for L in lengths:
         q, k, v = (torch.randn(1, heads, L, head_dim, generator=gen).to(dev) for _ in range(3))  # (1, H, L, D)
         naive_bytes = E.attention_memory(L, L, heads, D=head_dim)["naive"]
-        for name, (path, own) in paths.items():
+        # each operator's numbers: the naive path's (H, L, L), the tiled path's (H, L, block_k); SDPA on the CPU
+        # always (on meta it takes a kernel that holds the weights)
+        on_shapes = {"naive": counts_on_shapes(heads * L * L), "tiled": counts_on_shapes(heads * L * min(block_k, L)),
+                     "sdpa": False}
+        for name, path in paths.items():
             if name == "naive" and naive_bytes > budget:
                 out.ms[name].append(None)
                 out.bytes[name].append(None)
@@ -235,12 +250,11 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
                                    f"the budget of {budget / 2**20:,.0f} MB")
                 continue
             with torch.no_grad():
-                # off CUDA attnviz's own paths are counted on shapes (at L = 8,192: the tiled run's two seconds);
-                # SDPA's counting run is its timing's warm-up
-                out.bytes[name].append(peak_tensor_bytes(path, q, k, v, shapes_only=own))
+                # a count on the CPU is the timing's warm-up; on shapes, none at a length that is seconds of work
+                out.bytes[name].append(peak_tensor_bytes(path, q, k, v, shapes_only=on_shapes[name]))
                 long = L >= ONE_RUN_FROM
                 out.ms[name].append(timed(functools.partial(path, q, k, v), dev, repeats=1 if long else 3,
-                                          warm=long or not own))
+                                          warm=long or not on_shapes[name]))
         if progress is not None:
             progress(sum(n * n for n in lengths if n <= L) / sum(n * n for n in lengths))
     return out
@@ -269,9 +283,10 @@ def flash_walk(inp: LongInput, block_q: int, block_k: int, causal: bool) -> Flas
     with torch.no_grad():
         out = E.tiled_attention(inp.q, inp.k, inp.v, block_q=block_q, block_k=block_k, is_causal=causal)
         ref = F.scaled_dot_product_attention(inp.q, inp.k, inp.v, is_causal=causal)  # (1, H, L, D)
+        tile_numbers = inp.q[..., 0].numel() * min(block_k, L)  # (1, H, L, block_k) an operator
         peak = peak_tensor_bytes(lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k,
                                                                    is_causal=causal),
-                                 inp.q, inp.k, inp.v, shapes_only=True)
+                                 inp.q, inp.k, inp.v, shapes_only=counts_on_shapes(tile_numbers))
     q, k, v = inp.q[:, :1], inp.k[:, :1], inp.v[:, :1]  # head 0: (1, 1, L, D)
     r0 = (L - 1) // block_q * block_q  # the last query block: rows r0 … L−1
     rows = torch.arange(r0, L, device=q.device)[:, None]  # (rows, 1) their positions
