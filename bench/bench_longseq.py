@@ -2,7 +2,7 @@
 
 For L in 2048, 4096, 8192 (H=8, D=64, no mask, float32, CPU), each path runs in a fresh
 process that first allocates Q, K and V; the table gives
-- the peak of live tensors the path created (attnviz.analysis.longseq.peak_tensor_bytes),
+- the peak of live tensors the path created (attnviz.analysis.tensorbytes.peak_tensor_bytes),
 - the process's peak RSS above its peak once Q, K and V were allocated (this also sees
   buffers a fused kernel keeps out of the tensor tracker's sight),
 - the median time of 3 runs after one warm-up, and the ratio to SDPA in the same row.
@@ -23,7 +23,8 @@ CHILD = r"""
 import json, resource, sys, torch
 torch.set_num_threads(2)
 import torch.nn.functional as F
-from attnviz.analysis.longseq import naive, peak_tensor_bytes, timed
+from attnviz.analysis.longseq import naive, timed
+from attnviz.analysis.tensorbytes import peak_tensor_bytes
 from attnviz.core.efficient import tiled_attention
 path, L, H, D = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 g = torch.Generator().manual_seed(0)
