@@ -147,6 +147,21 @@ def looked_default(tmp_path_factory):
     return trainings.looked(_runs_root(tmp_path_factory))
 
 
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """The test process's Chromium: a profile on disk (``browserkit.Profile``), whose ``new_context`` and ``tab`` give
+    a test its tabs. One for every module the process runs, with one Playwright driver: a module's own launched a
+    Node driver, Chromium's processes and a renderer whose first page load compiled Streamlit's scripts anew, about
+    2 s of CPU a module before its first test (and the sync API allows one driver a thread)."""
+    from tests.support.browserkit import Profile
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
+    with sync_api.sync_playwright() as p:
+        b = Profile(p, tmp_path_factory.mktemp("chromium-profile"))
+        yield b
+        b.close()
+
+
 @pytest.fixture
 def small_caches(monkeypatch):
     """Every shared cache bounded again by its share of a 4 MB ``ATTNVIZ_CACHE_MB`` (``tests.support.budget``):

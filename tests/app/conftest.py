@@ -1,29 +1,18 @@
-"""The whole app's shared fixtures: a module's server (``python -m ui.server`` on a free port) and its
-Chromium. A module that needs a server of its own (model folders, a trained runs folder) defines its own
-``server``, which wins over this one."""
+"""The whole app's shared fixtures: a module's server (``python -m ui.server`` on a free port) and one with the
+session's trainings. A module that needs a server of its own (model folders, a trained runs folder) defines its own
+``server``, which wins over this one. Chromium is the test process's (``browser``, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.browserkit import Profile, streamlit_server
+from tests.support.browserkit import streamlit_server
 
 
 @pytest.fixture(scope="module")
 def server():
     with streamlit_server() as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """The module's Chromium: a profile on disk (``browserkit.Profile``), whose ``new_context`` gives a test its
-    tabs."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
-    with sync_api.sync_playwright() as p:
-        b = Profile(p, tmp_path_factory.mktemp("chromium-profile"))
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

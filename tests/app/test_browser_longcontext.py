@@ -8,7 +8,6 @@ from tests.support.browserkit import (
     SHOTS,
     chromium_path,
     full_page_screenshot,
-    launch,
     streamlit_server,
 )
 
@@ -23,10 +22,8 @@ def _titles(page) -> list[str]:
                          "g => (g.layout.title && g.layout.title.text) || '')")
 
 
-def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
-    with streamlit_server() as base, sync_api.sync_playwright() as p:
-        browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights(browser):
+    with streamlit_server() as base, browser.tab() as page:
         page.goto(base + "/long-context?long_text=constitution&long_blocks=16&long_head=1")
         # the page draws after its background jobs: the strip of what is kept is the last figure
         # and the close-up, which plotly.js may draw after it on a loaded machine
@@ -58,6 +55,5 @@ def test_a_click_on_the_heads_overview_opens_that_blocks_exact_weights():
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some("
                                "g => g.layout.title && g.layout.title.text.includes('evicted'))", timeout=180_000)
         full_page_screenshot(page, SHOTS / "long-context.png")
-        browser.close()
     assert want not in before and int(q) > 0 and int(k) > 0
     assert f"long_q0={int(q)}" in link and f"long_k0={int(k)}" in link

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 import pytest
 
 from attnviz import limits
+from tests.support import stclient
 from tests.support.browserkit import streamlit_server
 from tests.support.stclient import Session, server_pid
 
@@ -83,7 +84,7 @@ def test_forty_sessions_with_sweeps_of_their_own_each_get_theirs_or_busy_within_
             assert (await s.rerun("")).ok
             await s.close()
 
-        asyncio.run(idle())
+        stclient.run(idle())
         idle_threads = _threads(pid)
 
         async def session(link: str):
@@ -109,7 +110,7 @@ def test_forty_sessions_with_sweeps_of_their_own_each_get_theirs_or_busy_within_
                 await s.close()
             return [said for said, _s in results], added
 
-        answers, added = asyncio.run(go())
+        answers, added = stclient.run(go())
         assert not [a for a in answers if a.startswith("no answer")], answers[:2]
         assert answers.count("sweep") >= 1 and set(answers) <= {"sweep", "busy"}
         assert added <= MAX_THREADS_ADDED, f"{added} threads beyond the idle server's {idle_threads}"

@@ -23,6 +23,7 @@ import random
 
 import pytest
 
+from tests.support import stclient
 from tests.support.browserkit import streamlit_server
 from tests.support.stclient import Session
 
@@ -64,7 +65,7 @@ def _messages(base: str, query: str) -> int:
                 await s.close()
                 return n
 
-    return asyncio.run(go())
+    return stclient.run(go())
 
 
 @pytest.mark.parametrize("query", ["", "heads=8&mask=causal", "view=head&head=2", "view=query&query=1",
@@ -82,6 +83,6 @@ def test_thirty_sessions_joining_at_once_all_get_their_page(server):
     async def go():
         return await asyncio.gather(*(_join(server, q) for q in queries))
 
-    reports = asyncio.run(go())
+    reports = stclient.run(go())
     assert [r.error for r in reports if not r.ok] == []
     assert all(r.charts >= 1 for r in reports)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import websockets
 
+from tests.support import stclient
 from tests.support.stclient import Session, free_port_block, server_pid, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def test_sessions_spread_over_both_replicas_and_survive_a_killed_one(served):
         for s in [*sessions, *reloads]:
             await s.close()
 
-    asyncio.run(scenario())
+    stclient.run(scenario())
 
 
 @pytest.mark.parametrize("args", [["--replicas", "2", "--port", "9400"],

@@ -18,7 +18,7 @@ from attnviz.plots import heatmaps as H
 from attnviz.plots import margins
 from attnviz.plots.style import FigureStyle
 from attnviz.views.selection import PRESENTER_FONT
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_page
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_tab
 
 SLACK = 32
 TEXTS = {
@@ -33,10 +33,8 @@ SIDES = ("l", "r", "b", "t")
 
 
 @pytest.fixture(scope="module")
-def draw():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
-    with sync_api.sync_playwright() as p:
-        browser, page = plotly_page(p, width=1100)
+def draw(browser):
+    with plotly_tab(browser, width=1100) as page:
 
         def run(fig: dict) -> dict:
             return page.evaluate("""async f => { const d = document.getElementById('d'); Plotly.purge(d);
@@ -45,7 +43,6 @@ def draw():
                 const thinned = a => a.type === 'category' && a._vals.length < a._categories.length;
                 return {l: s.l, r: s.r, b: s.b, t: s.t, thinned: {l: thinned(y), b: thinned(x)}}; }""", fig)
         yield run
-        browser.close()
 
 
 def figures(text: str, font_size: int):

@@ -130,10 +130,6 @@ def fresh_servers():
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def launch(playwright):
-    return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_FLAGS)
-
-
 class Tabs:
     """What a test asked of a fresh context (``new_context(viewport=...)``: pages of one size, request listeners,
     init scripts, closed together), as tabs of ``Profile``'s one context."""
@@ -170,7 +166,7 @@ class Tabs:
 
 
 class Profile:
-    """A test module's Chromium, with one profile on disk: each ``new_context`` is a group of tabs (``Tabs``) in it.
+    """A test process's Chromium, with one profile on disk: each ``new_context`` is a group of tabs (``Tabs``) in it.
     A fresh incognito context per test kept no disk cache, so every page load parsed and compiled Streamlit's
     scripts again; here a load after a server's first reads them compiled (V8's code cache, kept on disk only): the
     first-screen module's 16 page loads took 156 s of CPU in fresh contexts and 136 s here (docs/testing.md). The
@@ -198,18 +194,18 @@ class Profile:
         self._context.close()
 
 
-def plotly_page(playwright, width: int, script: str = ""):
-    """(browser, page): a blank Chromium page holding Plotly's own plotly.js and a
-    ``div#d`` ``width`` px wide to draw figures in; ``script`` runs before plotly.js loads."""
+@contextmanager
+def plotly_tab(browser: Profile, width: int, script: str = ""):
+    """A blank tab of ``browser`` holding Plotly's own plotly.js and a ``div#d`` ``width`` px wide to draw figures
+    in; ``script`` runs before plotly.js loads. Closed on the way out."""
     import plotly
 
-    browser = launch(playwright)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_content(f"<div id=d style='width:{width}px'></div>")
-    if script:
-        page.add_script_tag(content=script)
-    page.add_script_tag(path=str(Path(plotly.__path__[0]) / "package_data" / "plotly.min.js"))
-    return browser, page
+    with browser.tab() as page:
+        page.set_content(f"<div id=d style='width:{width}px'></div>")
+        if script:
+            page.add_script_tag(content=script)
+        page.add_script_tag(path=str(Path(plotly.__path__[0]) / "package_data" / "plotly.min.js"))
+        yield page
 
 
 def wait_idle(page, timeout: float = 30_000) -> None:

@@ -10,6 +10,7 @@ carry the page's query string, reading forward-messages until the run's
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import time
 import urllib.request
@@ -20,6 +21,15 @@ from pathlib import Path
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+
+def run(coro):
+    """``asyncio.run(coro)`` on a thread of its own: in the test process, the session's Chromium (its Playwright
+    driver, tests/conftest.py ``browser``) keeps an event loop running in the main thread, where asyncio.run
+    refuses to start another."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
 
 FINISHED_OK = {ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
 

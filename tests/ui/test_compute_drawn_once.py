@@ -19,8 +19,7 @@ from attnviz.plots.style import apply_template, rows_down, template, under
 from attnviz.views.catalogue import figure_of as view_figure
 from attnviz.views.selection import style_for
 from attnviz.views.state import DEFAULTS
-from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path
-from tests.support.browserkit import plotly_page as blank_plotly_page
+from tests.support.browserkit import HOW_TO_GET_CHROMIUM, chromium_path, plotly_tab
 from ui import compute as C
 
 VIEWS = ["grid", "head", "query", "mean", "mask", "output", "model", "analysis", "norms", "neurons"]
@@ -114,12 +113,9 @@ PNG = """async f => { const d = document.getElementById('d'); Plotly.purge(d);
 
 
 @pytest.fixture(scope="module")
-def plotly_page():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")
-    with sync_api.sync_playwright() as p:
-        browser, page = blank_plotly_page(p, width=1000, script=PAGE_JS)
+def plotly_page(browser):
+    with plotly_tab(browser, width=1000, script=PAGE_JS) as page:
         yield page
-        browser.close()
 
 
 def as_sent(spec: dict) -> dict:
