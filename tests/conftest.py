@@ -151,8 +151,8 @@ def looked_default(tmp_path_factory):
 def browser(tmp_path_factory):
     """The test process's Chromium: a profile on disk (``browserkit.Profile``), whose ``new_context`` and ``tab`` give
     a test its tabs. One for every module the process runs, with one Playwright driver: a module's own launched a
-    Node driver, Chromium's processes and a renderer whose first page load compiled Streamlit's scripts anew, about
-    2 s of CPU a module before its first test (and the sync API allows one driver a thread)."""
+    Node driver, Chromium's processes and a renderer whose first page load compiled Streamlit's scripts anew, 1–1.5 s
+    of CPU a module (measured, docs/testing.md); and the sync API allows one driver a thread."""
     from tests.support.browserkit import Profile
 
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-test.txt (playwright)")

@@ -92,6 +92,11 @@ def long_input(config: AttentionConfig, length: int) -> LongInput:
 ONE_RUN_FROM = 4096  # from this length a path's one timed run is seconds of work: no repeats, no warm-up
 
 
+def tile_numbers(heads: int, L: int, block_k: int) -> int:
+    """The numbers each operator of the tiled path makes: a tile's scores, (H, L, block_k)."""
+    return heads * L * min(block_k, L)
+
+
 def timed(fn: Callable[[], object], device: str, repeats: int = 3, warm: bool = False) -> float:
     """The median milliseconds of ``fn``, after one warm-up call (none where ``warm``: it has just run)."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.startswith("cuda") else (lambda: None)
@@ -157,8 +162,8 @@ def cost_sweep(heads: int, head_dim: int, device: str, block_q: int, block_k: in
         naive_bytes = E.attention_memory(L, L, heads, D=head_dim)["naive"]
         # each operator's numbers: the naive path's (H, L, L), the tiled path's (H, L, block_k); SDPA on the CPU
         # always (on meta it takes a kernel that holds the weights)
-        on_shapes = {"naive": counts_on_shapes(heads * L * L), "tiled": counts_on_shapes(heads * L * min(block_k, L)),
-                     "sdpa": False}
+        on_shapes = {"naive": counts_on_shapes(heads * L * L),
+                     "tiled": counts_on_shapes(tile_numbers(heads, L, block_k)), "sdpa": False}
         for name, path in paths.items():
             if name == "naive" and naive_bytes > budget:
                 out.ms[name].append(None)
@@ -200,10 +205,10 @@ def flash_walk(inp: LongInput, block_q: int, block_k: int, causal: bool) -> Flas
     with torch.no_grad():
         out = E.tiled_attention(inp.q, inp.k, inp.v, block_q=block_q, block_k=block_k, is_causal=causal)
         ref = F.scaled_dot_product_attention(inp.q, inp.k, inp.v, is_causal=causal)  # (1, H, L, D)
-        tile_numbers = inp.q[..., 0].numel() * min(block_k, L)  # (1, H, L, block_k) an operator
+        on_shapes = counts_on_shapes(tile_numbers(inp.q.shape[1], L, block_k))  # q: (1, H, L, D)
         peak = peak_tensor_bytes(lambda q, k, v: E.tiled_attention(q, k, v, block_q=block_q, block_k=block_k,
                                                                    is_causal=causal),
-                                 inp.q, inp.k, inp.v, shapes_only=counts_on_shapes(tile_numbers))
+                                 inp.q, inp.k, inp.v, shapes_only=on_shapes)
     q, k, v = inp.q[:, :1], inp.k[:, :1], inp.v[:, :1]  # head 0: (1, 1, L, D)
     r0 = (L - 1) // block_q * block_q  # the last query block: rows r0 … L−1
     rows = torch.arange(r0, L, device=q.device)[:, None]  # (rows, 1) their positions
