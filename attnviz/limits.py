@@ -36,6 +36,10 @@ MAX_TOKENS = 2048  # tokens per line (queries or keys)
 MAX_LINES = 16  # lines of a padded batch
 MAX_TEXT_CHARS = 20_000  # characters of the text box (and of a URL's text=)
 MAX_HEADS = 64
+# A GGUF file's header, checked before any tensor is read (attnviz.models.gguf): the largest vocabulary (Gemma's
+# 262,144 tokens fit) and context length it may claim; its weights are bounded by ATTNVIZ_MAX_MODEL_MB.
+MAX_GGUF_VOCAB = 262_144
+MAX_GGUF_CONTEXT = 1_048_576
 MAX_GENERATE = 32  # tokens a causal LM generates greedily in one request
 MAX_LAYERS = 64  # a pretrained model's layers a link may name (the model itself bounds it further)
 D_MODELS = (8, 16, 32, 64, 128, 256, 512)  # the widths offered everywhere

@@ -68,7 +68,8 @@ def pytest_sessionstart(session):
 def pytest_collection_modifyitems(config, items):
     """The session's trainings start in the background as soon as a collected test needs one
     (``tests/support/trainings.py``). ``@pytest.mark.minilm``: the test needs MiniLM's files (the registry
-    package); without them it is skipped, and the reason says how to install them. The one marker for it: the
+    package); without them it is skipped, and the reason says how to install them; ``@pytest.mark.smollm2`` alike,
+    for SmolLM2's GGUF file. The one marker for it: the
     house test checks that every test that runs MiniLM carries it (tests/test_house.py)."""
     from tests.support import trainings
 
@@ -79,12 +80,14 @@ def pytest_collection_modifyitems(config, items):
         proc = trainings.start(_runs_root(config._tmp_path_factory), which)
         if proc is not None:
             _TRAINING.append(proc)
-    if registry.MINILM in registry.available_models():
-        return
-    skip = pytest.mark.skip(reason=f"MiniLM's files are not installed: {registry.INSTALL}")
-    for item in items:
-        if "minilm" in item.keywords:
-            item.add_marker(skip)
+    for marker, name, install in (("minilm", registry.MINILM, registry.INSTALL),
+                                  ("smollm2", registry.SMOLLM2, registry.SMOL_INSTALL)):
+        if name in registry.available_models():
+            continue
+        skip = pytest.mark.skip(reason=f"{name}'s files are not installed: {install}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 def pytest_sessionfinish(session, exitstatus):

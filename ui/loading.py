@@ -11,8 +11,8 @@ from attnviz.jobs import Busy
 from attnviz.learn.train import LearnSettings, start_defaults
 from attnviz.learn.worker import TRAININGS, key_of
 from attnviz.models.base import ModelError
-from attnviz.models.random import RANDOM
-from attnviz.models.registry import load_in_background, model_kind
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 
 POLL_S = 0.5
 
@@ -20,13 +20,16 @@ POLL_S = 0.5
 def ready(model: str) -> None:
     """Return once ``model`` is loaded. Until then, show its progress and stop this run;
     a failed load is shown as its message."""
-    if model == RANDOM or model_kind(model) in ("looking", "vlm"):  # the model that learns to look trains on its
-        return  # page; a vision-language folder loads in its page's own job, with its answer
-    if model_kind(model) == "tiny":  # trained here, not loaded
-        trained_ready(model)
+    handle = open_model(model)
+    if handle.problem:  # a name that opens nothing (a folder gone, a GGUF file cut short): its one sentence
+        st.error(handle.problem, icon=":material/error:")
+        st.stop()
+    if not handle.can(Cap.LOADS):  # the random layer; a model trained here; a vision-language model (its page's job)
+        if handle.can(Cap.TRAINED_HERE, Cap.UNEMBEDDING):  # the model Watch it learn's launcher trains
+            trained_ready(model)
         return
     try:
-        status = load_in_background(model)
+        status = handle.load_in_background()
     except (ModelError, Busy) as e:  # a model that cannot load, or a server loading as many as it takes
         st.error(str(e), icon=":material/error:")
         st.stop()
@@ -46,7 +49,7 @@ def ready(model: str) -> None:
 @st.fragment(run_every=POLL_S)
 def _poll(model: str, phase: str) -> None:
     """Rerun the page when the load moves on (a new phase, ready or failed)."""
-    status = load_in_background(model)
+    status = open_model(model).load_in_background()
     if status is None or status.done.is_set() or status.words != phase:
         st.rerun()
 

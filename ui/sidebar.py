@@ -11,13 +11,14 @@ from attnviz.core.masks import WINDOW_KINDS
 from attnviz.i18n import LANGUAGES, _, fixed
 from attnviz.limits import MAX_LINES, MAX_TEXT_CHARS, MAX_TOKENS, head_choices
 from attnviz.models.base import ModelError
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 from attnviz.models.registry import (
     MODEL_LABELS,
     RANDOM,
     ModelFacts,
     layer_count,
     model_facts,
-    model_kind,
 )
 from attnviz.views.catalogue import Page, models_for, why_not
 from attnviz.views.markdown import md
@@ -130,8 +131,8 @@ def sidebar(page: Page) -> None:
                 picks.toast(md(_("Using {used}: {model} {why}.").format(
                     model=dropped, why=_(why_not(page, dropped)), used=ss["model"])), icon=":material/swap_horiz:")
         control("model", sb, options=models, format_func=lambda m: t(MODEL_LABELS.get(m, m)))
-        pretrained = ss["model"] != RANDOM and not page.causal  # (a page that patches reads every layer)
-        if "stack" in live and model_kind(ss["model"]) == "seq2seq" and page.stack is None:
+        pretrained = ss["model"] != RANDOM and not page.reads_residual  # (a page that patches reads every layer)
+        if "stack" in live and open_model(ss["model"]).can(Cap.STACKS) and page.stack is None:
             control("stack", sb)  # which of its three attentions (a page with its own stack always shows that)
         if pretrained and "layer" in live:  # the layers are the chosen model's
             layers = _layer_count(ss["model"], page.stack or

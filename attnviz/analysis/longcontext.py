@@ -32,9 +32,10 @@ from attnviz.inputs.embeddings import embed_padded
 from attnviz.inputs.tokens import tokenize
 from attnviz.models import capture
 from attnviz.models.base import ModelError
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 from attnviz.models.hf import HFModel
 from attnviz.models.random import RANDOM, RandomLayer
-from attnviz.models.registry import load, model_kind
 from attnviz.run.config import AttentionConfig
 from attnviz.run.run import random_layer
 
@@ -210,13 +211,13 @@ def long_reader(model):
         raise ValueError("model must be a model's name, a folder, or 'random'.")
     if model == RANDOM:
         return RandomReader(random_layer(AttentionConfig()))  # the random layer at its settings' defaults
-    kind = model_kind(model)
-    if kind in ("tiny", "seq2seq", "vision"):
-        what = {"tiny": "the tiny model Watch it learn trains", "seq2seq": "an encoder–decoder",
-                "vision": "a vision transformer"}[kind]
-        raise ValueError(f"{model} is {what}: long attention reads one text with a causal LM (GPT-2, LLaMA, "
+    handle = open_model(model)
+    if handle.problem:
+        raise ValueError(handle.problem)
+    if not handle.can(Cap.TEXT, Cap.LOADS) or handle.can(Cap.STACKS):  # one text through one stack
+        raise ValueError(f"{model} is {handle.what}: long attention reads one text with a causal LM (GPT-2, LLaMA, "
                          "Qwen2, GPT-NeoX), an encoder, or the random layer.")
-    loaded = load(model)
+    loaded = handle.load()
     if not isinstance(loaded, HFModel):
         raise ValueError(f"{model} runs on attnviz's own BERT encoder, which keeps every weight: long attention "
                          "runs on a transformers folder or the random layer.")

@@ -25,8 +25,8 @@ from attnviz import cache
 from attnviz.analysis.roles import head_roles, head_scores
 from attnviz.inputs.corpus import default_corpus
 from attnviz.models.base import ModelError
+from attnviz.models.door import open as open_model
 from attnviz.models.random import RANDOM
-from attnviz.models.registry import load, model_key
 from attnviz.models.tiny import BOS, FIRST_TOKEN, AttentionOnly
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import RESULTS, shared_result
@@ -42,7 +42,7 @@ def vocabulary(model: str) -> list[str]:
     the model (once per process)."""
     if model == RANDOM:
         return sorted({w.lower() for line in default_corpus() for w in line.split() if w.isascii() and w.isalpha()})
-    tokenizer = getattr(load(model), "tokenizer", None)
+    tokenizer = getattr(open_model(model).load(), "tokenizer", None)
     vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
     words = {t.lstrip("Ġ▁") for t in vocab}
     return sorted(w for w in words if len(w) >= 3 and w.isascii() and w.isalpha() and w.islower())
@@ -77,7 +77,7 @@ def probe_text_of(result: AttentionResult) -> str | None:
         return None
     model = result.config.model
     try:  # a folder's path and its config's time: another folder of that name is another probe
-        where = None if model == RANDOM else model_key(model)
+        where = None if model == RANDOM else open_model(model).key
     except ModelError:
         return None
     # Kept in the byte-bounded lookups share (limits.CACHE_SHARES): a sentence per model folder.

@@ -8,13 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz import limits
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 from attnviz.models.hf import HFModel
-from attnviz.models.registry import load, model_kind
 from attnviz.models.stacks import HFStack, TinyStack
 from attnviz.models.tiny import AttentionOnly, read_token, token_name
 
-KINDS = {"encoder": "an encoder", "seq2seq": "an encoder–decoder", "vision": "a vision transformer",
-         "random": "the random layer", "tiny": "the tiny model Watch it learn trains"}
 # What each use of a subject needs that another model lacks: (the reason, who needs a causal LM).
 PURPOSES = {"patch": ("it has no next token to patch toward", "Patching"),
             "lens": ("it has no unembedding (no language-model head) to read its residual stream through",
@@ -121,12 +120,14 @@ class TinySubject(Subject):
 def registry_subject(model: str, purpose: str = "patch") -> Subject:
     """A model of the registry (a name the app offers, or a folder), refused with the reason
     where it is no causal LM (``purpose``: what it is for, a key of ``PURPOSES``)."""
-    kind = model_kind(model)
-    if kind != "causal":
+    handle = open_model(model)
+    if handle.problem:
+        raise ValueError(handle.problem)
+    if not handle.can(Cap.PATCHABLE, Cap.LOADS):
         reason, who = PURPOSES[purpose]
-        raise ValueError(f"{model} is {KINDS.get(kind, 'not a causal language model')}: {reason}. {who} needs a causal "
-                         "language model: a GPT-2, LLaMA or GPT-NeoX folder, or watch-it-learn.")
-    return HFSubject(load(model))
+        raise ValueError(f"{model} is {handle.what}: {reason}. {who} needs a causal language model: a GPT-2, LLaMA or "
+                         "GPT-NeoX folder, a GGUF file, smollm2-135m, or watch-it-learn.")
+    return HFSubject(handle.load())
 
 
 def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int]]:

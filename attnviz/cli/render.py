@@ -17,8 +17,8 @@ from attnviz.atomic import write_atomic
 from attnviz.i18n import use
 from attnviz.inputs.attention_file import load_attention
 from attnviz.limits import MAX_UPLOAD_BYTES
-from attnviz.models.base import ModelError
-from attnviz.models.registry import available_models, locate
+from attnviz.models.door import available as available_models
+from attnviz.models.door import open as open_model
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
@@ -84,10 +84,9 @@ def _state_from(settings: dict, raw: dict) -> ViewState:
         if key == "model" and isinstance(value, str) and value not in available_models():
             # Not a name a link may give: a folder or a Hugging Face id in the local cache, which the API and
             # the CLI take and a URL never does. The registry finds it as the run will, or says why it cannot.
-            try:
-                locate(value)
-            except ModelError as e:
-                raise UsageError(str(e)) from None
+            problem = open_model(value).problem
+            if problem:
+                raise UsageError(problem)
             model = value
             continue
         if key not in SETTINGS:

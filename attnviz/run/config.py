@@ -17,7 +17,7 @@ from attnviz.i18n import N_, _
 from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
 from attnviz.models.hf import STACKS
-from attnviz.models.registry import INSTALL, MINILM, available_models
+from attnviz.models.registry import INSTALL, MINILM, SMOL_INSTALL, SMOLLM2, available_models
 from attnviz.settings.spec import BY_ENTRY, Reason, Unavailable, setting, validate
 
 # The settings here are shared: the pages that read each one say so in their entries
@@ -57,8 +57,9 @@ def _device(raw: str, taken: dict) -> str:
 
 def _model(raw: str, taken: dict) -> str:
     if raw not in available_models():
-        if raw == MINILM:
-            raise Reason(_("is not installed on this server ({install})").format(install=INSTALL))
+        if raw in (MINILM, SMOLLM2):
+            raise Reason(_("is not installed on this server ({install})").format(
+                install=INSTALL if raw == MINILM else SMOL_INSTALL))
         raise Unavailable()
     return raw
 

@@ -26,8 +26,8 @@ from attnviz.i18n import _, language
 from attnviz.inputs.record import Input
 from attnviz.inputs.text import lines_of
 from attnviz.models.base import HeadParts, Model
+from attnviz.models.door import open as open_model
 from attnviz.models.random import RANDOM, RandomLayer
-from attnviz.models.registry import load
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 
@@ -42,7 +42,7 @@ def model_for(config: AttentionConfig) -> Model:
     """The random layer these settings describe, or a pretrained model (loaded once per process)."""
     if config.model == RANDOM:
         return random_layer(config)
-    return load(config.model)
+    return open_model(config.model).load()
 
 
 # Its share of the cache budget (limits.CACHE_SHARES): the app's figures (ui.compute), the Q/K map's runs and

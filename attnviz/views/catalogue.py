@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from attnviz.i18n import N_
-from attnviz.models.registry import RANDOM as RANDOM_MODEL
-from attnviz.models.registry import available_models, model_kind
+from attnviz.models.door import Cap, available
+from attnviz.models.door import open as open_model
 from attnviz.views import contributions as C
 from attnviz.views import layers as Y
 from attnviz.views import neurons as U
@@ -53,9 +53,9 @@ class Page:
     file: str = ""  # the file it reads, by the CLI's flag and a spec's key ("image": --image FILE, image = "…")
     window: bool = False  # reads the sidebar's window whatever its mask (Mask lab's masks, Long sequences' patterns)
     random: bool = True  # runs the random layer's width, heads and mask (not: weights from a file, a trained model)
-    causal: bool = False  # runs a causal language model, or the model Watch it learn trains (patching)
-    causal_lm: bool = False  # offers causal language model folders and the random layer (Long context)
-    looks: bool = False  # runs a vision-language model: the tiny one that learns to look, or a folder
+    # What a model must be able to do for it to run (``attnviz.models.door.Cap``): its sidebar offers those models
+    # only, and the kind of each other model says why not. Cap.RUNS: any model that runs the page's own input.
+    needs: frozenset = frozenset({Cap.RUNS})
     stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
     # Its module of the library (attnviz.views.<module>): its own settings, its run, its figure for the CLI
     # (``main_figure``; a module of several pages names each one's) and, where its
@@ -72,9 +72,11 @@ class Page:
     # Settings declared for every page that this one has no use for (Why √d_k draws no colour scale): its
     # sidebar does not draw them, its link does not carry them.
     ignores: tuple[str, ...] = ()
-    # Why it runs no model of a kind (``model_kind``), in words (marked for translation), where the words of
-    # ``why_not`` do not fit it: (kind, why) pairs.
-    refuses: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def reads_residual(self) -> bool:
+        """It patches or reads a language model's residual stream (every layer: no one layer to follow)."""
+        return bool(self.needs & {Cap.PATCHABLE, Cap.UNEMBEDDING})
 
 
 # Groups of shared settings, by link name, for the entries below.
@@ -87,16 +89,7 @@ INPUT_RUN = ("device", *RANDOM, "input_projections")  # the random layer over an
 PAIR = ("clean", "corrupted", "answer", "wrong")  # two prompts and the answer: one pair opens Patching and Circuit
 
 
-# What the logit lens needs that other models lack: an unembedding to read the residual stream through.
-NO_UNEMBEDDING = (
-    ("encoder", N_("is an encoder: it has no unembedding (no language-model head) to read its residual stream "
-                   "through")),
-    ("seq2seq", N_("is an encoder–decoder: the logit lens reads a causal language model's one residual stream")),
-    ("vision", N_("is a vision transformer: it has no unembedding (no language-model head) to read its residual "
-                  "stream through")),
-    (RANDOM_MODEL, N_("is the random layer: it has no unembedding (no language-model head) to read its residual "
-                      "stream through")),
-)
+PATCHES, UNEMBEDS = frozenset({Cap.PATCHABLE}), frozenset({Cap.UNEMBEDDING})
 
 
 def without(group: tuple[str, ...], *names: str) -> tuple[str, ...]:
@@ -146,19 +139,18 @@ PAGES = (
          text=False, random=False, module="learn", command="python -m attnviz learn",
          settings=(("learn", "LearnSettings"), ("watch", "Settings"))),  # its training's, and the page's
     Page("patching", "patching", "patching.py", N_("Patching"), "troubleshoot", menu=CIRCUITS, text=False,
-         random=False, causal=True, module="patching", reads=(*MODEL, *PAIR),  # the pair is shared
+         random=False, needs=PATCHES, module="patching", reads=(*MODEL, *PAIR),  # the pair is shared
          settings=(("patching", "Settings"),)),
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", menu=CIRCUITS, text=False, random=False,
-         causal=True, module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
+         needs=PATCHES, module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", menu=LONG, text=False,
-         random=False, causal_lm=True, module="longcontext", file="text-file",
+         random=False, needs=frozenset({Cap.KV_CACHE}), module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults
          settings=(("long", "LongSettings"),)),
     Page("logit-lens", "logit-lens", "logit_lens.py", N_("Logit lens"), "layers", menu=CIRCUITS, random=False,
-         causal=True, module="lens", reads=("text", "seq", "model", "device"), settings=(("lens", "LensSettings"),),
-         refuses=NO_UNEMBEDDING),
+         needs=UNEMBEDS, module="lens", reads=("text", "seq", "model", "device"), settings=(("lens", "LensSettings"),)),
     Page("vision-language", "vision-language", "vision_language.py", N_("Vision-language"), "visibility", menu=BEYOND,
-         random=False, looks=True, module="visionlang", reads=("text", "model"),
+         random=False, needs=frozenset({Cap.SEES_PICTURES}), module="visionlang", reads=("text", "model"),
          settings=(("look", "LookSettings"), ("vl", "Settings"))),
 )
 PAGE_NAMES = tuple(p.name for p in PAGES)
@@ -186,30 +178,13 @@ def page(name: str) -> Page:
 
 def models_for(entry: Page) -> list[str]:
     """The models ``entry`` runs, of those this server offers, in the order offered: the first is the one the
-    app opens the page on and ``render --page`` renders. A page that patches runs a causal LM or the model Watch
-    it learn trains; a long context, a causal LM (its KV cache) or the random layer; a page that looks at pictures,
-    a vision-language model (the tiny one first); the others any but those three kinds."""
-    kinds = ({"tiny", "causal"} if entry.causal else {RANDOM_MODEL, "causal"} if entry.causal_lm else
-             {"looking", "vlm"} if entry.looks else None)
-    models = [m for m in available_models() if (model_kind(m) in kinds if kinds else
-                                                model_kind(m) not in ("tiny", "looking", "vlm"))]
-    if entry.causal_lm:  # a causal LM first: it has a next token, whose cost under a compressed cache the page shows
-        models.sort(key=lambda m: model_kind(m) != "causal")
-    return models
+    app opens the page on and ``render --page`` renders: those whose capabilities hold all the page's ``needs``."""
+    return [m for m in available() if open_model(m).can(*entry.needs)]
 
 
 def why_not(entry: Page, model: str) -> str:
-    """Why ``entry`` does not run ``model`` (one of ``available_models``, not in ``models_for``), in words."""
-    own = dict(entry.refuses).get(model_kind(model))
-    if own is not None:
-        return own
-    return (N_("has no next token to patch toward") if entry.causal else
-            N_("is not a causal language model: it keeps no KV cache to evict") if entry.causal_lm else
-            N_("is not a vision-language model: it sees no picture") if entry.looks else
-            N_("is a vision-language model, read on the vision-language page") if model_kind(model) in
-            ("looking", "vlm") else
-            N_("is drawn on Watch it learn, patched on Patching") if model_kind(model) == "tiny" else
-            N_("is not available here"))
+    """Why ``entry`` does not run ``model`` (one of ``available``, not in ``models_for``), in words: its kind's."""
+    return open_model(model).why_not(entry.needs) or N_("is not available here")
 
 
 def check_view(page: str, state) -> None:

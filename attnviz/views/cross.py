@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.i18n import N_, _
 from attnviz.inputs.text import check_text
-from attnviz.models.registry import model_kind
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 from attnviz.run.config import AttentionConfig
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import compute
@@ -45,7 +46,7 @@ def cross_config(state) -> AttentionConfig:
     positions of one sequence, so between two sequences only the source's padding is blocked (as in
     a Transformer's cross-attention). An encoder–decoder shows its own cross-attention; any other
     model leaves the page to the random one."""
-    if model_kind(state.model) == "seq2seq":
+    if open_model(state.model).can(Cap.STACKS):
         return state.config.with_(mask=CROSS_MASK, source=state.cross_attention.source, stack="cross")
     return state.config.with_(mask=CROSS_MASK, source=state.cross_attention.source, model="random", layer=0)
 

@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.i18n import _
 from attnviz.inputs.text import lines_of
+from attnviz.models.door import open as open_model
 from attnviz.models.generate import Generation, greedy
-from attnviz.models.registry import load
 from attnviz.run.result import AttentionResult
 
 
@@ -19,7 +19,7 @@ def generation(result: AttentionResult, n: int, count: int) -> Generation | None
     the random layer, an encoder, weights from a file)."""
     if result.config is None or not result.pretrained or count < 1:
         return None
-    model = load(result.config.model)
+    model = open_model(result.config.model).load()
     if not getattr(model, "causal", False):
         return None
     line = lines_of(result.config.text)[n]

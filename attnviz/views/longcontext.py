@@ -22,8 +22,7 @@ from attnviz.i18n import N_, _
 from attnviz.inputs.longtexts import LONG_TEXTS, long_text, long_texts
 from attnviz.jobs import Job
 from attnviz.models.base import ModelError
-from attnviz.models.random import RANDOM
-from attnviz.models.registry import model_key
+from attnviz.models.door import open as open_model
 from attnviz.plots.longcontext import (
     head_figure,
     kept_strip_figure,
@@ -197,7 +196,7 @@ def long_key(model: str, text: str, *values) -> tuple:
     """The plain values a sweep depends on: the model's identity, the text's digest, and ``values``
     (the blocks; the policy and the ratio), not the head: another head reuses the sweep."""
     try:
-        identity = model_key(model) if model != RANDOM else (RANDOM,)
+        identity = open_model(model).key
     except ModelError:
         identity = (model,)
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()

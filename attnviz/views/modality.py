@@ -20,7 +20,8 @@ from attnviz.i18n import N_, _
 from attnviz.inputs.audio import AUDIO_SAMPLES
 from attnviz.inputs.graph import GRAPH_MASKS, GRAPH_PRESETS
 from attnviz.inputs.image import IMAGE_SAMPLES, PATCH_MASKS
-from attnviz.models.registry import load, model_kind
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
 from attnviz.models.vision import image_tokens
 from attnviz.run.result import AttentionResult
 from attnviz.run.run import random_layer, run
@@ -94,7 +95,7 @@ read_image, sample_image, read_wav, sample_audio = I.read_image, I.sample_image,
 
 def is_vision(model: str) -> bool:
     """A vision transformer (ViT, DeiT, DINOv2): the Image patches page runs its own patches."""
-    return model_kind(model) == "vision"
+    return open_model(model).can(Cap.PATCHES)
 
 
 def input_run(name: str, state, data: bytes | None = None) -> tuple:
@@ -124,8 +125,8 @@ def _run(state, inp: I.Input, settings: dict) -> AttentionResult:
 def image_run(state, image) -> tuple:
     """(input, result) of the image-patches page for an (H, W, 3) image: the sidebar's
     vision transformer over its own patches, or the random layer over the page's."""
-    if model_kind(state.model) == "vision":
-        model = load(state.model)
+    if is_vision(state.model):
+        model = open_model(state.model).load()
         inp = image_tokens(model, image)
         return inp, run(inp, model, device=state.device, layer=state.layer, settings={
             "kind": "image", "model": state.model, "layer": state.layer, "device": state.device,

@@ -24,7 +24,7 @@ from attnviz.core.nexttoken import top_tokens
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job
 from attnviz.learn.trained import subject_of
-from attnviz.models.registry import TRAINED, model_key
+from attnviz.models.door import open as open_model
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
 from attnviz.run.run import RESULTS
@@ -116,7 +116,7 @@ SWEEPS = jobs.kind("patching")  # the page's sweeps, by model and prompts
 def model_identity(model: str) -> tuple:
     """Plain values naming the model's weights: a folder's path and its config's time (another
     folder under one name is another model), or the trained model's name."""
-    return (model,) if model == TRAINED else model_key(model)
+    return open_model(model).key
 
 
 def sweep_key(state) -> tuple:

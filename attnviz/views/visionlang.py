@@ -36,7 +36,8 @@ from attnviz.learn.shapes import BUILT_IN, built_in
 from attnviz.learn.worker import TRAININGS as TRAININGS
 from attnviz.learn.worker import key_of as key_of
 from attnviz.learn.worker import trained_weights
-from attnviz.models.registry import LOOKING, model_key, model_kind
+from attnviz.models import door
+from attnviz.models.registry import LOOKING
 from attnviz.models.vlgrid import grid_boxes
 from attnviz.models.vlm import ARCHITECTURES, chat_prompt, load_vlm, read_picture
 from attnviz.plots.charts import lines_figure
@@ -107,12 +108,12 @@ def picture_for(model: str, settings: Settings, data: bytes | None) -> np.ndarra
     SIDE × SIDE pixels)."""
     if settings.picture != UPLOAD:
         pixels, _question = built_in(settings.picture)
-        return pixels if model_kind(model) == "looking" else pixels.repeat(ENLARGE, 0).repeat(ENLARGE, 1)
+        return pixels if is_looking(model) else pixels.repeat(ENLARGE, 0).repeat(ENLARGE, 1)
     if data is None:
         raise ValueError(_("No picture was given: upload a PNG or JPEG (the CLI: --image FILE), or choose a built-in "
                            "one."))
     img = read_picture(data)
-    if model_kind(model) == "looking":
+    if is_looking(model):
         from PIL import Image
 
         img = img.resize((S.SIDE, S.SIDE), Image.BILINEAR)
@@ -146,7 +147,7 @@ def trainings_of(state) -> list[LookSettings]:
 
 
 def is_looking(model: str) -> bool:  # the tiny model that learns to look (trained on the page, not loaded)
-    return model_kind(model) == "looking"
+    return door.open(model).can(door.Cap.SEES_PICTURES, door.Cap.TRAINED_HERE)
 
 
 def looking_model_of(settings: LookSettings):
@@ -192,7 +193,7 @@ JOBS = jobs.kind("vision-language")  # model folders' readings, by model, pictur
 def vl_key(model: str, picture: np.ndarray, question: str, settings: Settings, look: LookSettings) -> tuple:
     """The plain values a reading depends on: the model's identity (the tiny model's training), the picture's
     digest, the question, the answer's length."""
-    identity = ("looking", key_of(look)) if model_kind(model) == "looking" else model_key(model)
+    identity = ("looking", key_of(look)) if is_looking(model) else door.open(model).key
     digest = hashlib.sha256(picture.tobytes() + str(picture.shape).encode()).hexdigest()
     return ("vision-language", *identity, digest, question, settings.generate)
 
@@ -347,7 +348,7 @@ def tower_words(r: VLAttention) -> str:
     """Why a reading has no tower map, in words ("" where it has one)."""
     row, why, _layer = r.vision or (None, "", -1)
     return _("The tiny model has no vision tower: its patches enter as a linear embedding of their pixels.") \
-        if r.arch == "tiny" else "" if row is not None else why
+        if r.vision is None else "" if row is not None else why  # only a folder's reading asks its tower
 
 
 # --- the CLI --------------------------------------------------------------------------------------------------------
@@ -357,11 +358,10 @@ def vl_cli_reading(state, data: bytes | None) -> tuple[VLAttention, np.ndarray]:
     (seeded, on one thread: the page's numbers), or a model folder read now."""
     picture = picture_for(state.model, state.vl if data is None else replace(state.vl, picture=UPLOAD), data)
     question = question_of(state)
-    if model_kind(state.model) == "looking":
+    if is_looking(state.model):
         return read_tiny(load_looking(trained_weights(state.look)), picture, question), picture
-    if model_kind(state.model) != "vlm":
-        raise ValueError(f"{state.model} is not a vision-language model: the vision-language page reads "
-                         f"{LOOKING} or a vision-language folder.")
+    if not door.open(state.model).can(door.Cap.SEES_PICTURES):
+        raise ValueError(f"{state.model} is not a vision-language model: this page reads {LOOKING} or a VLM folder.")
     vlm = load_vlm(state.model)
     r = vl_attention(vlm, picture, chat_prompt(vlm, question), generate=state.vl.generate)
     r.vision = _tower_or_why(vlm, r)

@@ -283,9 +283,9 @@ def test_2048_tokens_draw_and_hover_reads_the_exact_weight_of_a_zoomed_cell(serv
 
 @pytest.mark.minilm
 def test_the_pretrained_model_view_opens_a_head_on_click(server, page):
-    from attnviz.models.registry import INSTALL, _package_dir
+    from attnviz.models.packaged import INSTALL, package_dir
 
-    if _package_dir() is None:
+    if package_dir() is None:
         pytest.skip(f"the model's files are not installed: {INSTALL}")
     page.goto(server + "/?model=minilm-l6&view=model")
     page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot').length === 1", timeout=60_000)

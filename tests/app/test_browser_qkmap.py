@@ -42,10 +42,10 @@ def test_a_click_on_a_key_opens_its_sentence_in_the_explorer_at_that_head_and_qu
 
 @pytest.mark.minilm
 def test_screenshots_of_minilm_layer0_one_head_and_every_head(server, browser):
-    from attnviz.models.registry import INSTALL, _package_dir
+    from attnviz.models.packaged import INSTALL, package_dir
     from tests.support.browserkit import full_page_screenshot
 
-    if _package_dir() is None:
+    if package_dir() is None:
         pytest.skip(f"the model's files are not installed: {INSTALL}")
     shots = SHOTS
     with browser.tab() as page:

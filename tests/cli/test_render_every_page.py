@@ -30,7 +30,7 @@ def test_the_apps_own_address_of_every_page_renders(entry, tmp_path):
     assert f'"{model}"' in shown or model_kind(model) == "random"  # its own model, named in its numbers
 
 
-@pytest.mark.parametrize("entry", [p for p in PAGES if p.causal], ids=lambda p: p.name)
+@pytest.mark.parametrize("entry", [p for p in PAGES if p.reads_residual], ids=lambda p: p.name)
 def test_a_page_alone_renders_on_its_own_model_and_refuses_one_it_cannot_run(entry, tmp_path):
     assert cli.main(["render", "--page", entry.name, "--out", str(tmp_path / "a.json")]) == 0
     code, _out, err = run_cli("render", "--page", entry.name, "--model", "random", "--out", "b.json", cwd=tmp_path)

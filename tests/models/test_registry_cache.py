@@ -62,7 +62,7 @@ def test_a_path_is_read_as_a_path_and_what_is_no_folder_is_refused_with_why(hub,
     monkeypatch.chdir(tmp_path)
     (tmp_path / "tiny-org" / "tiny-llama").mkdir(parents=True)  # a folder spelled like the cached id
     assert registry.locate("tiny-org/tiny-llama") == (Path("tiny-org/tiny-llama"), None)
-    with pytest.raises(ModelError, match="config.json is a file, not a model folder"):
+    with pytest.raises(ModelError, match="config.json is a file, but neither a model folder nor a GGUF file"):
         registry.locate(str(snap / "config.json"))
     with pytest.raises(ModelError, match=r"Model folder gpt-5 does not exist \(the models named here: random, "):
         registry.load("gpt-5")

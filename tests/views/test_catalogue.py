@@ -38,7 +38,7 @@ def test_each_page_offers_the_views_that_name_it():
     assert views_on("patching") == ("patching",) and "patching" not in views_on("explorer")
     assert "patching" not in FIGURE_VIEWS and "table" not in FIGURE_VIEWS and "grid" in FIGURE_VIEWS
     # the pages that run a causal LM's residual stream (or the tiny model's): they patch it, or read it
-    assert [p.name for p in PAGES if p.causal] == ["patching", "circuit", "logit-lens"]
+    assert [p.name for p in PAGES if p.reads_residual] == ["patching", "circuit", "logit-lens"]
 
 
 def test_a_click_on_a_head_sets_what_its_view_says():
