@@ -75,6 +75,9 @@ for point in compute.clicked_points(grid, key="lens_grid", filename="logit-lens"
     picked = L.clicked_grid_cell(point, len(r.positions))
     if picked is not None and L.cell_name(reading, picked) != settings.cell:
         picks.pick({"lens_cell": L.cell_name(reading, picked)}, ("lens_cell", L.cell_name(reading, picked)))
+arrived = L.arrival_words(r)  # where the answer arrives, said in words
+if arrived is not None:
+    st.caption(md(arrived))
 for line in r.notes:  # a tuned lens's: the middles left out, another unembedding
     st.caption(md(line))
 if lens is not None and lens.fit:

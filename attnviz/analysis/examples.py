@@ -17,6 +17,10 @@ Other models, for either kind:
   went to the store, John gave a drink to" (answer " Mary" against " John") against the same with
   the second "John" changed to a third name; the names the first three of ``NAMES`` it spells so.
 - Anything else: None (no pair of its tokens is known to mean something).
+
+And one prompt for the logit lens (``example_fact``): a fact whose answer is one token, "The Eiffel Tower is
+located in the city of" → " Paris", for a tokenizer that spells " Paris" as one token (SmolLM2, GPT-2), so that
+the grid shows the layer where the answer arrives; the tiny model gets its swap pair's clean prompt.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ NAMES = ("Mary", "John", "Tom", "James", "Anna", "Paul", "Sarah", "David", "Alic
 DEFAULT_PAIR = {"clean": REPEAT, "corrupted": SWAPPED, "answer": "12", "wrong": "28"}
 IOI = "When {a} and {b} went to the store, {c} gave a drink to"
 KINDS = ("swap", "break")
+FACT, FACT_ANSWER = "The Eiffel Tower is located in the city of", "Paris"
 
 
 def _tiny(subject: TinySubject, kind: str, trace=None) -> dict:
@@ -62,6 +67,18 @@ def _names(subject: HFSubject) -> list[str] | None:
         if len(found) == 3:
             return found
     return None
+
+
+def example_fact(subject: Subject) -> dict | None:
+    """{"text", "answer"}: the fact the Logit lens opens on (see the module doc), or the swap pair's clean prompt
+    and answer (the tiny model); None where neither means something for ``subject``."""
+    if isinstance(subject, HFSubject):
+        tok = subject.hf.tokenizer
+        ids = tok(" " + FACT_ANSWER, add_special_tokens=False)["input_ids"]
+        if len(ids) == 1 and tok.convert_ids_to_tokens(ids)[0] != tok.unk_token:
+            return {"text": FACT, "answer": tok.convert_ids_to_tokens(ids)[0], "wrong": ""}
+    pair = example_prompts(subject, "swap")
+    return None if pair is None else {"text": pair["clean"], "answer": pair["answer"], "wrong": pair["wrong"]}
 
 
 def example_prompts(subject: Subject, kind: str = "swap", trace=None) -> dict | None:

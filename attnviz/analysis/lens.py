@@ -53,6 +53,7 @@ import torch
 from attnviz import limits
 from attnviz.analysis.patching import logit_attribution_of
 from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer
+from attnviz.i18n import _
 from attnviz.models.stacks import Trace, Unembedding
 
 MODES = ("final-scale", "per-layer")
@@ -237,6 +238,28 @@ def read_points(stack, trace: Trace, *, mode: str, lens=None, mid: bool = True, 
     if answer is not None:
         out.update(answer_logit=grid(logit), answer_prob=grid(prob), answer_rank=grid(rank, np.int64))
     return out
+
+
+def arrival(result: LensResult) -> tuple[int | None, bool]:
+    """The first point at which the answer is the top token at the last position read, and whether it stays on
+    top at every later point; (None, False) where it never is, or no answer was read."""
+    if result.answer_rank is None:
+        return None, False
+    ranks = result.answer_rank[:, -1]  # (points,)
+    top = np.flatnonzero(ranks == 0)
+    return (None, False) if top.size == 0 else (int(top[0]), bool((ranks[top[0]:] == 0).all()))
+
+
+def arrival_words(result: LensResult) -> str | None:
+    """Where the answer first becomes the top token at the last position, in one sentence (None: no answer)."""
+    first, stays = arrival(result)
+    if result.answer is None:
+        return None
+    if first is None:
+        return _("“{answer}” is never the top token at the last position.").format(answer=result.answer)
+    return (_("“{answer}” first becomes the top token at {point} and stays on top to the end.") if stays else
+            _("“{answer}” first becomes the top token at {point}.")).format(answer=result.answer,
+                                                                           point=result.points[first])
 
 
 def logit_lens_of(subject: Subject, text, *, mode: str = "final-scale", lens=None, mid: bool = True, k: int = 5,

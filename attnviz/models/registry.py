@@ -54,6 +54,7 @@ from attnviz.models.packaged import (
     PINNED,
     SMOL_INSTALL,
     SMOLLM2,
+    offered,
     package_dir,
     smol_file,
     verify_file,
@@ -75,12 +76,15 @@ MODEL_DIR_ENV = "ATTNVIZ_MODEL_DIR"
 # config.json (or the folder itself) is a model, offered by its folder's name, never by path.
 MODEL_DIRS_ENV = "ATTNVIZ_MODEL_DIRS"
 def available_models() -> list[str]:
-    """The model names this machine can offer (the random model always)."""
-    names = [RANDOM, TRAINED, LOOKING]
-    if package_dir() is not None:
-        names.append(MINILM)
-    if smol_file() is not None:
+    """The model names this machine can offer, in the order offered (the random model always): a page opens on the
+    first it can run, so the real language model comes before the tiny one trained here (Patching, Circuit, the
+    Logit lens open on SmolLM2 where it is installed and offered: ``packaged.offered``)."""
+    names = [RANDOM]
+    if smol_file() is not None and offered(SMOLLM2):
         names.append(SMOLLM2)
+    names += [TRAINED, LOOKING]
+    if package_dir() is not None and offered(MINILM):
+        names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
         names.append(LOCAL)
     return names + [n for n in (*listed_models(), *download_ids()) if n not in names]

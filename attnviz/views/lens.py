@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import torch
 
 from attnviz import jobs, limits
-from attnviz.analysis.examples import example_prompts
+from attnviz.analysis.examples import example_fact
 from attnviz.analysis.lens import DEFINITIONS as LIBRARY_DEFINITIONS
 from attnviz.analysis.lens import (
     LENS_BOUND,
@@ -34,6 +34,7 @@ from attnviz.analysis.lens import (
     logit_lens_of,
     steepest_step,
 )
+from attnviz.analysis.lens import arrival_words as arrival_words  # the page says where the answer arrives
 from attnviz.analysis.subjects import answer_ids
 from attnviz.analysis.tunedlens import TunedLens, read_lens
 from attnviz.i18n import N_, _
@@ -172,19 +173,19 @@ def sentence_of(state) -> str:
 
 
 def lens_example(state) -> dict[str, str] | None:
-    """Where the text and the answer are the defaults, the model's own example (``attnviz.analysis.examples``,
-    the Patching page's pair): its clean prompt and answer, by link name. The tiny model reads no English;
-    a GPT-2-like tokenizer gets the indirect-object prompt. None where none is known or they are the user's."""
+    """Where the text and the answer are the defaults, the model's own example (``attnviz.analysis.examples``):
+    a fact whose answer is one token (SmolLM2, GPT-2: "The Eiffel Tower is located in the city of" → " Paris"),
+    or the tiny model's swap pair (it reads no English), by link name. None where none is known or they are the
+    user's."""
     lens = state.lens
     if state.text != DEFAULT_TEXT or lens.answer or lens.wrong:
         return None
 
     def find() -> dict | None:
-        return example_prompts(subject_of(state.model, "lens"), "swap")
+        return example_fact(subject_of(state.model, "lens"))
 
-    pair = RESULTS.get_or_compute(("lens-example", *model_identity(state.model)), find)
-    return None if pair is None else {"text": pair["clean"], "lens_answer": pair["answer"],
-                                      "lens_wrong": pair["wrong"]}
+    fact = RESULTS.get_or_compute(("lens-example", *model_identity(state.model)), find)
+    return None if fact is None else {"text": fact["text"], "lens_answer": fact["answer"], "lens_wrong": fact["wrong"]}
 
 
 def with_lens_example(state):
@@ -360,7 +361,7 @@ def lens_record(model: str, text: str, settings: LensSettings, reading: LensRead
             "answer_chart": {"position": r.positions[column], "points": r.points,
                              "probability": r.answer_prob[:, column].tolist(),
                              "rank": r.answer_rank[:, column].tolist(),
-                             "logit": r.answer_logit[:, column].tolist()},
+                             "logit": r.answer_logit[:, column].tolist(), "arrival": arrival_words(r)},
             "cell": {"point": r.points[row], "position": r.positions[column], "name": cell_name(reading, cell),
                      "top_token": r.top_tokens[row][column][0], "probability": float(r.top_probs[row, column, 0])},
             "step": None if step is None else step.to_dict(), "step_note": note,

