@@ -7,12 +7,17 @@
    vocabulary of 50,257, where the 25 unembeddings cost more than the forward, and with a small one
    (the tokenizer's 2,002 words), where the floor is about one forward. Medians and minima of
    ``--runs``, interleaved, the ratios printed.
-2. ``--train STEPS``: ``attnviz.train_lens`` on a GPT-2-small-shaped folder whose word-level tokenizer
+2. ``--model NAME``: a real model (``smollm2-135m``: 30 layers, a vocabulary of 49,152) on its Logit lens
+   page's fact ("The Eiffel Tower is located in the city of", 10 tokens, 61 points with the middles), against
+   two floors in the same process: one forward pass alone, and the plain batched lens (the forward, then every
+   point's streams through the final norm and W_U in one product, a log-softmax and a top-5): the work the
+   page's first reading cannot avoid.
+3. ``--train STEPS``: ``attnviz.train_lens`` on a GPT-2-small-shaped folder whose word-level tokenizer
    reads the built-in corpus (``attnviz/inputs/corpus.txt``), trained on four of every five of its
    sentences, then each layer's KL to the model's own distribution, the logit lens's (per-layer) against
    the tuned lens's, averaged over the held-out fifth's tokens.
 
-    python bench/bench_lens.py [--runs 3] [--threads N] [--train STEPS]
+    python bench/bench_lens.py [--runs 3] [--threads N] [--model smollm2-135m] [--train STEPS]
 """
 
 from __future__ import annotations
@@ -88,6 +93,48 @@ def cost(runs: int, vocab: int | None) -> None:
         print(f"| {name} | {m:.3f} | {m / base:.2f} | {min(ts):.3f} | {min(ts) / low:.2f} |")
 
 
+def real(runs: int, model: str) -> None:
+    from attnviz.analysis.examples import FACT
+    from attnviz.analysis.lens import unembed
+
+    subject = registry_subject(model, "lens")  # loaded once, as the app's cache keeps it
+    ids = torch.tensor([subject.ids(FACT)])
+    u = subject.stack.unembedding()
+
+    def forward():
+        with torch.no_grad():
+            subject.stack.model(input_ids=ids, use_cache=False)
+
+    def batched():  # the forward, then every point at once: one product, a log-softmax, a top-5
+        with torch.no_grad():
+            trace = subject.stack.run(ids)
+            points = points_of(subject.stack, trace, True)
+            x = torch.cat([p.stream for p in points])  # (P·L, E)
+            logq = torch.log_softmax(unembed(u, x, u.scale(x)), -1)  # (P·L, V)
+            logq.topk(5, -1)
+
+    def lens(mode):  # noqa: ANN202
+        return lambda: attnviz.logit_lens(model, FACT, mode=mode, answer="ĠParis")
+
+    work = {"one forward pass": forward, "floor: the plain batched lens": batched,
+            "logit_lens final-scale": lens("final-scale"), "logit_lens per-layer": lens("per-layer")}
+    for fn in work.values():
+        fn()
+    times = {name: [] for name in work}
+    for _ in range(runs):
+        for name, fn in work.items():
+            times[name].append(timed(fn))
+    base = statistics.median(times["floor: the plain batched lens"])
+    one = statistics.median(times["one forward pass"])
+    print(f"{model}, {ids.shape[1]} tokens, CPU, {torch.get_num_threads()} thread(s); {runs} runs (medians)")
+    print()
+    print("| what | median (s) | × one forward | × the batched lens |")
+    print("|---|---:|---:|---:|")
+    for name, ts in times.items():
+        m = statistics.median(ts)
+        print(f"| {name} | {m:.3f} | {m / one:.2f} | {m / base:.2f} |")
+
+
 def corpus_model(root: Path) -> Path:
     """A GPT-2-small-shaped folder (random weights) whose word-level tokenizer reads the built-in corpus."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -134,11 +181,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="torch's threads (default: torch's own)")
+    parser.add_argument("--model", default="", help="a real model's name or path (3.: its lens against its floors)")
     parser.add_argument("--train", type=int, default=0, metavar="STEPS", help="train a tuned lens (and skip 1.)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.train:
+    if args.model:
+        real(args.runs, args.model)
+    elif args.train:
         train(args.train)
     else:
         for vocab in (GPT2_VOCAB, None):  # GPT-2's, then the tokenizer's own 2,002 words

@@ -72,9 +72,9 @@ class HFSubject(Subject):
 
     def token(self, word: str, role: str) -> int:
         tok = self.hf.tokenizer
-        vocab = tok.get_vocab()
-        if word in vocab:
-            return int(vocab[word])
+        known = tok.convert_tokens_to_ids(word) if word else None  # one look-up (get_vocab built 49k entries: 29 ms)
+        if known is not None and (known != tok.unk_token_id or word == tok.unk_token):
+            return int(known)
         pieces = tok(word, add_special_tokens=False)["input_ids"] if word else []
         if pieces == [tok.unk_token_id]:  # a word the vocabulary lacks: the unknown token stands for any
             raise ValueError(f"The {role} “{word}” is not in {self.name}'s vocabulary (its tokenizer reads it as "
