@@ -346,15 +346,16 @@ PART_KINDS = ("head", "attention biases", "mlp", "embeddings", "biases")
 
 
 def lens_step(subject: Subject, ids: list[int], points: list[str], point: int, position: int, *, answer: int,
-              wrong: int | None = None) -> LensStep:
+              wrong: int | None = None, attribution=None) -> LensStep:
     """The step into ``points[point]`` (a ``LensResult``'s points) at ``position`` of ``ids``, its parts by
-    direct logit attribution on the position's prefix, toward token ids ``answer`` (− ``wrong``)."""
+    direct logit attribution on the position's prefix, toward token ids ``answer`` (− ``wrong``).
+    ``attribution``: that attribution where it was made already (it depends on the position, not the point)."""
     if not 0 <= position < len(ids):
         raise ValueError(f"Position {position} is out of range: the text has {len(ids)} tokens (positions 0 to "
                          f"{len(ids) - 1}).")
     if not 0 <= point < len(points):
         raise ValueError(f"Point {point} is out of range: the lens reads {len(points)} points.")
-    a = logit_attribution_of(subject, ids[:position + 1], answer=answer, wrong=wrong)
+    a = attribution or logit_attribution_of(subject, ids[:position + 1], answer=answer, wrong=wrong)
     name = points[point]
     if point == 0:
         parts = [("embeddings", None, None, float(a.embeddings)), ("biases", None, None, float(a.biases))]

@@ -140,8 +140,14 @@ def two_prompts(subject: Subject, clean, corrupted) -> tuple[list[int], list[int
                  f"where the {'corrupted' if len(a) > len(b) else 'clean'} one ends")
         raise ValueError(f"The clean prompt has {len(a)} tokens and the corrupted one {len(b)}: patching puts one "
                          f"run's activations into the other position by position, so both need as many. They first "
-                         f"differ at position {at} ({first}).")
+                         f"differ at position {at} ({first}). Clean: {_spelled_line(sa)}; corrupted: "
+                         f"{_spelled_line(sb)}.")
     return a, b
+
+
+def _spelled_line(tokens: list[str], most: int = 40) -> str:
+    """A prompt's tokens as its tokenizer spells them, on one line (the first ``most``)."""
+    return " | ".join(tokens[:most]) + (f" | … ({len(tokens) - most} more)" if len(tokens) > most else "")
 
 
 def token_id(subject: Subject, token, role: str) -> int:

@@ -35,6 +35,7 @@ from attnviz.analysis.lens import (
     steepest_step,
 )
 from attnviz.analysis.lens import arrival_words as arrival_words  # the page says where the answer arrives
+from attnviz.analysis.patching import logit_attribution_of
 from attnviz.analysis.subjects import answer_ids
 from attnviz.analysis.tunedlens import TunedLens, read_lens
 from attnviz.i18n import N_, _
@@ -173,10 +174,8 @@ def sentence_of(state) -> str:
 
 
 def lens_example(state) -> dict[str, str] | None:
-    """Where the text and the answer are the defaults, the model's own example (``attnviz.analysis.examples``):
-    a fact whose answer is one token (SmolLM2, GPT-2: "The Eiffel Tower is located in the city of" → " Paris"),
-    or the tiny model's swap pair (it reads no English), by link name. None where none is known or they are the
-    user's."""
+    """Where the text and the answer are the defaults, the model's own example (``analysis.examples.example_fact``),
+    by link name; None where none is known or they are the user's."""
     lens = state.lens
     if state.text != DEFAULT_TEXT or lens.answer or lens.wrong:
         return None
@@ -319,14 +318,16 @@ def additive_note(reading: LensReading) -> str | None:
 
 
 def step_of(model: str, reading: LensReading, cell: tuple[int, int]) -> LensStep:
-    """The final-scale step into the cell's point at its position, in parts."""
-    r = reading.result
-    return lens_step(subject_of(model, "lens"), reading.ids, r.points, cell[0], r.positions[cell[1]],
-                     answer=reading.answer, wrong=reading.wrong)
+    """The final-scale step into the cell's point at its position, in parts; the position's attribution made once
+    for every point (a class opening cells of one reading computes one per position, not one per cell)."""
+    r, subject, at, a, w = reading.result, subject_of(model, "lens"), reading.result.positions[cell[1]], \
+        reading.answer, reading.wrong
+    parts = RESULTS.get_or_compute(("lens-attribution", *model_identity(model), tuple(reading.ids[:at + 1]), a, w),
+                                   lambda: logit_attribution_of(subject, reading.ids[:at + 1], answer=a, wrong=w))
+    return lens_step(subject, reading.ids, r.points, cell[0], at, answer=a, wrong=w, attribution=parts)
 
 
-def lens_grid_figure(reading: LensReading, settings: LensSettings, style: FigureStyle,
-                     cell: tuple[int, int] | None = None) -> go.Figure:
+def lens_grid_figure(reading: LensReading, settings: LensSettings, style: FigureStyle, cell=None) -> go.Figure:
     return lens_grid(reading.result, settings.colour, style, cell)
 
 
