@@ -110,3 +110,12 @@ def test_the_patching_page_opens_on_the_indirect_object_pair_and_names_its_head(
     heads = figures(at)[0]
     assert heads["layout"]["title"]["text"] and len(heads["data"][0]["y"]) == 30
     assert at.subheader and at.subheader[0].value.startswith("Head L")
+
+
+def test_a_pair_whose_lengths_differ_in_its_tokenizer_says_so_showing_both(smol):
+    with pytest.raises(ValueError) as e:
+        attnviz.patch_heads(registry.SMOLLM2, CLEAN, CORRUPTED.replace("Mary gave", "Bartholomew Smith gave"),
+                            answer="ĠMary", wrong="ĠJohn")
+    said = str(e.value)
+    assert "has 14 tokens and the corrupted one 17" in said and "\n" not in said
+    assert "Clean: When | ĠMary | Ġand" in said and "ĠBarth | olome | w | ĠSmith" in said

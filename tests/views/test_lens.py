@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import attnviz
+from attnviz.analysis.lens import lens_step
 from attnviz.plots.style import FigureStyle
 from attnviz.views import lens as V
 from attnviz.views.catalogue import page, why_not
@@ -89,6 +90,22 @@ def test_final_scale_bars_sum_to_the_step_of_the_lens(dirs, cell):
     assert kinds == (["embeddings", "biases"] if cell.startswith("e") else
                      ["head"] * 4 + ["attention biases"] if "m" in cell else ["mlp"])
     assert rec["step_note"] is None and step["answer"] == ANSWER and step["wrong"] == "tired"
+
+
+def test_the_cells_of_one_position_share_its_attribution_and_each_step_is_its_own(dirs, monkeypatch):
+    state = _state(lens_wrong="tired")
+    _s, reading = V.cli_reading(state)
+    calls = []
+    real = V.logit_attribution_of
+    monkeypatch.setattr(V, "logit_attribution_of", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    V.RESULTS.clear()
+    steps = [V.step_of("gpt2", reading, (point, 3)) for point in range(1, 5)]  # four points at position 3
+    assert calls == [4]  # one attribution, of the prefix up to position 3
+    direct = [lens_step(V.subject_of("gpt2", "lens"), reading.ids, reading.result.points, point,
+                                              3, answer=reading.answer, wrong=reading.wrong) for point in range(1, 5)]
+    assert [s.to_dict() for s in steps] == [d.to_dict() for d in direct]
+    V.step_of("gpt2", reading, (2, 5))
+    assert calls == [4, 6]  # another position: another prefix
 
 
 def test_the_default_cell_is_where_the_answer_rises_most_at_the_last_position(dirs):
