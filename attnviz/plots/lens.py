@@ -100,9 +100,13 @@ def _grid_plan(rows: int, x: list[str], y: list[str], style: FigureStyle, bar: s
     if (widest + CELL_PAD_EM) * font > col_px:
         font = max(MIN_CELL_FONT, min(font, math.floor(col_px / (READABLE_EM + CELL_PAD_EM))))
     room_em = col_px / font - CELL_PAD_EM
-    fits = room_em >= 1.2  # two narrow characters, or one and …
+    # A row shorter than the smallest readable text shows its colour only (61 rows of SmolLM2 on a projector: 6 px
+    # each), and its labels are thinned to one row in k, so that none covers another.
+    fits = room_em >= 1.2 and math.floor(0.62 * row_px) >= MIN_CELL_FONT  # two narrow characters, or one and …
+    rows_every = max(1, math.ceil(yfs / (0.85 * row_px)))
     return {"room": {"l": left, "r": right, "b": bottom}, "xfs": xfs, "yfs": yfs, "angle": angle, "height": height,
-            "font": font if fits else 0, "room_em": room_em, "every": every_fitting(x, xfs, width)}
+            "font": font if fits else 0, "room_em": room_em, "every": every_fitting(x, xfs, width),
+            "rows_every": rows_every}
 
 
 def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[int, int] | None = None) -> go.Figure:
@@ -121,8 +125,8 @@ def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[in
     widest = max(margins.text_em(cell_text(t[0]).replace("·", ".")) for row in r.top_tokens for t in row)
     title = wrap_title(title, style.font_size)  # wrapped here, so that the plan counts its lines
     plan = _grid_plan(P, x, y, style, bar, hi, title, widest)
-    if plan["every"] > 1:  # one position in k labelled: said in a line of the title
-        title = labelled(title, x, None, words=("position", "row"), every=(plan["every"], None))
+    if plan["every"] > 1 or plan["rows_every"] > 1:  # one position (or row) in k labelled: said in the title
+        title = labelled(title, x, y, words=("position", "row"), every=(plan["every"], plan["rows_every"]))
         plan = _grid_plan(P, x, y, style, bar, hi, title, widest)
     hover = [[escape_label(f"{r.points[i]} · {r.positions[j]}: {r.tokens[r.positions[j]]} → ") +
               ", ".join(f"{escape_label(t)} {p:.2f}" for t, p in zip(r.top_tokens[i][j][:3], r.top_probs[i, j, :3],
@@ -145,7 +149,7 @@ def lens_grid(r, colour: str, style: FigureStyle = FigureStyle(), cell: tuple[in
     layout = {"xaxis": {"type": "category", **every_tick(x, "" if presenting else _("position: token"),
                                                          plan["every"]),
                         "tickangle": -plan["angle"], "tickfont": {"size": plan["xfs"]}},
-              "yaxis": {"type": "category", "range": [P - 0.5, -0.5], **every_tick(y, "", 1),
+              "yaxis": {"type": "category", "range": [P - 0.5, -0.5], **every_tick(y, "", plan["rows_every"]),
                         "tickfont": {"size": plan["yfs"]},
                         **({} if presenting else {"title": {"text": _("point of the residual stream")}})},
               "clickmode": "event+select", "height": plan["height"]}

@@ -181,6 +181,26 @@ def test_a_click_names_its_cell():
     assert V.clicked_grid_cell({"x": "a"}, 8) is None
 
 
+def test_the_grid_of_a_30_layer_model_on_a_projector_thins_its_rows_and_keeps_its_text_readable_or_off():
+    """SmolLM2's 61 points on a 1024 × 768 projector: rows of about 6 px. A label or a cell's token smaller than
+    readable text would cover its neighbours: the rows are labelled one in k, no two labels closer than their
+    font, the cells show their colour only, and the title says which rows are labelled."""
+    points = ["embeddings"] + [f"layer {layer} {w}" for layer in range(30) for w in ("middle", "end")]
+    P, n = len(points), 10
+    r = SimpleNamespace(model="smollm2-135m", mode="final-scale", points=points, positions=list(range(n)),
+                        tokens=["Ġthe"] * n, top_tokens=[[["Ġcity"] * 3] * n] * P, top_probs=np.full((P, n, 3), 0.3),
+                        entropy=np.ones((P, n)), kl=np.ones((P, n)))
+    fig = V.lens_grid_figure(SimpleNamespace(result=r), V.LensSettings(), FigureStyle(font_size=24), (3, 9))
+    layout, heat = fig.layout, fig.data[0]
+    rows_px = (layout.height - layout.margin.t - layout.margin.b) / P
+    kept = list(layout.yaxis.tickvals)
+    every = list(heat.y).index(kept[1]) - list(heat.y).index(kept[0])
+    assert 1 < every < P and kept == list(heat.y)[::every]
+    assert every * rows_px >= layout.yaxis.tickfont.size  # no label covers the next one
+    assert heat.text is None  # each cell its colour only: no 3-pixel text
+    assert f"one row in {every}" in layout.title.text
+
+
 def test_the_grid_holds_24_positions_and_12_layers_with_their_middles_on_one_projector_screen():
     points = ["embeddings"] + [f"layer {layer} {w}" for layer in range(12) for w in ("middle", "end")]
     words = ["Ġthe", "Ġcat", "Ġsat", "Ġon", "Ġmat", "Ġbecause"]
