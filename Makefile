@@ -86,12 +86,14 @@ test-fast: $(TEST_STAMP)
 	$(PYTEST) -m "not browser"
 
 # The screenshots the docs show, taken by the browser tests (a test run writes its own to build/screenshots,
-# which git ignores, so that it leaves the tree as it found it).
+# which git ignores, so that it leaves the tree as it found it), then those of the pages that open on the real
+# model, against a server that offers it (the suite keeps it out but for its own module).
 screenshots: $(TEST_STAMP) system-packages
 	ATTNVIZ_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q -rs tests/app/test_browser.py \
 		tests/app/test_browser_roles.py tests/app/test_browser_qkmap.py tests/app/test_browser_patching.py \
 		tests/app/test_browser_circuit.py tests/app/test_browser_longcontext.py tests/app/test_browser_first_screen.py \
 		tests/app/test_browser_layout.py tests/app/test_browser_layout_projector.py
+	$(PY) scripts/screenshot_real_model.py --out docs/screenshots  # the pages that open on SmolLM2
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

@@ -22,8 +22,8 @@ s = session.current()
 widgets.header(_("How heads work together: the circuit"), "" if s.present else _(
     "A later head can read what an earlier head wrote, through its queries, keys or values (Elhage et al. 2021). "
     "Path patching (Wang et al. 2022) measures each such path: the earlier head's clean output goes into the later "
-    "head's one input only, everything else runs on the corrupted prompt. The model is the sidebar's: a causal "
-    "language model folder, or the tiny model Watch it learn trains."))
+    "head's one input only, everything else runs on the corrupted prompt. The model is the sidebar's: SmolLM2-135M, a "
+    "causal language model folder or GGUF file, or the tiny model Watch it learn trains."))
 # On a projector the graph is the first screen: the prompts, the definitions and the graph's settings fold
 # away above it.
 inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.present else st.container()

@@ -18,8 +18,8 @@ s = session.current()
 widgets.header(_("What each layer would predict: the logit lens"), "" if s.present else _(
     "Every point of the residual stream (the embeddings, each layer's middle and end) read through the model's own "
     "final norm and unembedding, as if the model stopped there (nostalgebraist 2020; the tuned lens: Belrose et al. "
-    "2023). The sentence is the sidebar's; the model a causal language model folder, or the tiny model Watch it "
-    "learn trains."))
+    "2023). The sentence is the sidebar's; the model SmolLM2-135M, a causal language model folder or GGUF file, or "
+    "the tiny model Watch it learn trains."))
 loading.ready(s.model)  # a folder loads, the trained model trains, in the background
 example = compute.guard(lambda: L.lens_example(s))
 if example and example["text"] != s.text:  # the model's own example where the text is the default (the sidebar

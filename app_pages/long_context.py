@@ -19,7 +19,8 @@ widgets.header(_("Long context"), _(
     "The model's own queries and keys, read one tile of scores at a time: no N × N matrix is ever held, so a "
     "document fits where output_attentions would need gigabytes. Attention sinks (StreamingLLM), near and far heads "
     "(DuoAttention), and what a KV-cache policy (kvpress's presses: StreamingLLM, H2O, SnapKV, key norm) throws "
-    "away. The model is the sidebar's: a causal language model folder, or the random layer."))
+    "away. The model is the sidebar's: SmolLM2-135M, a causal language model folder or GGUF file, "
+    "or the random layer."))
 loading.ready(s.model)  # a folder loads in the background
 
 control("long_text", format_func=lambda name: _(V.TEXT_TITLES[name]))
