@@ -22,10 +22,13 @@ from generators seeded by ``seed``.
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -118,9 +121,12 @@ def looking(model: TinyVL, data: S.Pictures) -> tuple[float, torch.Tensor]:
 def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = False, layers: int = 2,
                heads: int = 4, d_model: int = 64, lr: float = 1e-3, every: int = limits.LOOK_EVERY,
                on_checkpoint: Callable[[dict], None] | None = None, stop: Callable[[], bool] = lambda: False,
-               max_seconds: float = limits.MAX_LEARN_SECONDS, keep: list | None = None) -> dict:
+               max_seconds: float | None = None, keep: list | None = None) -> dict:
     """Train, calling ``on_checkpoint(record)`` at each checkpoint; stops early when ``stop()`` says so or after
-    ``max_seconds``. ``keep``: a list that receives the model."""
+    ``max_seconds`` (None: no clock, a library call's goals are its steps; the app's worker passes
+    ``ATTNVIZ_MAX_LEARN_SECONDS``), and a training stopped by the clock says so in a warning as in its status.
+    ``keep``: a list that receives the model."""
+    max_seconds = math.inf if max_seconds is None else float(max_seconds)
     if isinstance(steps, bool) or not isinstance(steps, int) or not every <= steps <= limits.MAX_LEARN_STEPS:
         raise ValueError(f"steps must be a whole number from {every} to {limits.MAX_LEARN_STEPS}, got {steps!r}.")
     model = looking_model(layers, heads, d_model, seed)
@@ -160,6 +166,8 @@ def train_look(*, seed: int = 0, steps: int = limits.LOOK_STEPS, blank: bool = F
                 break
             if time.perf_counter() - t0 > max_seconds:
                 status = f"stopped at step {step}: the {max_seconds:.0f} s limit"
+                warnings.warn(f"train_look {status} (of {steps}); its model learned less than the full training's. "
+                              "Give max_seconds=None for no clock.", stacklevel=2)
                 break
     return {"config": {"seed": seed, "steps": steps, "blank": blank, "layers": layers, "heads": heads,
                        "d_model": d_model, "lr": lr, "every": every}, "status": status, "checkpoints": checkpoints,
@@ -190,7 +198,11 @@ def _question_ids(question) -> torch.Tensor:
 def look_attention(model: TinyVL, picture, question) -> VLAttention:
     """The tiny model's attention from each of the question's words to the picture's patches, as
     ``vl_attention`` reads a real model's: ``picture`` a (3, SIDE, SIDE) tensor in [0, 1] or a (SIDE, SIDE, 3)
-    uint8 array, ``question`` its words (a string or a list, BOS added). ``.answer``: the model's answer."""
+    uint8 array, ``question`` its words (a string or a list, BOS added). ``.answer``: the model's answer;
+    ``.cam(kind, token)``: Grad-CAM and AG-CAM from the gradient of the loss of its own answer (its one output: the
+    answer at the last word), as vl-saliency takes a real model's from its loss."""
+    if isinstance(picture, np.ndarray) and not picture.flags.writeable:
+        picture = picture.copy()  # torch warns of a read-only buffer (a picture read from bytes)
     x = torch.as_tensor(picture)
     if x.dtype == torch.uint8 and x.shape == (S.SIDE, S.SIDE, 3):
         x = x.permute(2, 0, 1).float() / 255
@@ -205,6 +217,15 @@ def look_attention(model: TinyVL, picture, question) -> VLAttention:
     rows = [*range(W - 1), W - 1 + model.patches]  # the words' places in the sequence: the picture before "?"
     stacked = torch.stack([w[0][:, rows] for w in weights])  # (layers, H, W, W + I)
     maps = stacked[..., cols].reshape(*stacked.shape[:3], S.GRID, S.GRID)
+
+    def gradients() -> list[torch.Tensor]:  # ∂loss/∂A at the same rows and columns, as maps: [(layers, H, W, G, G)]
+        with torch.enable_grad():
+            out, ws = model(x[None].float(), ids)
+            loss = F.cross_entropy(out, out.argmax(-1))  # its own answer
+            grads = torch.autograd.grad(loss, ws)
+        g = torch.stack([w[0][:, rows] for w in grads])[..., cols]  # (layers, H, W, I)
+        return [g.reshape(*g.shape[:3], S.GRID, S.GRID)]
+
     words, answer = [S.WORDS[t] for t in ids[0].tolist()], S.WORDS[int(logits[0].argmax())]
     return VLAttention("look", "tiny", words, ids[0].tolist(), W, list(range(W)), [maps], stacked[..., cols].sum(-1),
-                       [grid_boxes(S.SIDE, S.SIDE, S.GRID)], [(S.SIDE, S.SIDE)], answer=answer)
+                       [grid_boxes(S.SIDE, S.SIDE, S.GRID)], [(S.SIDE, S.SIDE)], answer=answer, _rerun=gradients)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
@@ -155,6 +156,8 @@ def train(settings: LearnSettings, on_checkpoint: Callable[[dict], None] | None 
                 break
             if time.perf_counter() - t0 > max_seconds:
                 status = f"stopped at step {step}: the {max_seconds:.0f} s limit"
+                warnings.warn(f"The training {status} (of {settings.steps}): ATTNVIZ_MAX_LEARN_SECONDS or "
+                              "max_seconds.", stacklevel=2)
                 break
     return {"config": asdict(settings), "status": status, "checkpoints": checkpoints,
             "probe": {"tokens": probe.ids[0].tolist(), "first": probe.first[0], "period": probe.period[0],

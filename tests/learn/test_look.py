@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -151,6 +152,40 @@ def test_look_attention_reads_the_models_own_weights_as_vl_attention_does(traine
         K.look_attention(model, probe.pixels[0], "what colour is the dog ?")
     with pytest.raises(ValueError, match="must be 32 × 32 pixels"):
         K.look_attention(model, torch.zeros(3, 16, 16), " ".join(words[1:]))
+
+
+def test_the_tiny_readings_cams_are_its_own_answers_gradient_times_its_attention(trained):
+    """The documented ``r.cam("gradcam", token=-2)`` on the tiny model: relu(∂loss/∂A) · A, the loss its own
+    answer's, as vl-saliency's CAMs; the last layer's rows but the last carry no gradient (the answer is read at
+    the last word only), and AG-CAM has the same support with sigmoid(A). A read-only picture warns of nothing."""
+    model = K.looking_model()
+    model.load_state_dict(trained_model(trained))
+    pixels, question = S.built_in("shapes-1")
+    frozen = np.frombuffer(pixels.tobytes(), np.uint8).reshape(pixels.shape)  # read-only, as a decoded upload
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = K.look_attention(model, frozen, question)
+    grad, agcam = r.cam("gradcam", token=-2), r.cam("agcam", token=-2)
+    assert grad.shape == agcam.shape == (2, 4, S.GRID, S.GRID)
+    last = r.cam("gradcam", token=-1)
+    assert float(last[1].abs().sum()) > 0 and float(grad[1].abs().sum()) == 0  # layer 1: the last row only
+    g = r._grads[0][:, :, -1]
+    torch.testing.assert_close(last, torch.relu(g) * r.maps[0][:, :, -1])
+    torch.testing.assert_close(r.cam("agcam"), torch.relu(g) * torch.sigmoid(r.maps[0][:, :, -1]))
+    x = torch.as_tensor(pixels).permute(2, 0, 1).float()[None] / 255
+    ids = K._question_ids(question)
+    out, ws = model(x, ids)
+    loss = torch.nn.functional.cross_entropy(out, out.argmax(-1))
+    direct = torch.autograd.grad(loss, ws[0])[0][0, :, ids.shape[1] - 1 + model.patches]  # the last word's row
+    torch.testing.assert_close(g[0].flatten(1), direct[:, model.image_columns])  # layer 0's last row, by hand
+
+
+def test_a_training_stopped_by_a_clock_warns_and_a_library_call_has_no_clock_unless_asked(monkeypatch):
+    monkeypatch.setenv("ATTNVIZ_MAX_LEARN_SECONDS", "0.001")  # the app's clock: a library call ignores it
+    assert K.train_look(seed=0, steps=2 * K.limits.LOOK_EVERY)["status"] == "done"
+    with pytest.warns(UserWarning, match="stopped at step"):
+        record = K.train_look(seed=0, steps=2 * K.limits.LOOK_EVERY, max_seconds=0.0)
+    assert record["status"].startswith(f"stopped at step {K.limits.LOOK_EVERY}")
 
 
 def test_the_control_on_empty_pictures_guesses_and_finds_nothing():
