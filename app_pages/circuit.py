@@ -16,7 +16,7 @@ from attnviz.views.markdown import md
 from attnviz.views.patching import example_for
 from attnviz.views.selection import style_for
 from ui import compute, picks, session, widgets
-from ui.controls import control, row
+from ui.controls import control, label_of, row
 
 s = session.current()
 widgets.header(_("How heads work together: the circuit"), "" if s.present else _(
@@ -56,7 +56,7 @@ arun = widgets.job_value(
     ajob, _("Scoring every edge, then the faithfulness curve and the top edges' exact effects: {p:.0%}").format(
         p=ajob.fraction), _("It runs once for this server and is shared by everyone who opens the same model, prompts "
                             "and method."))
-link = compute.guard(lambda: A.picked(arun, c.link))
+link = compute.fallback(lambda: A.picked(arun, c.link), lambda: A.picked(arun, ""), label_of("circuit_link"))
 graph = compute.guard(lambda: compute.cached_figure(
     (*akey, "graph", c.top, link, compute.style_key(style)), lambda: A.draw_graph(arun, c.top, style, link)))
 curve = compute.guard(lambda: compute.cached_figure((*akey, "curve", compute.style_key(style)),
@@ -123,13 +123,15 @@ if s.present:
     st.info(md(run.found.message), icon=":material/account_tree:")
     st.caption(legend)
 
-edge = compute.guard(lambda: C.edge_of(run, s.circuit))
+edge = compute.fallback(lambda: C.edge_of(run, s.circuit), lambda: C.edge_of(run, C.without_edge(s.circuit)),
+                        label_of("circuit_edge"))
 st.subheader(_("One path: {edge}").format(edge=edge.words()))
 control("circuit_edge", placeholder=edge.name)  # empty, it shows the edge drawn
 view = compute.guard(lambda: compute.cached(
     (*key, "edge", edge.name), lambda: C.edge_view(s.model, prompts.clean, prompts.corrupted, prompts.answer,
                                                     prompts.wrong, edge)))
-cell = compute.guard(lambda: C.cell_of(view, s.circuit))
+cell = compute.fallback(lambda: C.cell_of(view, s.circuit), lambda: C.cell_of(view, C.without_cell(s.circuit)),
+                        label_of("circuit_cell"))
 st.caption(_("The receiver's attention on the corrupted prompt, as it is and with only this path patched (a value's "
              "path leaves the weights as they are). A click on a cell splits its score into parts below."))
 for patched in (False, True):  # one above the other: side by side, a projector's width cuts their labels

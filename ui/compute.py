@@ -99,6 +99,19 @@ def guard(fn: Callable):
     raise AssertionError("unreachable")  # st.stop() raises
 
 
+def fallback(fn: Callable, instead: Callable, label: str):
+    """``fn()``; where a value the user typed or a link gave cannot be read (``ValueError``), a warning that names
+    the setting (``label``) and why, and ``instead()`` (the page's own default): the page, its charts and the
+    field stay, so the value can be mended where it was typed."""
+    try:
+        return fn()
+    except ValueError as e:
+        used = instead()
+        st.warning(_("{setting}: {why} Showing {used} instead; mend it in its field.").format(
+            setting=label, why=str(e), used=getattr(used, "name", used)), icon=":material/warning:")
+        return used
+
+
 def cached_figure(key: Hashable, build: Callable, *, alt: Callable[[object], str] | None = None,
                   plain: bool = False):
     """A figure built once per ``key`` (plain values: config, view, selection, style),

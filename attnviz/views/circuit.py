@@ -291,6 +291,17 @@ def edge_of(run: CircuitRun, settings: CircuitSettings) -> Edge | None:
     return edge
 
 
+def without_edge(settings: CircuitSettings) -> CircuitSettings:
+    """The settings with no edge named: the circuit's own edge is drawn (a typed edge that cannot be read falls
+    back to it)."""
+    return replace(settings, edge="")
+
+
+def without_cell(settings: CircuitSettings) -> CircuitSettings:
+    """The settings with no cell named: the receiver's most attended key is opened."""
+    return replace(settings, cell="")
+
+
 @dataclass
 class EdgeView:
     """The receiver's attention on the corrupted prompt, as it is and with the edge patched."""

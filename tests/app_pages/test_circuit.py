@@ -99,10 +99,18 @@ def test_a_link_reopens_its_edge_and_cell_and_the_patched_row_differs():
     ("circuit_link=a1.h0->a0.h1<q>", "is not an edge of watch-it-learn's graph"),
     ("circuit_link=input->m0", "is not an edge of watch-it-learn's graph"),  # the tiny model has no MLP
 ])
-def test_a_bad_edge_or_cell_is_a_message(query, words):
+def test_a_bad_edge_or_cell_falls_back_with_a_warning_and_the_page_stays_whole(query, words):
+    """A mistyped edge or cell (in its field, or in a link, which a reload keeps) is a warning naming it; the
+    page draws its own in its place, and every chart and field stays, so the value can be mended where it was
+    typed."""
     at = _run(app("model=watch-it-learn&" + query, page=PAGE, timeout=120))
-    assert not at.exception
-    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    warned = [w.value for w in at.warning]
+    assert any(words in w and "instead" in w for w in warned), warned
+    name = query.split("=")[0]
+    assert at.text_input(key=name).value == query.split("=", 1)[1]  # the field, with what was typed
+    whole = _run(app("model=watch-it-learn", page=PAGE, timeout=120))
+    assert len(figures(at)) == len(figures(whole))  # every chart, as without the bad value
 
 
 def test_a_malformed_link_value_falls_back_with_a_warning():
