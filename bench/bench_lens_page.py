@@ -44,7 +44,8 @@ def _link(rng: random.Random) -> str:
     """The page's own example, with a form, colour, middles and an opened cell of the session's own."""
     mid = rng.randint(0, 1)
     layer = rng.randint(0, 29)
-    return (f"model=smollm2-135m&text={FACT}&lens_answer=%C4%A0Paris&lens_mode={rng.choice(['final-scale', 'per-layer'])}"
+    mode = rng.choice(["final-scale", "per-layer"])
+    return (f"model=smollm2-135m&text={FACT}&lens_answer=%C4%A0Paris&lens_mode={mode}"
             f"&lens_colour={rng.choice(['probability', 'entropy', 'kl'])}&lens_mid={mid}"
             f"&lens_cell={layer}{'m' if mid and rng.random() < 0.5 else ''}.{rng.randint(0, 9)}")
 

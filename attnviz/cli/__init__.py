@@ -49,10 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(r, SETTINGS, _FLAG_NOTES)
     r.add_argument("--page", choices=PAGE_NAMES, help="whose main figure to render (default: from --from-url, "
                                                        "else the explorer)")
-    r.add_argument("--image", help="image patches: a PNG or JPEG file (or --image-sample NAME)")
-    r.add_argument("--audio", help="audio frames: a WAV file (or --audio-sample NAME)")
-    r.add_argument("--attention", help="an attention file (.safetensors or .npz, from attnviz.save_attention)")
-    r.add_argument("--text-file", dest="text_file", help="long-context: a UTF-8 text file (the model reads it whole)")
+    for flag, page in FILE_PAGES.items():  # the file each page reads, as its entry of the table names it
+        r.add_argument(f"--{flag}", dest=flag.replace("-", "_"), help=FILE_HELP.get(flag, f"the {page} page's file"))
     r.add_argument("--from-url", dest="from_url", help="a link (or query string) of the app to reproduce")
     r.add_argument("--out", help="output file; the extension picks the format")
     r.add_argument("--width", type=int, default=DEFAULT_WIDTH)
@@ -68,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("--out", help="a folder for loss.png, scores-*.png, heads-step*.png and heads.html")
     return p
 
+
+# The words of the file flags of the pages that ship (a page's entry names its file: ``Page.file``).
+FILE_HELP = {"image": "image patches: a PNG or JPEG file (or --image-sample NAME)",
+             "audio": "audio frames: a WAV file (or --audio-sample NAME)",
+             "attention": "an attention file (.safetensors or .npz, from attnviz.save_attention)",
+             "text-file": "long-context: a UTF-8 text file (the model reads it whole)"}
 
 # Flags whose meaning in the CLI goes beyond the link's setting.
 _FLAG_NOTES = {

@@ -48,10 +48,17 @@ class Cap(enum.Enum):
 # generic one, where a kind has no words of its own.
 GENERIC = {
     Cap.RUNS: N_("is not available here"),
+    Cap.TEXT: N_("has no tokenizer of its own to read a text with"),
     Cap.UNEMBEDDING: N_("has no next token to patch toward"),
-    Cap.PATCHABLE: N_("has no next token to patch toward"),
+    Cap.CAUSAL: N_("is not causal: its tokens see those after them"),
     Cap.KV_CACHE: N_("is not a causal language model: it keeps no KV cache to evict"),
+    Cap.PATCHABLE: N_("has no next token to patch toward"),
     Cap.SEES_PICTURES: N_("is not a vision-language model: it sees no picture"),
+    Cap.PATCHES: N_("does not read a picture as patches"),
+    Cap.STACKS: N_("has no encoder and decoder with cross-attention between them"),
+    Cap.EVERY_STEP: N_("does not keep every step of its attention"),
+    Cap.TRAINED_HERE: N_("is not trained here"),
+    Cap.LOADS: N_("is not loaded from files"),
 }
 
 
@@ -75,6 +82,11 @@ class Kind:
         """Its identity for caches and links: another file under the same name is another key."""
         return (model,)
 
+    def offered(self) -> list[str]:
+        """The names of this kind the server offers beside the registry's (a link may name them, the sidebar lists
+        them): none for the built-in kinds, whose names the registry lists."""
+        return []
+
     def load(self, model: str, phase=lambda what, share=0.0: None):
         raise ModelError(f"{model} is not loaded: it is {self.name}.")
 
@@ -82,7 +94,7 @@ class Kind:
         return None  # nothing to load
 
     def why(self, model: str, cap: Cap) -> str:
-        return self.words.get(cap) or GENERIC.get(cap, GENERIC[Cap.RUNS])
+        return self.words.get(cap) or GENERIC[cap]
 
     def problem(self, model: str) -> str | None:
         """Why ``model`` names no model that can be opened (None: it does)."""
@@ -110,7 +122,9 @@ class TrainedKind(Kind):
 
     name = "tiny"
     what = "the tiny model Watch it learn trains"
-    words = {Cap.RUNS: N_("is drawn on Watch it learn, patched on Patching")}
+    words = {Cap.RUNS: N_("is drawn on Watch it learn, patched on Patching"),
+             Cap.TEXT: N_("reads its own numbered tokens, not a text: it is drawn on Watch it learn, patched on "
+                          "Patching")}
 
     def claims(self, model: str) -> bool:
         return model == registry.TRAINED
@@ -196,7 +210,7 @@ class FolderKind(Kind):
         return FOLDER_WHAT.get(self.sort(model), "a model")
 
     def why(self, model: str, cap: Cap) -> str:
-        return FOLDER_WORDS.get(self.sort(model), {}).get(cap) or GENERIC.get(cap, GENERIC[Cap.RUNS])
+        return FOLDER_WORDS.get(self.sort(model), {}).get(cap) or GENERIC[cap]
 
 
 KINDS: list[Kind] = [RandomKind(), TrainedKind(), LookingKind(), FolderKind()]
@@ -258,5 +272,7 @@ def open(model) -> Handle:  # noqa: A001 - the door's one verb, as attnviz.model
 
 
 def available() -> list[str]:
-    """The model names this server offers, in the order offered."""
-    return registry.available_models()
+    """The model names this server offers, in the order offered: the registry's, then those of the kinds
+    registered beside it."""
+    names = registry.available_models()
+    return names + [n for kind in KINDS for n in kind.offered() if n not in names]
