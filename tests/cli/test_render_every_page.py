@@ -9,7 +9,7 @@ import json
 import pytest
 
 from attnviz import cli
-from attnviz.models.registry import model_kind
+from attnviz.models import open as open_model
 from attnviz.views.catalogue import PAGES, models_for
 from tests.support.clirun import run_cli
 
@@ -27,13 +27,13 @@ def test_the_apps_own_address_of_every_page_renders(entry, tmp_path):
     assert record  # the page's numbers (or its run's), not an empty file
     model = models_for(entry)[0]
     shown = json.dumps(record)
-    assert f'"{model}"' in shown or model_kind(model) == "random"  # its own model, named in its numbers
+    assert f'"{model}"' in shown or model == "random"  # its own model, named in its numbers
 
 
 @pytest.mark.parametrize("entry", [p for p in PAGES if p.reads_residual], ids=lambda p: p.name)
 def test_a_page_alone_renders_on_its_own_model_and_refuses_one_it_cannot_run(entry, tmp_path):
     assert cli.main(["render", "--page", entry.name, "--out", str(tmp_path / "a.json")]) == 0
     code, _out, err = run_cli("render", "--page", entry.name, "--model", "random", "--out", "b.json", cwd=tmp_path)
-    why = ("is the random layer: it has no unembedding" if entry.name == "logit-lens" else
-           "has no next token to patch toward")
+    why = open_model("random").why_not(entry.needs)  # the random layer's kind's words for what the page needs
+    assert why.startswith(("is the random layer: it has no unembedding", "has no next token to patch toward"))
     assert code == 2 and f"random {why}" in err and len(err.strip().splitlines()) == 1
