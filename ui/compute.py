@@ -140,6 +140,9 @@ def freeze(fig, alt: Callable[[object], str] | None = None):
                    '{"data":' + data_json + ',"layout":' + _plain_json(frozen["layout"]) + "}")
     object.__setattr__(fig, "to_dict", lambda: frozen)
     object.__setattr__(fig, "_attnviz_alt", (alt or describe_figure)(fig))
+    # A view's own description is a sentence a person would write: presenter mode shows it under the chart. The
+    # generic one (the title and the largest value) stays the chart's accessible name only.
+    object.__setattr__(fig, "_attnviz_alt_own", alt is not None)
     return fig
 
 
@@ -283,7 +286,7 @@ def clicked_points(fig, *, key: str, filename: str) -> list[dict]:
     event = st.plotly_chart(fig, key=key, theme=None, width="stretch", on_select="rerun", selection_mode="points",
                             alt=fig._attnviz_alt, config={"displaylogo": False, "toImageButtonOptions": {
                                 "format": "png", "filename": filename, "scale": 2}})
-    if st.session_state.get("present"):
+    if st.session_state.get("present") and fig._attnviz_alt_own:
         st.caption(fig._attnviz_alt)
     return list(getattr(getattr(event, "selection", None), "points", None) or [])
 
@@ -294,11 +297,12 @@ def chart(fig, *, key: str, filename: str, alt: str | None = None) -> None:
     screen readers read as the chart's name; presenter mode also shows it under the chart."""
     if not hasattr(fig, "_attnviz_alt"):  # not from ``figure`` (not frozen): made to be drawn once too
         freeze(fig, (lambda _fig: alt) if alt else None)
+    own = bool(alt) or fig._attnviz_alt_own
     alt = alt or fig._attnviz_alt
     st.plotly_chart(
         fig, key=key, theme=None, width="stretch", alt=alt,
         config={"displaylogo": False,
                 "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}},
     )
-    if st.session_state.get("present"):
+    if st.session_state.get("present") and own:  # a view's own sentence, never the generic one
         st.caption(alt)

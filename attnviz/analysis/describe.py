@@ -15,6 +15,8 @@ import numpy as np
 
 from attnviz.i18n import _
 
+MAX_NAMED_SERIES = 4  # a chart of more lines is described by its title alone
+
 
 def _tok(t: str) -> str:
     return "“" + t + "”"
@@ -115,8 +117,8 @@ def describe_figure(fig) -> str:
             if best is None or y[k] > best[0]:
                 xs = _labels(t.get("x"))
                 best = (float(y[k]), t["name"], _plain(xs[k]) if xs is not None and len(xs) > k else str(k))
-        if best:
-            parts.append(_("{n} series; the highest value is {v}, for {name} at {x}.").format(
+        if best and len(lines) <= MAX_NAMED_SERIES:  # past a few, "the highest of 24 series" names nothing a
+            parts.append(_("{n} series; the highest value is {v}, for {name} at {x}.").format(  # reader can find
                 n=len(lines), v=f"{best[0]:.3g}", name=best[1], x=_tok(str(best[2]))))
     return " ".join(p for p in parts if p)
 
