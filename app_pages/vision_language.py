@@ -175,7 +175,7 @@ with reading_area:
     if head is not None:
         fig = compute.cached_figure((*base, "head"), lambda: V.opened_head_overlay(r, picture, s.vl, style))
         compute.chart(fig, key="vl_head_chart", filename=f"vision-language-head-{layer}-{head}")
-        if st.button(_("Close head {layer}.{head}").format(layer=layer, head=head), key="vl_close"):
+        if st.button(_("Close head L{layer} H{head}").format(layer=layer, head=head), key="vl_close"):
             picks.pick({"vl_head": -1}, ("vl_close", layer, head))
     tower = V.tower_figure(r, picture, style)
     if tower is not None:

@@ -178,7 +178,7 @@ def probe_figure(record: dict, checkpoint: dict, style: FigureStyle) -> go.Figur
     maps = np.asarray(checkpoint["probe_maps"], dtype=np.float32)[best["layer"]]  # (H, GRID, GRID)
     pixels = (np.asarray(record["probe"]["pixels"], dtype=np.float32).transpose(1, 2, 0) * 255).round()
     panels = [(_("mean over layer {layer}'s heads").format(layer=best["layer"]), maps.mean(0)),
-              (_("head {layer}.{head}").format(**best), maps[best["head"]])]
+              (_("head L{layer} H{head}").format(**best), maps[best["head"]])]
     title = _("Step {step}: where “?” looks, asked “{q}” (the answer: {a})").format(
         step=checkpoint["step"], q=" ".join(record["probe"]["words"][1:]), a=record["probe"]["answer"])
     return picture_overlay(pixels.astype(np.uint8), panels, grid_boxes(*pixels.shape[1::-1], S.GRID), style,
@@ -318,9 +318,9 @@ def opened_head_overlay(r: VLAttention, picture: np.ndarray, settings: Settings,
     if head is None:
         return None
     z = r.maps[shown_view(r)][layer, head, t].numpy()
-    return picture_overlay(picture, [(_("head {layer}.{head}").format(layer=layer, head=head), z)],
+    return picture_overlay(picture, [(_("head L{layer} H{head}").format(layer=layer, head=head), z)],
                            r.boxes[shown_view(r)],
-                           style, title=_("“{token}”, head {layer}.{head}: share on the picture {share}").format(
+                           style, title=_("“{token}”, head L{layer} H{head}: share on the picture {share}").format(
                                token=r.tokens[t], layer=layer, head=head,
                                share=f"{float(r.image_share[layer, head, t]):.2f}"), marked=sinks_of(r, layer))
 

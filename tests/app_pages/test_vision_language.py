@@ -61,7 +61,7 @@ def test_a_link_restores_the_picture_token_layer_and_head():
     assert at.segmented_control(key="token").value == -1  # the last token
     assert q["text"] == S.built_in("shapes-3")[1]  # its own question
     titles = _titles(at)
-    assert titles[0].startswith("“?” → the picture, layer 0") and any("head 0.2" in t for t in titles)
+    assert titles[0].startswith("“?” → the picture, layer 0") and any("head L0 H2" in t for t in titles)
     at2 = app("vl_picture=shapes-3&token=2&vl_layer=1", page=PAGE, timeout=120)
     assert dict(at2.query_params)["token"] == "2" and _titles(at2)[0].startswith("“colour” → the picture, layer 1")
 
