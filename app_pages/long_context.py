@@ -124,7 +124,7 @@ if not no_vocabulary:
                 (_("changes") if kept.top_changed else _("stays")),
                 help=None if kept.top_full is None else f"{kept.top_full} → {kept.top_compressed}")
 cost.metric(_("Attention lost (mean over heads)"), f"{V.mean_lost(kept):.1%}")
-for note in kept.notes:
+for note in [] if no_vocabulary else kept.notes:  # (the one a model with no vocabulary has is said above)
     st.info(md(note), icon=":material/info:")
 fig = compute.guard(lambda: compute.cached_figure(
     (*key, "kept", s.long.policy, float(s.long.ratio), compute.style_key(style)),

@@ -45,7 +45,8 @@ def test_the_default_link_draws_every_picture_and_each_definition():
     assert len(table) == 4 and set(table["label"]) <= {"sink", "local", "far"}
     # the random layer has no language-model head: said, where "—" stood, and only the attention lost measured
     assert len(at.get("metric")) == 1 and at.get("metric")[0].value.endswith("%")
-    assert any("has no vocabulary" in i.value for i in at.info), [i.value for i in at.info]
+    said = [i.value for i in at.info if "vocabulary" in i.value or "language-model head" in i.value]
+    assert len(said) == 1 and "has no vocabulary" in said[0], said  # said once, not twice in other words
     last = f"{tokens - 64:,}–{tokens - 1:,}"  # the close-up's corner: the last 64 queries, over the first keys
     assert shown[2] == f"layer 0, head 0: exact weights of queries {last} over keys 0–63"
     assert dict(at.query_params) == {}  # every setting at its default: the link is the page's path alone
