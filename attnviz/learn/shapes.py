@@ -100,6 +100,20 @@ def pictures(n: int, generator: torch.Generator, *, blank: bool = False) -> Pict
     return Pictures(pixels.contiguous(), torch.tensor(ids), torch.tensor(answers), cell_of.clone(), tuple(kinds))
 
 
+def letterbox(img):
+    """A PIL picture fitted into the model's ``SIDE`` × ``SIDE`` pixels with its shape kept: scaled so that its
+    longer side fills the square, centred on the ground colour (squeezed to a square, a 200 × 120 circle became
+    a tall ellipse)."""
+    from PIL import Image
+
+    w, h = img.size
+    scale = SIDE / max(w, h)
+    fitted = img.convert("RGB").resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.BILINEAR)
+    square = Image.new("RGB", (SIDE, SIDE), GROUND)
+    square.paste(fitted, ((SIDE - fitted.width) // 2, (SIDE - fitted.height) // 2))
+    return square
+
+
 BUILT_IN = tuple(f"shapes-{i + 1}" for i in range(8))  # pictures a page and a link name, the same every time
 
 

@@ -28,6 +28,10 @@ def picture_panel(layout: dict, i: int, cols: int, size: tuple[float, float], ga
                             "anchor": f"x{ax}", "scaleanchor": f"x{ax}"}
     layout["images"].append({"source": uri, "xref": f"x{ax}", "yref": f"y{ax}", "x": 0, "y": 0, "sizex": W,
                              "sizey": H, "xanchor": "left", "yanchor": "top", "layer": "below", "sizing": "stretch"})
+    # A thin frame at the picture's edges: a white picture on a white page vanished without it.
+    layout.setdefault("shapes", []).append({"type": "rect", "xref": f"x{ax}", "yref": f"y{ax}", "x0": 0, "y0": 0,
+                                            "x1": W, "y1": H, "line": {"color": "#8c8c8c", "width": 1},
+                                            "layer": "above"})
     layout["annotations"].append({"text": name, "x": x0 + w / 2, "y": y1, "xref": "paper", "yref": "paper",
                                   "xanchor": "center", "yanchor": "bottom", "showarrow": False})
     return ax

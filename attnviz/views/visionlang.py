@@ -104,8 +104,8 @@ class Settings:
 
 def picture_for(model: str, settings: Settings, data: bytes | None) -> np.ndarray:
     """The picture ``model`` is shown, (H, W, 3) uint8: a built-in one (enlarged for a model folder, whose
-    processor resizes it), or ``data`` (PNG or JPEG, within the bounds; for the tiny model, resized to its
-    SIDE × SIDE pixels)."""
+    processor resizes it), or ``data`` (PNG or JPEG, within the bounds; for the tiny model, fitted into its
+    SIDE × SIDE pixels with its shape kept: ``shapes.letterbox``)."""
     if settings.picture != UPLOAD:
         pixels, _question = built_in(settings.picture)
         return pixels if is_looking(model) else pixels.repeat(ENLARGE, 0).repeat(ENLARGE, 1)
@@ -113,11 +113,7 @@ def picture_for(model: str, settings: Settings, data: bytes | None) -> np.ndarra
         raise ValueError(_("No picture was given: upload a PNG or JPEG (the CLI: --image FILE), or choose a built-in "
                            "one."))
     img = read_picture(data)
-    if is_looking(model):
-        from PIL import Image
-
-        img = img.resize((S.SIDE, S.SIDE), Image.BILINEAR)
-    return np.asarray(img, dtype=np.uint8)
+    return np.asarray(S.letterbox(img) if is_looking(model) else img, dtype=np.uint8)
 
 
 def example_text(state) -> str | None:

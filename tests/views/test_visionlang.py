@@ -114,8 +114,11 @@ def test_the_overlay_draws_the_readings_own_weights_and_leaves_sinks_out_of_its_
     top = fig["layout"]["coloraxis"]["cmax"]
     assert top == pytest.approx(max(float(p[~sinks].max()) for p in [want.mean(0), *want]), rel=1e-6)
     assert top < float(want[:, 2, 1].max())  # the sink's weight is over the scale's end
-    outlined = [s for s in fig["layout"]["shapes"] if s["xref"] == "x"]
+    outlined = [s for s in fig["layout"]["shapes"] if s["xref"] == "x" and s["line"].get("dash") == "dot"]
     assert [(s["x0"], s["y0"]) for s in outlined] == [(10.0, 20.0)]  # its box, in the picture's pixels
+    frames = [s for s in fig["layout"]["shapes"] if s["line"].get("dash") is None]  # each panel's picture, framed
+    H, W = PICTURE.shape[:2]
+    assert len(frames) == 1 + r.heads and all((f["x0"], f["y0"], f["x1"], f["y1"]) == (0, 0, W, H) for f in frames)
     both = V.look_overlay(r, PICTURE, replace(settings, sinks=False), FigureStyle()).to_plotly_json()
     assert both["layout"]["coloraxis"]["cmax"] == pytest.approx(float(want[:, 2, 1].max()), rel=1e-6)
 
