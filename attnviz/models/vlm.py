@@ -100,6 +100,8 @@ def check_vlm_folder(folder: Path) -> dict:
         raise ValueError(f"{folder.name} lacks its processor's files (one of {', '.join(PROCESSOR_FILES)} and one of "
                          f"{', '.join(TOKENIZER_FILES)}): vl_attention reads pictures and text with the model's own "
                          "processor.")
+    if arch == "paligemma":
+        _check_image_seq_length(folder, cfg)
     weights = [p for p in folder.iterdir() if p.suffix == ".safetensors"]
     if not weights:
         raise ValueError(f"{folder.name} has no .safetensors weights: attnviz loads safetensors only (never pickle).")
@@ -108,6 +110,23 @@ def check_vlm_folder(folder: Path) -> dict:
         raise ValueError(f"{folder.name} has {size / 2**20:,.0f} MB of weights, over this server's bound of "
                          f"{most / 2**20:,.0f} MB (ATTNVIZ_MAX_MODEL_MB); it was not loaded.")
     return cfg
+
+
+def _check_image_seq_length(folder: Path, cfg: dict) -> None:
+    """PaliGemma's processor turns a picture into ``image_seq_length`` image tokens; a folder whose processor files
+    lack it made transformers' own processor raise "can't multiply sequence by non-int of type 'NoneType'"."""
+    for name in ("processor_config.json", "preprocessor_config.json"):
+        try:
+            own = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(own.get("image_seq_length") or (own.get("image_processor") or {}).get("image_seq_length"), int):
+            return
+    tower = cfg.get("vision_config") or {}
+    n = (tower.get("image_size", 224) // tower.get("patch_size", 14)) ** 2
+    raise ValueError(f"{folder.name}'s processor_config.json lacks image_seq_length, the number of image tokens a "
+                     f"picture becomes, which PaliGemma's processor needs: (image_size / patch_size)² = {n} for its "
+                     "vision tower. Add it to the image processor's settings.")
 
 
 def load_vlm(model) -> VLM:

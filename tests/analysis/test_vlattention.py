@@ -118,6 +118,13 @@ def test_bad_inputs_are_refused_with_one_clear_sentence(folders, tmp_path, monke
     (bare / "processor_config.json").unlink()
     with pytest.raises(ValueError, match="lacks its processor's files"):
         vl_attention(str(bare), PICTURE, "the cat")
+    short = tmp_path / "paligemma-short"  # its processor's settings without image_seq_length
+    shutil.copytree(folders["paligemma"], short)
+    own = json.loads((short / "processor_config.json").read_text())
+    own["image_processor"].pop("image_seq_length")
+    (short / "processor_config.json").write_text(json.dumps(own))
+    with pytest.raises(ValueError, match=r"lacks image_seq_length.*\(image_size / patch_size\)² = 16"):
+        vl_attention(str(short), PICTURE, "the cat")
     with pytest.raises(ValueError, match="No picture"):
         vl_attention(llava, [], "the cat")
     with pytest.raises(ValueError, match="over the bound of 40,000,000 pixels"):
