@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import os
 import random
-import statistics
 import sys
 import tempfile
 from dataclasses import asdict
@@ -25,15 +24,11 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.pageclass import page_class, print_rows  # noqa: E402
 from tests.support.browserkit import streamlit_server  # noqa: E402
-from tests.support.stclient import Session, server_pid  # noqa: E402
+from tests.support.stclient import server_pid  # noqa: E402
 
 PAGE = "vision-language"
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _question(picture: int) -> str:
@@ -55,33 +50,6 @@ def _worst() -> str:
             "&present=1")
 
 
-async def _class(base: str, pid: int, sessions: int, reruns: int, worst: bool, seed: int) -> dict:
-    rng = random.Random(seed)
-    people = [Session(base) for _ in range(sessions)]
-    await asyncio.gather(*(s.connect() for s in people))
-    await asyncio.gather(*(s.rerun(f"text={_question(1)}", page=PAGE) for s in people))  # every one opens the page
-    times, sizes, errors = [], [], 0
-    cpu0 = _cpu_seconds(pid)
-
-    async def one(s: Session) -> None:
-        nonlocal errors
-        for _ in range(reruns):
-            await asyncio.sleep(rng.uniform(0, 2))
-            r = await s.rerun(_worst() if worst else _links(rng), page=PAGE)
-            times.append(r.seconds)
-            sizes.append(r.bytes)
-            errors += not r.ok
-            if not r.ok:
-                print(f"  not ok: {r.error or 'ended early'}; {r.alerts[:1]}", file=sys.stderr)
-
-    await asyncio.gather(*(one(s) for s in people))
-    cpu = _cpu_seconds(pid) - cpu0
-    await asyncio.gather(*(s.close() for s in people))
-    q = statistics.quantiles(times, n=20, method="inclusive") if len(times) > 1 else times * 19
-    return {"reruns": len(times), "p50": statistics.median(times), "p95": q[18], "max": max(times),
-            "bytes": statistics.median(sizes), "errors": errors, "cpu_per_rerun": cpu / max(1, len(times))}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=30)
@@ -95,17 +63,13 @@ def main() -> None:
     _train_to_files("look", asdict(LookSettings()), str(runs), key_of(LookSettings()))
     with streamlit_server(timeout=120, env={"ATTNVIZ_LEARN_DIR": str(runs)}) as base:
         pid = server_pid(int(base.rsplit(":", 1)[1]))
-        rows = [("one session", asyncio.run(_class(base, pid, 1, args.reruns * 3, False, 1))),
-                (f"{args.sessions} sessions, own links", asyncio.run(_class(base, pid, args.sessions, args.reruns,
-                                                                            False, 2))),
-                (f"{args.sessions} sessions, the worst link", asyncio.run(_class(base, pid, args.sessions,
-                                                                                 args.reruns, True, 3)))]
-    print("| setup | reruns | p50 s | p95 s | max s | bytes a rerun | errors | server CPU s a rerun |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, r in rows:
-        print(f"| {name} | {r['reruns']} | {r['p50']:.3f} | {r['p95']:.3f} | {r['max']:.3f} | {r['bytes']:,.0f} | "
-              f"{r['errors']} | {r['cpu_per_rerun']:.3f} |")
-
+        opening = f"text={_question(1)}"  # every one opens the page on the first picture's question
+        setups = (("one session", 1, args.reruns * 3, 1, _links),
+                  (f"{args.sessions} sessions, own links", args.sessions, args.reruns, 2, _links),
+                  (f"{args.sessions} sessions, the worst link", args.sessions, args.reruns, 3, lambda _rng: _worst()))
+        rows = [(name, asyncio.run(page_class(base, pid, PAGE, n, reruns, seed, opening, link)))
+                for name, n, reruns, seed, link in setups]
+    print_rows(rows)
 
 if __name__ == "__main__":
     main()

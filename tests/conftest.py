@@ -36,7 +36,6 @@ def _scan_components_once() -> None:
 
 _scan_components_once()
 
-from attnviz.models import registry  # noqa: E402
 
 _TRAINING = []  # the background trainings this process started
 
@@ -84,9 +83,11 @@ def pytest_collection_modifyitems(config, items):
         proc = trainings.start(_runs_root(config._tmp_path_factory), which)
         if proc is not None:
             _TRAINING.append(proc)
-    for marker, name, install, installed in (("minilm", registry.MINILM, registry.INSTALL, registry.package_dir),
-                                             ("smollm2", registry.SMOLLM2, registry.SMOL_INSTALL, registry.smol_file)):
-        if installed() is not None:
+    from attnviz.models import packaged
+
+    for marker, name, install in (("minilm", packaged.MINILM, packaged.INSTALL),
+                                  ("smollm2", packaged.SMOLLM2, packaged.SMOL_INSTALL)):
+        if packaged.installed(name):
             continue
         skip = pytest.mark.skip(reason=f"{name}'s files are not installed: {install}")
         for item in items:

