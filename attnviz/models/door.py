@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 
 from attnviz.i18n import N_
 from attnviz.jobs import Job
@@ -184,9 +185,9 @@ class FolderKind(Kind):
         if registry.needs_download(model):  # an id the operator lists: its load fetches it first
             return None
         try:
-            registry.model_key(model)  # the name resolves (registry.locate)
-            if registry.names_gguf(model):
-                registry.gguf_facts(model)  # and a GGUF file's header is one attnviz reads
+            _name, where, _stamp = registry.model_key(model)  # the name resolves (registry.locate), once
+            if Path(where).is_file():
+                registry.gguf_facts(model)  # and a GGUF file's header is one attnviz reads (read once per file)
         except ModelError as e:
             return str(e)
         return None

@@ -212,11 +212,6 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def names_gguf(model: str) -> bool:
-    """``model`` resolves to a GGUF file (``ModelError`` where it resolves to nothing)."""
-    return locate(model)[0].is_file()
-
-
 def gguf_facts(model: str) -> GGUFFacts:
     """A GGUF model's header facts, read once per file and time (``ModelError`` for a file attnviz refuses)."""
     key = _key(model)
