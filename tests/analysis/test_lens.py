@@ -164,3 +164,26 @@ def test_a_text_past_the_lens_bound_is_refused(folders, tmp_path):
     with pytest.raises(ValueError, match=f"has {limits.MAX_LENS_TOKENS + 1} tokens; the logit lens takes at most "
                                          f"{limits.MAX_LENS_TOKENS}"):
         attnviz.logit_lens(str(folder), [5] * (limits.MAX_LENS_TOKENS + 1))
+
+
+def test_where_the_answer_arrives_is_the_first_point_it_is_top_at_the_last_position():
+    """Hand-made ranks (points × positions, 0: the top token): the sentence names the first point where the answer
+    is on top at the last position read, and says whether it stays there."""
+    from types import SimpleNamespace
+
+    from attnviz.analysis.lens import arrival, arrival_words
+
+    points = ["embeddings", "layer 0 end", "layer 1 end", "layer 2 end"]
+
+    def result(last_column, answer="ĠParis"):
+        ranks = np.array([[5, r] for r in last_column])  # the first position's ranks do not count
+        return SimpleNamespace(answer_rank=ranks, answer=answer, points=points)
+
+    assert arrival(result([7, 3, 0, 0])) == (2, True)
+    assert arrival_words(result([7, 3, 0, 0])) == "“ĠParis” first becomes the top token at layer 1 end and stays on " \
+                                                   "top to the end."
+    assert arrival(result([7, 0, 2, 0])) == (1, False)
+    assert arrival_words(result([7, 0, 2, 0])) == "“ĠParis” first becomes the top token at layer 0 end."
+    assert arrival(result([7, 3, 2, 1])) == (None, False)
+    assert "is never the top token" in arrival_words(result([7, 3, 2, 1]))
+    assert arrival_words(SimpleNamespace(answer_rank=None, answer=None, points=points)) is None
