@@ -165,10 +165,13 @@ def kv_keep(model, text, *, policy: str, ratio: float, tile: int = blockstats.TI
         raise ValueError(f"The {policy} policy needs more than {need + 1} tokens ({need}, {what}, and the last "
                          f"token that the cost runs on the compressed cache); the text has {N}.")
     try:
-        scores, consume = _scorer(policy, ratio, tile)
-        subject.run(ids, consume)
-        kept = [kept_from_scores(s, ratio) for s in scores]
-        cost = _cost(subject, ids, policy, ratio, tile)
+        if isinstance(subject, LC.RandomReader):
+            scores, consume = _scorer(policy, ratio, tile)
+            subject.run(ids, consume)
+            kept = [kept_from_scores(s, ratio) for s in scores]
+            cost = _random_cost(subject, ids, ratio, policy, tile)
+        else:
+            kept, cost = _model_cost(subject, ids, policy, ratio, tile)
     except ModelError as e:
         raise ValueError(f"{subject.name}: {e}") from None
     result = KVKeep(subject.name, policy, ratio, subject.tokens(ids), [k.tolist() for k in kept], **cost)
@@ -187,22 +190,43 @@ def _lost(q_last, keys, kept, scale) -> np.ndarray:
     return (a * evicted.repeat_interleave(G, 0)).sum(-1).double().numpy()
 
 
-def _cost(subject, ids, policy, ratio, tile) -> dict:
-    """The prefix's kept sets and the last token on its compressed and full caches."""
+def _random_cost(subject, ids, ratio, policy, tile) -> dict:
+    """The random layer's prefix kept sets and the last token's attention lost (no next token to compare)."""
     scores, consume = _scorer(policy, ratio, tile)
-    if isinstance(subject, LC.RandomReader):
-        last: list = []
-        subject.run(ids, lambda q, k, lse, scale, causal: last.append((q, k, scale)))
-        q, k, scale = last[0]
-        consume(q[:, :-1], k[:, :-1], None, scale, True)
-        kept = kept_from_scores(scores[0], ratio)
-        return dict(kept_before_last=[kept.tolist()], lost=_lost(q[:, -1:], k, kept, scale)[None], kl=None,
-                    top_changed=None, notes=["The random layer has no language-model head: no next-token cost."])
+    last: list = []
+    subject.run(ids, lambda q, k, lse, scale, causal: last.append((q, k, scale)))
+    q, k, scale = last[0]
+    consume(q[:, :-1], k[:, :-1], None, scale, True)
+    kept = kept_from_scores(scores[0], ratio)
+    return dict(kept_before_last=[kept.tolist()], lost=_lost(q[:, -1:], k, kept, scale)[None], kl=None,
+                top_changed=None, notes=["The random layer has no language-model head: no next-token cost."])
+
+
+def _model_cost(subject, ids, policy, ratio, tile) -> tuple[list[torch.Tensor], dict]:
+    """The whole prompt's kept sets, the prefix's, and the last token on the prefix's compressed and full caches,
+    from one forward pass over the prompt and two one-token steps. In a causal model the prefix's queries, keys,
+    log-sum-exps and cache are the prompt's without their last position, so the prefix is scored and cached from
+    the same pass (a second pass over N − 1 tokens computed the same numbers)."""
+    whole, score_whole = _scorer(policy, ratio, tile)
+    prefix, score_prefix = _scorer(policy, ratio, tile)
+
+    def consume(q, k, lse, scale, causal):  # q (H, N, D), k (KV, N, D), lse (H, N) or None
+        score_whole(q, k, lse, scale, causal)
+        score_prefix(q[:, :-1], k[:, :-1], None if lse is None else lse[:, :-1], scale, causal)
+
     hf = subject.hf
     twin = capture.twin(hf, hf.model)
-    body = getattr(twin, "base_model", twin)
+    body = getattr(twin, "base_model", twin)  # no (N, vocab) logits: the last token's come from its own step
     with capture.each_layer(consume), torch.no_grad():
-        cache = body(input_ids=torch.tensor([ids[:-1]]), use_cache=True).cache
+        cache = body(input_ids=torch.tensor([ids]), use_cache=True).cache
+    n = len(ids) - 1
+    for layer in cache.layers:  # the prefix's cache: the prompt's without its last position
+        layer.keys, layer.values = layer.keys[:, :, :n].contiguous(), layer.values[:, :, :n].contiguous()
+    return [kept_from_scores(s, ratio) for s in whole], _cost(hf, twin, cache, ids, prefix, ratio)
+
+
+def _cost(hf, twin, cache, ids, scores, ratio) -> dict:
+    """The last token on the prefix's full ``cache`` and on it compressed to the prefix's kept sets."""
     kept = [kept_from_scores(s, ratio) for s in scores]
     prefix = [(layer.keys, layer.values) for layer in cache.layers]  # (1, KV, n, D) each
     seen: list = []

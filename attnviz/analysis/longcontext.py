@@ -281,12 +281,28 @@ def long_attention(model, text, *, blocks: int = limits.LONG_BLOCKS, tile: int =
     if all(x is not None for x in kept) and held <= limits.cache_bytes("jobs") // 2:
         result._kept = kept
     else:
-        result._rerun = lambda layer: _one_layer(subject, ids, layer, tile)
+        result._rerun = _last_layer(lambda layer: _one_layer(subject, ids, layer, tile))
         result.notes.append("q and k of every layer did not fit the memory budget together, or with the overviews "
-                            "would take more than half of what the server keeps for finished work: each close-up "
-                            "runs the model again up to its layer.")
+                            "would take more than half of what the server keeps for finished work: a close-up in "
+                            "another layer runs the model again up to it (one layer's are kept).")
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _last_layer(rerun):
+    """``rerun`` keeping the last layer's (q, k, lse): the close-ups of one layer (a click on its overview moves
+    the corner) then cost no pass, and the memory is one layer's, N·d numbers."""
+    last: dict = {}
+
+    def get(layer: int):
+        got = last.get(layer)
+        if got is None:
+            got = rerun(layer)
+            last.clear()
+            last[layer] = got
+        return got
+
+    return get
 
 
 def _one_layer(subject, ids, layer: int, tile: int):

@@ -56,6 +56,10 @@ class Page:
     # What a model must be able to do for it to run (``attnviz.models.door.Cap``): its sidebar offers those models
     # only, and the kind of each other model says why not. Cap.RUNS: any model that runs the page's own input.
     needs: frozenset = frozenset({Cap.RUNS})
+    # What its lesson is best seen on: where a model that also holds these is offered, the page offers only those
+    # (Long context reads a language model's cache and its next token; the random layer, which has neither,
+    # is its fallback where no language model is offered).
+    prefers: frozenset = frozenset()
     stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
     # Its module of the library (attnviz.views.<module>): its own settings, its run, its figure for the CLI
     # (``main_figure``; a module of several pages names each one's) and, where its
@@ -144,7 +148,7 @@ PAGES = (
     Page("circuit", "circuit", "circuit.py", N_("Circuit"), "account_tree", menu=CIRCUITS, text=False, random=False,
          needs=PATCHES, module="circuit", reads=(*MODEL, *PAIR), settings=(("circuit", "CircuitSettings"),)),
     Page("long-context", "long-context", "long_context.py", N_("Long context"), "menu_book", menu=LONG, text=False,
-         random=False, needs=frozenset({Cap.KV_CACHE}), module="longcontext", file="text-file",
+         random=False, needs=frozenset({Cap.KV_CACHE}), prefers=UNEMBEDS, module="longcontext", file="text-file",
          reads=("model",),  # a causal LM folder, or the random layer's defaults
          settings=(("long", "LongSettings"),)),
     Page("logit-lens", "logit-lens", "logit_lens.py", N_("Logit lens"), "layers", menu=CIRCUITS, random=False,
@@ -178,13 +182,17 @@ def page(name: str) -> Page:
 
 def models_for(entry: Page) -> list[str]:
     """The models ``entry`` runs, of those this server offers, in the order offered: the first is the one the
-    app opens the page on and ``render --page`` renders: those whose capabilities hold all the page's ``needs``."""
-    return [m for m in available() if open_model(m).can(*entry.needs)]
+    app opens the page on and ``render --page`` renders: those whose capabilities hold all the page's ``needs``,
+    and of those, where any holds its ``prefers`` too, only those."""
+    runs = [m for m in available() if open_model(m).can(*entry.needs)]
+    best = [m for m in runs if open_model(m).can(*entry.prefers)]
+    return best or runs
 
 
 def why_not(entry: Page, model: str) -> str:
     """Why ``entry`` does not run ``model`` (one of ``available``, not in ``models_for``), in words: its kind's."""
-    return open_model(model).why_not(entry.needs) or N_("is not available here")
+    handle = open_model(model)  # what it lacks of the page's needs first, then of what the page prefers
+    return handle.why_not(entry.needs) or handle.why_not(entry.prefers) or N_("is not available here")
 
 
 def check_view(page: str, state) -> None:

@@ -123,17 +123,21 @@ def run_long(model, text, settings: LongSettings) -> tuple[LongAttention, object
 
 
 def long_record(result: LongAttention, kept, settings: LongSettings) -> dict:
-    """Every number the view draws: the overviews (full resolution and the small multiples), the
-    heads' numbers and labels, the chosen head's overview, and the policy's kept sets and cost."""
+    """Every number the view draws, and no more, so that its size does not grow with layers × heads × blocks²
+    (a 30-layer model's full overviews were 484 MB of JSON): every head's small multiple (pooled) and numbers
+    and label, the chosen head's overviews at full resolution and the attention each key receives in it, its
+    close-up, and the policy's kept sets and cost."""
     side = multiples_side(result.layers, result.heads, result.overview.shape[-1])
+    layer, head = settings.layer, settings.head
     rec = {
         "model": result.model, "tokens": result.tokens, "causal": result.causal, "block": result.block,
-        "kv_heads": result.kv_heads, "definitions": DEFINITIONS, "head_rule": HEAD_RULE,
-        "overview": result.overview.tolist(), "overview_mean": result.overview_mean.tolist(),
-        "small_multiples": pooled(result.overview, side).tolist(), "received": result.received.tolist(),
+        "kv_heads": result.kv_heads, "layers": result.layers, "heads": result.heads, "definitions": DEFINITIONS,
+        "head_rule": HEAD_RULE, "small_multiples": pooled(result.overview, side).tolist(),
+        "overview": result.overview[layer, head].tolist(), "overview_mean": result.overview_mean[layer, head].tolist(),
+        "received": result.received[layer, head].tolist(),
         "sink": result.sink.tolist(), "distance": result.distance.tolist(), "entropy": result.entropy.tolist(),
         "labels": head_labels(result.sink, result.distance).tolist(), "seconds": result.seconds,
-        "chosen": {"layer": settings.layer, "head": settings.head}, "notes": result.notes,
+        "chosen": {"layer": layer, "head": head}, "notes": result.notes,
     }
     q0, k0 = corner(result, settings.q0, settings.k0)  # the close-up the page shows for these settings
     rec["close_up"] = {"q0": q0, "k0": k0,

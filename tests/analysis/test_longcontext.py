@@ -172,3 +172,21 @@ def test_an_encoder_is_read_without_a_mask_and_matches_its_weights(tmp_path):
     assert not result.causal
     errors = _errors(result, ref)
     assert max(errors.values()) <= 1e-5, errors
+
+
+def test_close_ups_without_the_kept_q_and_k_rerun_once_per_layer(folders, monkeypatch):
+    """Where q and k of every layer are not kept, a close-up runs the model up to its layer once: further
+    close-ups of that layer (a click moving the corner) reuse it, another layer runs again; the weights are the
+    model's own either way."""
+    ids = _ids(200, seed=4)
+    monkeypatch.setattr(limits, "cache_bytes", lambda share: 0)  # nothing fits: every close-up reruns
+    result = LC.long_attention(str(folders["llama"]), ids, blocks=8)
+    assert result._kept is None and any("one layer's are kept" in n for n in result.notes)
+    runs = []
+    real = LC._one_layer
+    monkeypatch.setattr(LC, "_one_layer", lambda *a: runs.append(a[2]) or real(*a))
+    weights = longmodels.eager_weights(folders["llama"], ids)  # (layers, H, N, N)
+    for layer, head, q0, k0 in ((1, 0, 100, 20), (1, 3, 150, 60), (0, 2, 10, 0), (0, 1, 40, 30)):
+        close = result.window(layer, head, q0, k0, 32)
+        assert np.abs(close - weights[layer, head, q0:q0 + 32, k0:k0 + 32]).max() <= 1e-5
+    assert runs == [1, 0]

@@ -17,6 +17,7 @@ from attnviz import limits
 from attnviz.analysis.longcontext import long_attention
 from attnviz.cli import main
 from attnviz.models.hub import HF_CACHE_ENV
+from attnviz.plots.longcontext import multiples_side
 from attnviz.views import longcontext as V
 from tests.support import fakehub, hfmodels, longmodels
 
@@ -45,9 +46,10 @@ def test_json_holds_every_number_the_view_draws(folders, tmp_path):
     assert code == 0
     rec = json.loads(out.read_text())
     N = len(rec["tokens"])
-    assert N == 120 and np.asarray(rec["overview"]).shape == (2, 4, 12, 12)
-    assert np.asarray(rec["received"]).shape == (2, 4, N) and np.allclose(np.asarray(rec["received"]).sum(-1), N,
-                                                                          rtol=1e-5)
+    assert N == 120 and (rec["layers"], rec["heads"]) == (2, 4)
+    # every head's small multiple; the chosen head's (layer 0, head 0) overviews and received attention in full
+    assert np.asarray(rec["small_multiples"]).shape[:2] == (2, 4) and np.asarray(rec["overview"]).shape == (12, 12)
+    assert np.asarray(rec["received"]).shape == (N,) and np.isclose(np.sum(rec["received"]), N, rtol=1e-5)
     assert set(np.asarray(rec["labels"]).ravel()) <= {"sink", "local", "far"}
     pol = rec["policy"]
     assert pol["name"] == "snapkv" and pol["n_kept"] == 60 and len(pol["kept"]) == 2 and len(pol["kept"][0]) == 2
@@ -94,7 +96,8 @@ def test_a_hugging_face_id_in_the_local_cache_renders_as_the_api_reads_it(hub_ho
     rec = json.loads(out.read_text())
     api = long_attention("tiny-org/tiny-llama", TEXT, blocks=6)
     assert rec["model"] == api.model == "tiny-org/tiny-llama"
-    assert np.allclose(np.asarray(rec["overview"]), api.overview, rtol=1e-5)
+    assert np.allclose(np.asarray(rec["overview"]), api.overview[0, 0], rtol=1e-5)
+    assert np.allclose(np.asarray(rec["overview_mean"]), api.overview_mean[0, 0], rtol=1e-5)
 
 
 @pytest.mark.parametrize("model,cache_names,words", [
@@ -174,3 +177,20 @@ def test_json_holds_the_close_up_at_the_settings_corner(folders, tmp_path, corne
     rows, cols = np.meshgrid(np.arange(w.shape[0]) + q0, np.arange(w.shape[1]) + k0, indexing="ij")
     assert np.all(w[cols > rows] == 0) and np.all(w[cols <= rows] > 0)  # causal: no key after its query
     assert np.all(w.sum(-1) <= 1 + 1e-5)  # a window holds part of each row, whose whole sums to 1
+
+
+def test_the_record_holds_the_chosen_head_in_full_and_every_head_pooled(folders, tmp_path):
+    """The JSON grows with the heads' small multiples, not with layers × heads × blocks²: the chosen head's
+    overviews at full resolution are the API's for that head."""
+    out = tmp_path / "head.json"
+    assert main(["render", "--page", "long-context", "--model", str(folders["llama"]), "--text-file",
+                 str(_text(tmp_path)), "--long-blocks", "24", "--long-layer", "1", "--long-head", "2",
+                 "--out", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    api = long_attention(str(folders["llama"]), TEXT, blocks=24)
+    assert rec["chosen"] == {"layer": 1, "head": 2}
+    assert np.allclose(np.asarray(rec["overview"]), api.overview[1, 2], rtol=1e-5)
+    assert np.allclose(np.asarray(rec["received"]), api.received[1, 2], rtol=1e-5)
+    side = multiples_side(2, 4, 24)  # bounded by the cells of every head together, not by the blocks
+    assert np.asarray(rec["small_multiples"]).shape == (2, 4, side, side)
+    assert multiples_side(30, 9, 24) < 24  # a 30-layer model's multiples are pooled coarser

@@ -11,6 +11,7 @@ import pytest
 from attnviz.models import Cap, Kind, door, register, registry
 from attnviz.models import open as open_model
 from attnviz.views.catalogue import PAGES, models_for, page, why_not
+from tests.support import longmodels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,10 +35,25 @@ def test_the_capabilities_of_the_models_that_ship():
 def test_a_page_offers_exactly_the_models_whose_capabilities_hold_its_needs():
     for entry in PAGES:
         offered = models_for(entry)
+        runs = [m for m in registry.available_models() if open_model(m).can(*entry.needs)]
+        preferred = [m for m in runs if open_model(m).can(*entry.prefers)]
         for name in registry.available_models():
-            assert (name in offered) == open_model(name).can(*entry.needs), (entry.name, name)
+            assert (name in offered) == (name in (preferred or runs)), (entry.name, name)
             if name not in offered:
                 assert why_not(entry, name)  # a sentence, from the model's kind
+
+
+def test_a_page_that_prefers_a_language_model_offers_the_random_layer_only_where_none_is(tmp_path, monkeypatch):
+    """Long context reads a cache and a next token: with a causal LM offered it opens on it (the random layer,
+    which has no next token, says why not); with none, the random layer is its fallback."""
+    entry = page("long-context")
+    assert entry.prefers == {Cap.UNEMBEDDING}
+    assert models_for(entry) == ["random"]  # this suite offers no causal LM of its own
+    longmodels.save(tmp_path, "llama", 512)
+    monkeypatch.setenv(registry.MODEL_DIRS_ENV, str(tmp_path))
+    assert models_for(entry) == ["llama"]
+    assert why_not(entry, "random").startswith("is the random layer: it has no unembedding")
+    assert why_not(entry, registry.MINILM) == "is not a causal language model: it keeps no KV cache to evict"
 
 
 def test_the_refusals_are_the_kinds_own_words():

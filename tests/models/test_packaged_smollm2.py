@@ -87,8 +87,8 @@ def test_patching_finds_the_heads_that_bring_the_indirect_object_back(smol):
 def test_the_pages_about_language_open_on_it_and_the_others_on_their_own(smol):
     for name in ("patching", "circuit", "logit-lens"):
         assert models_for(page(name))[:2] == [registry.SMOLLM2, registry.TRAINED], name
-    for name in ("explorer", "long-context"):
-        assert models_for(page(name))[:2] == ["random", registry.SMOLLM2], name
+    assert models_for(page("explorer"))[:2] == ["random", registry.SMOLLM2]
+    assert models_for(page("long-context"))[0] == registry.SMOLLM2  # a language model's cache, not the random layer
     assert registry.SMOLLM2 not in models_for(page("vision-language"))
 
 
