@@ -19,7 +19,21 @@ from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, K_NEIGHBOURS, map_reco
 from attnviz.i18n import _
 from attnviz.inputs.corpus import corpus_digest
 from attnviz.jobs import Job
+from attnviz.models import capture
+from attnviz.models.door import Cap
+from attnviz.models.door import open as open_model
+from attnviz.models.hf import HFModel
 from attnviz.run.run import model_for, run
+
+
+def reads_one_text(name: str) -> bool:
+    """A model whose twin reads one text through one stack (a causal LM or an encoder): its q and k are read."""
+    handle = open_model(name)
+    return handle.can(Cap.TEXT, Cap.LOADS) and not handle.can(Cap.STACKS)
+
+
+class _Stop(Exception):
+    """The followed layer is read: the rest of the forward pass is not needed."""
 
 
 @dataclass
@@ -54,9 +68,12 @@ def corpus_run(config, lines: list[str], progress: Callable[[float], None] | Non
     if not 0 <= config.layer < model.layers:
         raise ValueError(_("Layer {layer} does not exist: {model} has {n} layer(s).").format(
             layer=config.layer, model=model.name, n=model.layers))
+    if isinstance(model, HFModel) and reads_one_text(config.model):
+        return _twin_run(config, model, lines, progress, t0)
     if getattr(model, "seq2seq", False) or not hasattr(model, "read_text"):
-        raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, MiniLM "
-                           "or a BERT folder. {model} gives attention weights only.").format(model=model.name))
+        raise ValueError(_("The Q/K map reads one text's queries and keys: the random model, MiniLM, a BERT "
+                           "folder, a causal LM (SmolLM2, GPT-2, LLaMA) or an encoder. {model} gives attention "
+                           "weights only.").format(model=model.name))
     read = dict(pad_to=0, tokenize_mode=config.tokenize_mode, positional=config.positional,
                 max_tokens=config.max_tokens)
     mask = config.mask if model.honours_masks and config.mask != "none" else "padding"
@@ -86,8 +103,9 @@ def corpus_run(config, lines: list[str], progress: Callable[[float], None] | Non
         result = run(inp, model, mask=mask, layer=config.layer)
         steps = result.steps
         if steps.q is None or steps.q.shape[-1] == 0:
-            raise ValueError(_("The Q/K map runs on a model that gives its queries and keys: the random model, "
-                               "MiniLM or a BERT folder. {model} gives attention weights only.").format(
+            raise ValueError(_("The Q/K map reads one text's queries and keys: the random model, MiniLM, a BERT "
+                               "folder, a causal LM (SmolLM2, GPT-2, LLaMA) or an encoder. {model} gives attention "
+                               "weights only.").format(
                 model=model.name))
         w = steps.attention.weights  # (N, H, L, S), before dropout
         for n, length in enumerate(inp.lengths):
@@ -102,6 +120,63 @@ def corpus_run(config, lines: list[str], progress: Callable[[float], None] | Non
         done_lines += len(chunk)
         if progress is not None:
             progress(done_lines / len(lines))
+    return CorpusRun(config.model, config.layer, list(lines), tokens, np.asarray(sentence, dtype=np.int64),
+                     np.asarray(position, dtype=np.int64), np.concatenate(qs).astype(np.float32),
+                     np.concatenate(ks).astype(np.float32), np.concatenate(bests).astype(np.int64),
+                     time.perf_counter() - t0)
+
+
+def layer_qk(model: HFModel, ids: list[int], layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One text's (q, k, best) at ``layer`` of a transformers model, as its scores use them (rotated by position
+    where it is rotary), read by its twin (``attnviz.models.capture``) from a pass stopped after that layer:
+    q and k (L, H, D), each query head beside its key/value head's keys; best (L, H), each query's most-attended
+    key (the argmax of its scores under the model's own mask, which is the softmax's)."""
+    import torch
+
+    got: list = []
+
+    def consume(q, k, lse, scale, causal):  # q (H, L, D), k (KV, L, D)
+        if len(got) == layer:
+            got.append((q.float(), k.float().repeat_interleave(q.shape[0] // k.shape[0], 0), causal))
+            raise _Stop
+        got.append(None)
+
+    twin = capture.twin(model, model.model)
+    body = getattr(twin, "base_model", twin)  # no unembedding: nothing past the layer is needed
+    try:
+        with capture.each_layer(consume), torch.no_grad():
+            body(input_ids=torch.tensor([ids]), use_cache=False)
+    except _Stop:
+        pass
+    q, k, causal = got[layer]  # (H, L, D) both
+    scores = q @ k.transpose(-1, -2)  # (H, L, L)
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores[0], dtype=torch.bool).triu(1), float("-inf"))
+    return q.permute(1, 0, 2).numpy(), k.permute(1, 0, 2).numpy(), scores.argmax(-1).T.numpy()
+
+
+def _twin_run(config, model: HFModel, lines: list[str], progress, t0: float) -> CorpusRun:
+    """``corpus_run`` for a transformers causal LM or encoder: each sentence alone (no padding to mask), its own
+    tokens, read up to the followed layer."""
+    inputs = [model.read_text([line], pad_to=0) for line in lines]
+    total = sum(inp.lengths[0] for inp in inputs)
+    if total > limits.MAX_CORPUS_TOKENS:
+        raise ValueError(_("The corpus has {n:,} tokens for this model; the limit is {limit:,}. Use fewer or shorter "
+                           "sentences.").format(n=total, limit=limits.MAX_CORPUS_TOKENS))
+    tokens, sentence, position, qs, ks, bests = [], [], [], [], [], []
+    offset = 0
+    for i, inp in enumerate(inputs):
+        length = inp.lengths[0]
+        q, k, best = layer_qk(model, inp.ids[0, :length].tolist(), config.layer)
+        tokens.extend(inp.tokens[0][:length])
+        sentence.extend([i] * length)
+        position.extend(range(length))
+        qs.append(q)
+        ks.append(k)
+        bests.append(best + offset)
+        offset += length
+        if progress is not None:
+            progress((i + 1) / len(inputs))
     return CorpusRun(config.model, config.layer, list(lines), tokens, np.asarray(sentence, dtype=np.int64),
                      np.asarray(position, dtype=np.int64), np.concatenate(qs).astype(np.float32),
                      np.concatenate(ks).astype(np.float32), np.concatenate(bests).astype(np.int64),

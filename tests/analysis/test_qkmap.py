@@ -179,3 +179,31 @@ def test_the_explorer_link_of_a_point_opens_its_sentence_at_that_head_and_query(
         V.explorer_link(rec, i, state).split("?", 1)[1])))
     assert not warnings
     assert (opened.text, opened.head, opened.query, opened.view, opened.seq) == ("dog eats dog again", 1, 2, "head", 0)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_a_causal_lms_queries_and_keys_are_those_its_scores_use(tmp_path, monkeypatch, name):
+    """A transformers causal LM (LLaMA: rotary, grouped-query heads; GPT-2) maps its own q and k: softmax of
+    q·k / √d under its causal mask is its own ``output_attentions`` at that layer, each query's most-attended key
+    its argmax, sentence by sentence."""
+    import torch
+
+    from attnviz.models import registry
+    from tests.support import longmodels
+
+    folder = longmodels.save(tmp_path, name, 512)
+    monkeypatch.setenv(registry.MODEL_DIRS_ENV, str(tmp_path))
+    lines = ["the cat sat on the mat", "a dog ran"]
+    crun = QC.corpus_run(AttentionConfig(model=name, layer=1), lines)
+    model = registry.load(name)
+    for i, line in enumerate(lines):
+        ids = model.read_text([line]).ids[0].tolist()
+        mine = crun.sentence == i
+        assert int(mine.sum()) == len(ids) and list(crun.position[mine]) == list(range(len(ids)))
+        want = longmodels.eager_weights(folder, ids)[1]  # (H, L, L)
+        q, k = torch.from_numpy(crun.q[mine]), torch.from_numpy(crun.k[mine])  # (L, H, D)
+        s = torch.einsum("ihd,jhd->hij", q, k).double() / q.shape[-1] ** 0.5
+        s = s.masked_fill(torch.ones(len(ids), len(ids), dtype=torch.bool).triu(1), float("-inf"))
+        assert np.abs(torch.softmax(s, -1).numpy() - want).max() < 1e-5
+        offset = int(np.flatnonzero(mine)[0])
+        assert (crun.best[mine] - offset == want.argmax(-1).T).all()
