@@ -10,7 +10,7 @@ from attnviz.views.catalogue import VIEW_TITLES, VIEWS, views_on
 from attnviz.views.markdown import md
 from attnviz.views.selection import fallbacks, file_stem, resolve_query, style_for
 from ui import compute, picks, rendering, session, widgets
-from ui.controls import control
+from ui.controls import control, row
 
 s = session.current()
 result = compute.result(s.config)
@@ -55,10 +55,13 @@ if predicted and not s.present:
                                _("probability"): [p for _t, p in predicted]}), hide_index=True,
                  column_config={_("probability"): st.column_config.NumberColumn(format="%.3f")})
     st.subheader(_("Generate"))
-    control("generate")
+    pair = row()
+    control("generate", pair)
+    control("chat", pair)
     s = session.current()
-    gen = compute.guard(lambda: compute.cached(("generate", result.config, s.seq, s.explorer.generate),
-                                               lambda: G.generation(result, s.seq, s.explorer.generate)))
+    asked = (s.seq, s.explorer.generate, s.explorer.chat)
+    gen = compute.guard(lambda: compute.cached(("generate", result.config, *asked),
+                                               lambda: G.generation(result, *asked)))
     if gen is not None:
         if gen.count > 1:  # the step's bound comes from the run: how many tokens it wrote
             if not 0 <= st.session_state.get("step", 0) < gen.count:
@@ -69,12 +72,16 @@ if predicted and not s.present:
         st.caption(_("{model} wrote {n} tokens greedily (the most likely each time): **{text}**").format(
             model=result.model_name, n=gen.count, text=md(" ".join(gen.tokens[gen.context:]))))
         style = style_for(s)
-        key = ("generate", result.config, s.seq, s.explorer.generate, result.layer, step, compute.style_key(style))
+        key = ("generate", result.config, *asked, result.layer, step, compute.style_key(style))
         compute.chart(compute.cached_figure(("gen-step", *key), lambda: G.step_figure(gen, result.layer, step, style)),
                       key="gen_step", filename=file_stem(s, "generated-step", result))
         compute.chart(compute.cached_figure(("gen-all", *key),
                                             lambda: G.generated_overview_figure(gen, result.layer, step, style)),
                       key="gen_all", filename=file_stem(s, "generated", result))
+
+elif not s.present and (language_model := G.language_model_offered()):
+    st.caption(_("Next token and generation: choose **{model}** as the sidebar's model to see what a language model "
+                 "writes after this sentence, and the attention that chose each token.").format(model=language_model))
 
 if not s.present:
     widgets.run_downloads(result, key="dl", csv_name=file_stem(s, "weights", result) + ".csv",

@@ -27,6 +27,19 @@ class Generation:
         return len(self.tokens) - self.context
 
 
+def chat_ids(model, question: str) -> list[int]:
+    """``question`` as a user's turn in the model's own chat template, with the assistant's turn opened (its
+    ``add_generation_prompt``): the ids an instruction-tuned model answers. ``ValueError`` for a tokenizer
+    without a template."""
+    tok = model.tokenizer
+    if not getattr(tok, "chat_template", None):
+        raise ValueError(f"{model.name} has no chat template: its tokenizer does not say how to ask it a question. "
+                         "Turn “As a question” off to continue the sentence.")
+    text = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                   tokenize=False)
+    return tok(text, add_special_tokens=False)["input_ids"]  # the template writes its own special tokens
+
+
 def greedy(model, ids: list[int], n: int) -> Generation:
     """Up to ``n`` greedy tokens after ``ids`` (1 ≤ n ≤ ``limits.MAX_GENERATE``), with their
     attention; fewer when the model ends the text (its end-of-text token is the last)."""

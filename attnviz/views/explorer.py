@@ -35,6 +35,9 @@ class Settings:
     generate: int = setting(0, lo=0, hi=limits.MAX_GENERATE, pages=OWN, label=N_("Generate tokens"),
                             help=N_("A causal language model writes this many tokens after the sentence, greedily "
                                     "(0: none), each with the attention that chose it."))
+    chat: bool = setting(False, pages=OWN, label=N_("As a question"),
+                         help=N_("The sentence asked as a user's question in the model's own chat template (an "
+                                 "instruction-tuned model such as SmolLM2 answers it), not continued."))
     step: int = setting(0, lo=0, hi=limits.MAX_GENERATE - 1, pages=OWN, label=N_("Generated token"),
                         help=N_("Which generated token's attention to show."))
 
@@ -44,7 +47,7 @@ def main_figure(state, style: F.FigureStyle, data: bytes | None = None) -> go.Fi
     result = compute(state.config)
     state = check_selection(result, state)
     if state.explorer.generate:  # a causal LM's generated tokens: the chosen one's attention
-        gen = generation(result, state.seq, state.explorer.generate)
+        gen = generation(result, state.seq, state.explorer.generate, state.explorer.chat)
         if gen is None:
             raise ValueError(f"{result.model_name} is not a causal language model: it generates no tokens "
                              f"(generate works with GPT-2- and LLaMA-style models).")

@@ -9,21 +9,30 @@ import plotly.graph_objects as go
 from attnviz import plots as F
 from attnviz.i18n import _
 from attnviz.inputs.text import lines_of
+from attnviz.models.door import Cap, available
 from attnviz.models.door import open as open_model
-from attnviz.models.generate import Generation, greedy
+from attnviz.models.generate import Generation, chat_ids, greedy
 from attnviz.run.result import AttentionResult
 
 
-def generation(result: AttentionResult, n: int, count: int) -> Generation | None:
+def generation(result: AttentionResult, n: int, count: int, chat: bool = False) -> Generation | None:
     """Up to ``count`` greedy tokens after sentence ``n`` (None for a model that writes none:
-    the random layer, an encoder, weights from a file)."""
+    the random layer, an encoder, weights from a file); ``chat``: the sentence asked as a question in the
+    model's chat template, the answer what it writes."""
     if result.config is None or not result.pretrained or count < 1:
         return None
     model = open_model(result.config.model).load()
     if not getattr(model, "causal", False):
         return None
     line = lines_of(result.config.text)[n]
-    return greedy(model, model.read_text([line]).ids[0].tolist(), count)
+    ids = chat_ids(model, line) if chat else model.read_text([line]).ids[0].tolist()
+    return greedy(model, ids, count)
+
+
+def language_model_offered() -> str | None:
+    """The first model this server offers that reads a text and writes its next token (SmolLM2 where it is
+    installed), or None: what the explorer suggests to a user on a model that predicts nothing."""
+    return next((m for m in available() if open_model(m).can(Cap.TEXT, Cap.UNEMBEDDING)), None)
 
 
 def step_label(gen: Generation, t: int) -> str:

@@ -142,8 +142,12 @@ def test_the_explorer_shows_a_causal_lms_next_tokens(tmp_path, monkeypatch):
     with torch.no_grad():
         p = torch.softmax(model(torch.tensor([fast("the cat sat")["input_ids"]])).logits[0, -1], -1)
     assert table["next token"].iloc[0] == fast.convert_ids_to_tokens(int(p.argmax())) and len(table) == 10
-    plain = app("text=the+cat+sat", timeout=120)  # the random layer predicts nothing
+    plain = app("text=the+cat+sat", timeout=120)  # the random layer predicts nothing, and says where to look
     assert not any(h.value == "Next token" for h in plain.subheader)
+    assert any("choose **gpt2** as the sidebar's model" in c.value for c in plain.caption)
+    asked = app("model=gpt2&text=the+cat+sat&generate=3&chat=1", timeout=120)  # its tokenizer has no template
+    assert not asked.exception and dict(asked.query_params).get("chat") == "1"
+    assert any("gpt2 has no chat template" in e.value for e in asked.error)
 
 
 @pytest.mark.parametrize("name", ["t5", "bart"])
@@ -246,3 +250,21 @@ def test_greedy_generation_keeps_the_attention_that_chose_each_token(tmp_path, n
         greedy(hf, ids, 33)
     with pytest.raises(ValueError, match="reads at most 64"):
         greedy(hf, list(range(4, 10)) * 10, 8)
+
+
+def test_a_question_is_asked_in_the_models_own_chat_template(tmp_path):
+    """``chat_ids`` writes the user's turn and opens the assistant's with the tokenizer's own template (its
+    special tokens written by the template, none added twice); a tokenizer without one is refused in a
+    sentence that says what to do instead."""
+    from attnviz.models.generate import chat_ids
+    from attnviz.models.hf import HFModel
+
+    folder, _model, fast = _save(tmp_path, "llama")
+    hf = HFModel.from_folder("llama", folder)
+    with pytest.raises(ValueError, match="has no chat template.*As a question"):
+        chat_ids(hf, "the cat sat")
+    hf.tokenizer.chat_template = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+                                  "{% if add_generation_prompt %}<s>assistant:{% endif %}")
+    ids = chat_ids(hf, "the cat sat")
+    want = hf.tokenizer("<s>user: the cat sat</s><s>assistant:", add_special_tokens=False)["input_ids"]
+    assert ids == want and ids != hf.tokenizer("the cat sat")["input_ids"]

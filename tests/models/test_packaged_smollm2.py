@@ -58,6 +58,11 @@ def test_it_opens_as_a_causal_lm_and_continues_as_the_model_does(smol):
     prompt = smol.tokenizer.apply_chat_template([{"role": "user", "content": "Where is the Eiffel Tower?"}],
                                                 add_generation_prompt=True, tokenize=False)
     assert prompt.endswith("<|im_start|>assistant\n") and "Where is the Eiffel Tower?" in prompt
+    from attnviz.models.generate import chat_ids
+    from attnviz.models.generate import greedy as write
+
+    answer = write(smol, chat_ids(smol, "What is the capital of France?"), 8)  # the explorer's "As a question"
+    assert "ĠParis" in answer.tokens[answer.context:]
 
 
 def test_the_logit_lens_reads_paris_from_a_late_layer_in_both_forms(smol):
