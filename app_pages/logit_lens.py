@@ -7,8 +7,9 @@ offers, or one trained here as a background job."""
 
 import streamlit as st
 
-from attnviz.i18n import _
+from attnviz.i18n import _, language
 from attnviz.views import lens as L
+from attnviz.views import lenswarm as LW
 from attnviz.views.markdown import md
 from attnviz.views.selection import style_for
 from ui import compute, loading, picks, session, widgets
@@ -63,6 +64,7 @@ elif settings.tuned != L.NO_LENS:
 key = L.reading_key(s.model, text, settings)
 reading = compute.guard(lambda: compute.cached(key, lambda: L.lens_reading(s.model, text, settings, lens)))
 r = reading.result
+LW.warm_job(s.model, text, settings, compute.keeper(), language())  # the class's other forms and cells, ahead
 
 try:
     cell, problem = L.opened_cell(reading, settings), None

@@ -207,7 +207,8 @@ def too_large(size: int, share: int) -> str:
 KIND_NAMES = {"load": N_("model-loading"), "patching": N_("patching"), "qk-overview": N_("Q/K overview"),
               "long-cost": N_("cost-measuring"), "long-context": N_("long-context"), "circuit": N_("circuit"),
               "edge-attribution": N_("edge-attribution"), "training": N_("training"),
-              "lens-training": N_("lens-training"), "vision-language": N_("vision-language")}
+              "lens-training": N_("lens-training"), "lens-warm": N_("reading-ahead"),
+              "vision-language": N_("vision-language")}
 
 
 def refusal(kind: str, n: int) -> Busy:

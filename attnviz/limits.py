@@ -346,11 +346,14 @@ JOB_SHARES = {
     # holds LENS_TRAIN_TOKENS tokens' residual streams while it trains; a finished one (its translators, 28 MB
     # for GPT-2 small) is kept for everyone who asks for the same model and steps.
     "lens-training": (1, 4, 4),
+    # The Logit lens page's readings made ahead of a class (attnviz.views.lenswarm): one sentence at a time.
+    "lens-warm": (1, 8, 16),
     # The vision-language page's readings of model folders: a load, a greedy answer and one more pass that keeps
     # the text rows' attention to the picture (text × image tokens per layer, never N × N).
     "vision-language": (1, 4, 8),
     "training": (max(1, (os.cpu_count() or 1)), 0, 0),
 }
 MAX_TRAININGS = JOB_SHARES["training"][0]
+LENS_WARM_POSITIONS = 16  # the positions (the last ones) whose step attribution the Logit lens page makes ahead
 MAX_JOB_THREADS = sum(running for kind, (running, _w, _k) in JOB_SHARES.items() if kind != "training")
 MAX_FLOW_TOKENS = 64  # attention flow (max-flow per query/input pair) is cubic in L: longer inputs are refused

@@ -79,6 +79,13 @@ def cached(key: Hashable, build: Callable, *, limited: bool = True):
     return RESULTS.get_or_compute((key, language()), (lambda: on_worker(build)) if limited else build)
 
 
+def keeper() -> Callable:
+    """``cached`` bound to this run's language, for a background job that fills the cache for later runs (it
+    builds in its own thread, not on the compute workers, which stay the sessions')."""
+    lang = language()
+    return lambda key, build: RESULTS.get_or_compute((key, lang), build)
+
+
 def result(config: AttentionConfig) -> AttentionResult:
     """The result for ``config``, or a clear message on the page and a stop (or, while its
     model loads in the background, the load's progress and a stop)."""

@@ -12,6 +12,7 @@ from attnviz.models import Cap, Kind, door, register, registry
 from attnviz.models import open as open_model
 from attnviz.views.catalogue import PAGES, models_for, page, why_not
 from tests.support import longmodels
+from tests.support.hfmodels import save
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,10 +51,11 @@ def test_a_page_that_prefers_a_language_model_offers_the_random_layer_only_where
     assert entry.prefers == {Cap.UNEMBEDDING}
     assert models_for(entry) == ["random"]  # this suite offers no causal LM of its own
     longmodels.save(tmp_path, "llama", 512)
+    save(tmp_path, "bert")
     monkeypatch.setenv(registry.MODEL_DIRS_ENV, str(tmp_path))
     assert models_for(entry) == ["llama"]
     assert why_not(entry, "random").startswith("is the random layer: it has no unembedding")
-    assert why_not(entry, registry.MINILM) == "is not a causal language model: it keeps no KV cache to evict"
+    assert why_not(entry, "bert") == "is not a causal language model: it keeps no KV cache to evict"
 
 
 def test_the_refusals_are_the_kinds_own_words():
