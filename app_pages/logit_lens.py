@@ -64,7 +64,6 @@ elif settings.tuned != L.NO_LENS:
 key = L.reading_key(s.model, text, settings)
 reading = compute.guard(lambda: compute.cached(key, lambda: L.lens_reading(s.model, text, settings, lens)))
 r = reading.result
-LW.warm_job(s.model, text, settings, compute.keeper(), language())  # the class's other forms and cells, ahead
 
 try:
     cell, problem = L.opened_cell(reading, settings), None
@@ -107,3 +106,6 @@ else:
     bars = compute.guard(lambda: compute.cached_figure((*key, "step-figure", cell, compute.style_key(style)),
                                                        lambda: L.lens_step_figure(step, style)))
     compute.chart(bars, key="lens_step", filename=f"logit-lens-step-{L.cell_name(reading, cell)}")
+# The class's other forms and cells, made ahead once this visitor's page is whole (started earlier, they took the
+# cores from its own step).
+LW.warm_job(s.model, text, settings, compute.keeper(), language())
