@@ -13,7 +13,8 @@ process: the work the page cannot avoid, written plainly in torch and transforme
 - **Long context**: ``long_attention`` on the shipped text, against the body's SDPA pass plus each layer's
   weights computed once (q·kᵀ, exp against the row's log-sum-exp, in row chunks); a policy's cost
   (``kv_keep``) against the body's pass over the prompt and the two one-token steps.
-- **Q/K map**: the corpus run at layer 5 (``corpus_run``) against the model's plain forward of each sentence.
+- **Q/K map**: the corpus run at layer 5 (``corpus_run``) against the body's plain pass over each sentence, up to
+  layer 5.
 - **Explorer, generation**: 12 greedy tokens with the attention that chose each (``greedy``) against
   ``generate`` without attentions.
 
@@ -189,13 +190,26 @@ def qk_pair(hf):
     twin = _sdpa(hf)
     ids = [hf.tokenizer(line)["input_ids"] for line in lines]
 
+    class Stop(Exception):
+        pass
+
+    def stop(*_a):
+        raise Stop
+
     def floor():
-        with torch.no_grad():
-            for one in ids:
-                twin.base_model(input_ids=torch.tensor([one]), use_cache=False)
+        hook = twin.base_model.layers[5].register_forward_hook(stop)  # the pass stops after layer 5, as the map's
+        try:
+            with torch.no_grad():
+                for one in ids:
+                    try:
+                        twin.base_model(input_ids=torch.tensor([one]), use_cache=False)
+                    except Stop:
+                        pass
+        finally:
+            hook.remove()
 
     return f"Q/K map: {len(lines)} sentences at layer 5", lambda: corpus_run(config, lines), \
-        "the body's pass over each sentence", floor
+        "the body's pass over each sentence up to layer 5", floor
 
 
 def generate_pair(hf):
@@ -223,7 +237,8 @@ def main() -> None:
     makers = {"patching": lambda: [patching_pair(hf)], "circuit": lambda: [circuit_pair(hf)],
               "long": lambda: long_pairs(hf), "qk": lambda: [qk_pair(hf)], "generate": lambda: [generate_pair(hf)]}
     pairs = [p for name in args.only.split(",") for p in makers[name]()]
-    print(f"| page ({MODEL}, {torch.get_num_threads()} threads) | its first reading (s) | floor | floor (s) | × floor |")
+    threads = torch.get_num_threads()
+    print(f"| page ({MODEL}, {threads} threads) | its first reading (s) | floor | floor (s) | × floor |")
     print("|---|---:|---|---:|---:|")
     for name, page, floor_name, floor in pairs:
         page()  # warm: the model's twin, the sweep's caches are cleared below

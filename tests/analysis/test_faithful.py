@@ -81,3 +81,29 @@ def test_the_refusals():
         attnviz.path_patch(model, clean, corrupted, answer=9, edges=["a0.h0->a1.h1<q>", "a1.h0->a0.h1<q>"])
     one = attnviz.path_patch(model, clean, corrupted, answer=9, edges="a0.h0->a1.h1<k>")  # one name alone
     assert list(one) == ["a0.h0->a1.h1<k>"]
+
+
+def test_what_the_dropped_edges_carry_is_the_dense_sum_whichever_side_is_summed():
+    """``carried`` sums a row's dropped edges one by one (an edge's effect), or every sender less its kept edges
+    (a curve's top edges), or densely (half and half): each row, in one batch of all three, equals the dense
+    Σ_f dropped · (corrupted − now) written out."""
+    import torch
+
+    from attnviz.analysis.faithful import carried
+
+    g = torch.Generator().manual_seed(0)
+    B, L, F, R, E = 5, 3, 40, 6, 4
+    acts = [torch.randn(B, L, k, E, generator=g) for k in (1, 7, 12, 9, 15)]  # 44 senders: the first F are read
+    corrupted = torch.randn(L, F, E, generator=g)
+    dropped = torch.zeros(B, F, R)
+    dropped[0, 3, 2] = dropped[0, 39, 5] = 1  # two edges dropped
+    dropped[1] = 1
+    dropped[1, 0, 0] = dropped[1, 20, 4] = 0  # two edges kept
+    dropped[2] = (torch.rand(F, R, generator=g) < 0.5).float()  # half and half
+    dropped[3] = 1  # every edge dropped
+    now = torch.cat(acts, 2)[:, :, :F]
+    want = torch.einsum("bfr,blfe->rble", dropped, corrupted[None] - now)  # row 4: nothing dropped
+    got = carried(dropped, corrupted, acts)
+    assert got.shape == (R, B, L, E) and float(want.abs().max()) > 1
+    assert torch.allclose(got, want, atol=1e-5)
+    assert float(got[:, 4].abs().max()) == 0.0
