@@ -23,24 +23,34 @@ widgets.header(_("Long context"), _(
     "or the random layer."))
 loading.ready(s.model)  # a folder loads in the background
 
-control("long_text", format_func=lambda name: _(V.TEXT_TITLES[name]))
-pasted, uploaded = "", None
-if s.long.text == "paste":
-    pasted = st.text_area(_("Your text"), key="long_paste", height=200, max_chars=limits.MAX_LONG_TEXT_BYTES,
-                          help=_("Any UTF-8 text, at most {kb:,} KB; the model reads it whole.").format(
-                              kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
-elif s.long.text == "upload":
-    uploaded = widgets.uploaded_bytes(_("A text file"), ["txt"], key="long_upload",
-                                      help=_("UTF-8 text, at most {kb:,} KB.").format(
-                                          kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
-if (s.long.text == "paste" and not pasted.strip()) or (s.long.text == "upload" and uploaded is None):
-    # nothing wrong yet: the box is waiting for its text
-    st.info(_("Paste a text of a few paragraphs above to read it (or choose a shipped text).") if s.long.text ==
-            "paste" else _("Upload a text file above to read it (or choose a shipped text)."),
-            icon=":material/edit_note:")
-    st.stop()
-text = compute.guard(lambda: V.page_text(s.long, pasted, uploaded))
-control("long_blocks")
+# On a projector the overview is the first screen: the text, the blocks and the notes fold away above it.
+inputs = st.expander(_("Text, blocks and notes")) if s.present else st.container()
+with inputs:
+    control("long_text", format_func=lambda name: _(V.TEXT_TITLES[name]))
+    pasted, uploaded = "", None
+    if s.long.text == "paste":
+        pasted = st.text_area(_("Your text"), key="long_paste", height=200, max_chars=limits.MAX_LONG_TEXT_BYTES,
+                              help=_("Any UTF-8 text, at most {kb:,} KB; the model reads it whole.").format(
+                                  kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
+    elif s.long.text == "upload":
+        uploaded = widgets.uploaded_bytes(_("A text file"), ["txt"], key="long_upload",
+                                          help=_("UTF-8 text, at most {kb:,} KB.").format(
+                                              kb=limits.MAX_LONG_TEXT_BYTES // 2**10))
+    if (s.long.text == "paste" and not pasted.strip()) or (s.long.text == "upload" and uploaded is None):
+        # nothing wrong yet: the box is waiting for its text
+        st.info(_("Paste a text of a few paragraphs above to read it (or choose a shipped text).") if s.long.text ==
+                "paste" else _("Upload a text file above to read it (or choose a shipped text)."),
+                icon=":material/edit_note:")
+        st.stop()
+    text = compute.guard(lambda: V.page_text(s.long, pasted, uploaded))
+    most = compute.guard(lambda: V.model_blocks(s.model))  # the model's layers × heads bound the overviews kept
+    if s.long.blocks > most:  # a link's or the default's blocks past what this model's overviews may hold
+        st.session_state["long_blocks"] = most
+        st.caption(_("{model}'s overviews of every layer and head at {asked} blocks per side would hold more than "
+                     "the server keeps for everyone: they are read at {most}.").format(
+            model=md(s.model), asked=s.long.blocks, most=most))
+    control("long_blocks", bounds=(1, most))
+    s = session.current()
 
 job = compute.guard(lambda: V.attention_job(s.model, text, s.long, compute.on_worker))  # the server may be busy
 result = widgets.job_value(
@@ -48,13 +58,15 @@ result = widgets.job_value(
     _("It runs once for this server and is shared by everyone who opens the same model and text."))
 key = V.long_key(s.model, text, s.long.blocks)
 style = style_for(s)
-st.caption(_("**{model}**: {n:,} tokens; layers × heads: {layers} × {heads} ({kv} key/value heads); read in "
-             "{sec:.1f} s; blocks of {b:,} tokens.").format(model=md(result.model), n=result.N, layers=result.layers,
-                                               heads=result.heads, kv=result.kv_heads, sec=result.seconds,
-                                               b=result.block))
-for note in result.notes:
-    st.info(md(note), icon=":material/info:")
-st.subheader(_("Every layer × head"))
+with inputs:
+    st.caption(_("**{model}**: {n:,} tokens; layers × heads: {layers} × {heads} ({kv} key/value heads); read in "
+                 "{sec:.1f} s; blocks of {b:,} tokens.").format(model=md(result.model), n=result.N,
+                                                               layers=result.layers, heads=result.heads,
+                                                               kv=result.kv_heads, sec=result.seconds, b=result.block))
+    for note in result.notes:
+        st.info(md(note), icon=":material/info:")
+if not s.present:  # on a projector the chart's own title says it
+    st.subheader(_("Every layer × head"))
 fig = compute.guard(lambda: compute.cached_figure((*key, "multiples", compute.style_key(style)),
                                                   lambda: V.multiples(result, style)))
 compute.chart(fig, key="long_multiples", filename="long-context-heads")

@@ -50,6 +50,11 @@ def _frame(title: str, style: FigureStyle) -> dict:
             "template": "plotly_dark" if style.theme == "dark" else "plotly_white"}
 
 
+# The small multiples' panels at most this tall (laptop, projector): whole within a laptop's screen, and on a
+# projector under the page's title and its two folded sections.
+MULTIPLES_PLOT_PX = {False: 620, True: 330}
+
+
 def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.ndarray, style: FigureStyle, *,
                            title: str) -> go.Figure:
     """overview (layers, H, B, B): one panel per head (columns) and layer (rows), pooled; the hover
@@ -70,11 +75,16 @@ def small_multiples_figure(overview: np.ndarray, sink: np.ndarray, distance: np.
         colorbar=colour_bar("log10 max weight"),
         hovertemplate="layer %{customdata[0]:.0f} · head %{customdata[1]:.0f}<br>sink share %{customdata[2]:.3f}"
                       "<br>mean distance %{customdata[3]:.1f} tokens<br>log10 block max %{z:.2f}<extra></extra>"))
-    fig.update_layout(**_frame(title, style), height=max(300, 60 + 22 * layers * step // 2))
+    frame = _frame(title, style)
+    plot = min(22 * layers * step // 2, MULTIPLES_PLOT_PX[style.presenting])  # the panels: within one screen
+    lines = str(frame["title"]).count("<br>") + 1
+    fig.update_layout(**frame, height=max(300, 70 + lines * round(1.6 * style.font_size) + plot))
+    every = max(1, math.ceil(1.3 * style.font_size / (plot / layers)))  # a label's height apart, none overlapping
     fig.update_xaxes(tickvals=[h * step + s / 2 for h in range(H)], ticktext=[f"H{h}" for h in range(H)],
                      showgrid=False)
-    fig.update_yaxes(tickvals=[layer * step + s / 2 for layer in range(layers)],
-                     ticktext=[f"L{layer}" for layer in range(layers)], autorange="reversed", showgrid=False)
+    fig.update_yaxes(tickvals=[layer * step + s / 2 for layer in range(0, layers, every)],
+                     ticktext=[f"L{layer}" for layer in range(0, layers, every)], autorange="reversed",
+                     showgrid=False)
     return fig
 
 

@@ -22,6 +22,7 @@ from attnviz.i18n import N_, _
 from attnviz.inputs.longtexts import LONG_TEXTS, long_text, long_texts
 from attnviz.jobs import Job
 from attnviz.models.base import ModelError
+from attnviz.models.door import Cap
 from attnviz.models.door import open as open_model
 from attnviz.plots.longcontext import (
     head_figure,
@@ -205,6 +206,26 @@ def long_key(model: str, text: str, *values) -> tuple:
         identity = (model,)
     digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
     return ("long-context", *identity, digest, *values)
+
+
+def most_blocks(layers: int, heads: int) -> int:
+    """The most blocks per side whose two overviews (layers × heads × B² float32 each) take at most half of what
+    the server keeps for finished work, so that the page's attention is kept for everyone who opens it (a
+    30-layer × 9-head model at 256 blocks would hold 130 MB, over the share, and be thrown away); at least 1,
+    at most ``MAX_LONG_BLOCKS``."""
+    fits = limits.cache_bytes("jobs") // 2 // (2 * 4 * max(1, layers * heads))
+    return max(1, min(limits.MAX_LONG_BLOCKS, int(fits ** 0.5)))
+
+
+def model_blocks(model: str) -> int:
+    """``most_blocks`` for ``model``'s layers and heads (the random layer: one layer of its default heads)."""
+    handle = open_model(model)
+    if not handle.can(Cap.LOADS):
+        from attnviz.run.config import AttentionConfig
+
+        return most_blocks(1, AttentionConfig().num_heads)
+    loaded = handle.load()
+    return most_blocks(loaded.layers, loaded.heads)
 
 
 def _job(key: tuple, work, words: str) -> Job:

@@ -60,3 +60,33 @@ def test_the_head_table_labels_each_head_by_the_stated_rule():
     rows = V.head_rows(Result())
     assert [r["label"] for r in rows] == ["sink", "local", "far"]
     assert [(r["layer"], r["head"]) for r in rows] == [(0, 0), (0, 1), (0, 2)] and "lost" not in rows[0]
+
+
+def test_a_models_overviews_are_read_at_the_blocks_the_server_keeps_for_everyone(monkeypatch):
+    """The page's blocks per side are bounded by the model's layers × heads: both overviews (float32) take at most
+    half of the jobs' share of the cache, so that a 30-layer × 9-head model's attention is kept (at 256 blocks it
+    held 130 MB and was thrown away); the random layer keeps the declared bound."""
+    share = limits.cache_bytes("jobs")
+    for layers, heads in ((30, 9), (12, 12), (2, 4)):
+        b = V.most_blocks(layers, heads)
+        assert 2 * 4 * layers * heads * b * b <= share // 2 < 2 * 4 * layers * heads * (b + 1) ** 2 or \
+            b == limits.MAX_LONG_BLOCKS
+    assert V.most_blocks(30, 9) < limits.LONG_BLOCKS <= V.model_blocks("random")
+    monkeypatch.setattr(limits, "cache_bytes", lambda name: 0)
+    assert V.most_blocks(30, 9) == 1  # never none
+
+
+def test_the_small_multiples_stay_within_one_screen_with_labels_apart():
+    from attnviz.plots.longcontext import small_multiples_figure
+    from attnviz.plots.style import FigureStyle
+
+    overview = np.random.default_rng(0).random((30, 9, 16, 16)).astype(np.float32)
+    zeros = np.zeros((30, 9))
+    for font, most in ((12, 768), (22, 768 - 260)):  # a laptop's screen; a projector's under the page's title
+        fig = small_multiples_figure(overview, zeros, zeros, FigureStyle(font_size=font), title="every layer × head")
+        step = (len(fig.data[0].z) + 1) // 30  # a panel's rows and the gap after it
+        every = round((fig.layout.yaxis.tickvals[1] - fig.layout.yaxis.tickvals[0]) / step)  # layers between labels
+        plot = fig.layout.height - 100  # at least the panels' height: the title and margins take more than 100 px
+        assert fig.layout.height <= most
+        assert every * plot / 30 >= font  # neighbouring labels a line apart
+        assert list(fig.layout.yaxis.ticktext[:2]) == ["L0", f"L{every}"]
