@@ -33,6 +33,7 @@ from attnviz.plots.longcontext import (
     window_figure,
 )
 from attnviz.plots.style import FigureStyle
+from attnviz.run.config import AttentionConfig
 from attnviz.settings.spec import OWN, setting, validate
 
 PAGE = "long-context"
@@ -221,8 +222,6 @@ def model_blocks(model: str) -> int:
     """``most_blocks`` for ``model``'s layers and heads (the random layer: one layer of its default heads)."""
     handle = open_model(model)
     if not handle.can(Cap.LOADS):
-        from attnviz.run.config import AttentionConfig
-
         return most_blocks(1, AttentionConfig().num_heads)
     loaded = handle.load()
     return most_blocks(loaded.layers, loaded.heads)

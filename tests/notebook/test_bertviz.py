@@ -158,19 +158,6 @@ def test_user_text_never_reaches_the_page_raw_and_to_html_is_one_page():
     assert_offline(page)
 
 
-def test_the_docs_bertviz_example_runs_as_written():
-    """docs/notebook.md's first example, executed as it stands there."""
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "notebook.md").read_text(encoding="utf-8")
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    scope: dict = {}
-    exec(compile(code, "docs/notebook.md", "exec"), scope)  # noqa: S102 - our own docs
-    html = scope["view"].data
-    assert "<script" in html and not re.search(r"<script[^>]*\bsrc\s*=", html)  # everything inline
-
-
 def test_the_readmes_bertviz_example_runs_as_written():
     """README's notebook example (indented in a list item), executed as it stands there."""
     import re
