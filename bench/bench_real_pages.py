@@ -253,11 +253,11 @@ def main() -> None:
 
 
 def _clear() -> None:
-    """Every cache a first reading would find empty (the loaded model stays)."""
+    """Every cache a first reading would find empty (the loaded model, and what its load looked up, stay)."""
     from attnviz import cache
 
     for name, c in cache.CACHES.items():
-        if name != "models":
+        if name not in ("models", "lookups"):
             c.clear()
 
 

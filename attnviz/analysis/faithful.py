@@ -158,11 +158,10 @@ def faithfulness_by_count(subject: Subject, clean, corrupted, *, answer, wrong=N
     the number of edges), then every edge."""
     ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
     graph = graph_of(subject.stack)
-    ranked = attribution.ranked()
     if attribution.senders != graph.senders or attribution.receivers != graph.receivers:
         raise ValueError(f"The attribution is of another graph than {subject.name}'s: score this model's edges first.")
-    sizes = sorted({int(c) for c in counts if 0 < int(c) < len(ranked)}) + [len(ranked)]
-    masks = [_kept(graph, ranked[:n], subject.name) for n in sizes]
+    sizes = sorted({int(c) for c in counts if 0 < int(c) < len(attribution)}) + [len(attribution)]
+    masks = [attribution.kept_top(n) for n in sizes]
     values = _faithful(subject, ran, masks)
     a, w = ran.answer, ran.wrong
     c, x = float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0])
