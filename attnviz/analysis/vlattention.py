@@ -82,14 +82,17 @@ class VLAttention:
     def heads(self) -> int:
         return int(self.image_share.shape[1])
 
-    def _token(self, token) -> int:
+    def token_index(self, token) -> int:
+        """``token`` (negative counts from the end) as an index of ``tokens``; ``ValueError`` outside them."""
         T = len(self.tokens)
         if isinstance(token, bool) or not isinstance(token, (int, np.integer)) or not -T <= token < T:
             raise ValueError(f"token must be a whole number from {-T} to {T - 1} (there are {T} text tokens), "
                              f"got {token!r}.")
         return int(token) % T
 
-    def _picture(self, image) -> int:
+    def map_index(self, image) -> int:
+        """``image`` as an index of ``maps`` (LLaVA-NeXT: each picture's base view, then its tiles); ``ValueError``
+        outside them."""
         if isinstance(image, bool) or not isinstance(image, (int, np.integer)) or not 0 <= image < len(self.maps):
             raise ValueError(f"image must be a whole number from 0 to {len(self.maps) - 1}, got {image!r}.")
         return int(image)
@@ -97,14 +100,14 @@ class VLAttention:
     def localization_heads(self, token: int = -1, max_keep: int | None = 5, *, image: int = 0,
                            min_keep: int = 1) -> list[tuple[int, int]]:
         """(layer, head) pairs, best first, for one text token's map of one picture (see the module doc)."""
-        t, p = self._token(token), self._picture(image)
+        t, p = self.token_index(token), self.map_index(image)
         return localization_heads(self.maps[p][:, :, t], max_keep=max_keep, min_keep=min_keep)
 
     def cam(self, kind: str, token: int = -1, *, image: int = 0) -> torch.Tensor:
         """(layers, heads, rows, cols): "gradcam" relu(G) · A or "agcam" relu(G) · sigmoid(A)."""
         if kind not in CAMS:
             raise ValueError(f"kind must be one of {', '.join(CAMS)}, got {kind!r}.")
-        t, p = self._token(token), self._picture(image)
+        t, p = self.token_index(token), self.map_index(image)
         if self._grads is None:
             self._grads = self._rerun()
         a, g = self.maps[p][:, :, t], self._grads[p][:, :, t]  # (layers, H, rows, cols) × 2

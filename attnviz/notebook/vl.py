@@ -55,7 +55,7 @@ def vl_view(model, image, prompt: str | None = None, *, token: int = -1, layer: 
     pictures = pictures_of(image)
     if len(pictures) != len(r.sizes):
         raise ValueError(f"{len(pictures)} picture(s) given for a result of {len(r.sizes)}: give the ones it read.")
-    t, p = r._token(token), r._picture(picture)  # p: a map (LLaVA-NeXT: each picture's base view, then its tiles)
+    t, p = r.token_index(token), r.map_index(picture)  # p: a map (LLaVA-NeXT: each picture's base view, then its tiles)
     src = r.picture_of[p] if r.picture_of else p
     if tuple(pictures[src].size) != tuple(r.sizes[src]):
         raise ValueError(f"Picture {src + 1} is {pictures[src].size[0]} × {pictures[src].size[1]} pixels where the "

@@ -227,7 +227,7 @@ def shown_view(r: VLAttention) -> int:
 
 def opened(r: VLAttention, settings: Settings) -> tuple[int, int, int | None]:
     """(token, layer, head or None) the settings open, checked against the reading: a bound the run sets."""
-    t = r._token(settings.token)
+    t = r.token_index(settings.token)
     v = shown_view(r)
     layer = r.localization_heads(t, max_keep=1, image=v)[0][0] if settings.layer < 0 else settings.layer
     if layer >= r.layers:
