@@ -21,6 +21,13 @@ COLOURS = {**HEAD_COLOURS, "mlp": "#9467bd", "logits": "#7f7f7f"}  # by the inpu
 NODE = re.compile(r"^(input|logits|m(\d+)|a(\d+)\.h(\d+))(?:<([qkv])>)?$")
 ALONG = {"q": 0.3, "k": 0.5, "v": 0.7, "mlp": 0.5, "logits": 0.5}  # where on its line an edge's diamond sits
 LABELLED_HEADS = 64  # more heads than this: their names in the hover only (GPT-2 small has 144)
+DIAMOND_PX = 11  # a diamond's size; no two closer than this and a gap, none on a node's label or circle
+PLOT_WIDE_PX = 860 - 60 - 40  # the plot's width at a full-width chart (a 1366 px laptop beside the sidebar)
+# A head row's height at least (px, font sizes): with its nodes' labels above them, or without.
+ROW_LEAST = {True: (60, 3.4), False: (34, 1.6)}
+PLOT_MOST_PX = {False: 620, True: 430}  # the plot's height at most: a laptop's screen, a projector's under its title
+# Fractions along an edge where its diamond may sit, the middle first, then outwards.
+TRIES = tuple(sorted((round(0.15 + 0.025 * i, 3) for i in range(29)), key=lambda t: (abs(t - 0.5), t)))
 
 
 METHOD_NAMES = {"eap": N_("EAP"), "eap-ig-inputs": N_("EAP-IG on the inputs"),
@@ -79,12 +86,16 @@ def edge_graph_figure(top: list[tuple[str, float]], layers: int, heads: int, mlp
                        "legendgroup": kind, "showlegend": kind not in shown, "hoverinfo": "skip",
                        "line": {"color": COLOURS[kind], "width": width, "dash": "solid" if score >= 0 else "dot"}})
         shown.add(kind)
-        at = ALONG[kind]  # q, k and v edges between the same two nodes share their line: each diamond its own place
-        marks.append((x0 + at * (x1 - x0), y0 + at * (y1 - y0), name, score, kind))
+        marks.append(((x0, y0), (x1, y1), name, score, kind))
     for sign, dash in ((_("positive score"), "solid"), (_("negative score"), "dot")):  # the legend says the dashes
         if any((s >= 0) == (dash == "solid") for _n, s in top):
             traces.append({"type": "scatter", "mode": "lines", "x": [None], "y": [None], "name": sign,
                            "hoverinfo": "skip", "line": {"color": "#555555", "width": 2, "dash": dash}})
+    labelled = layers * heads <= LABELLED_HEADS
+    span = (heads + 0.3 if mlp else heads - 0.5) + 0.7 + 0.4 * (max(1.0, style.font_size / 12) - 1)  # y units
+    plot = plot_height(heads, span, labelled, style)
+    scale = (PLOT_WIDE_PX / (layers + 1.3), plot / span)  # px per x unit, per y unit
+    marks = place_diamonds(marks, layers, heads, mlp, labelled, scale, style.font_size)
     if marks:  # Plotly reports a click on a marker, not on a line
         traces.append({"type": "scatter", "mode": "markers", "name": _("edges"), "showlegend": False,
                        "x": [m[0] for m in marks], "y": [m[1] for m in marks], "customdata": [[m[2]] for m in marks],
@@ -98,7 +109,6 @@ def edge_graph_figure(top: list[tuple[str, float]], layers: int, heads: int, mlp
     nodes += [f"m{layer}" for layer in range(layers)] if mlp else []
     nodes += ["logits"]
     xy = np.array([node_place(n, layers, heads) for n in nodes])  # (nodes, 2)
-    labelled = layers * heads <= LABELLED_HEADS
     traces.append({"type": "scatter", "mode": "markers+text" if labelled else "markers", "name": _("nodes"),
                    "showlegend": False, "x": xy[:, 0].tolist(), "y": xy[:, 1].tolist(),
                    "text": [n.replace(".", "") if labelled or not n.startswith("a") else "" for n in nodes],
@@ -121,10 +131,52 @@ def edge_graph_figure(top: list[tuple[str, float]], layers: int, heads: int, mlp
         layout["legend"] = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}
         room = {"l": 60, "b": 110}
     layout = layout_for(layout, style, title, room=room)
-    if style.height is None:  # the margins the title and legend take, and a plot of a row per head beside them
-        plot = min(420 * grow, max(120 * grow, 34 * grow * (heads + 1.5)))
+    if style.height is None:  # the margins the title and legend take, and the plot's rows beside them
         layout["height"] = round(layout["margin"]["t"] + layout["margin"]["b"] + plot)
     return figure(traces, layout)
+
+
+def plot_height(heads: int, span: float, labelled: bool, style: FigureStyle) -> float:
+    """The plot's height: each head row ``ROW_LEAST`` tall (a labelled node's name above it with room to spare for
+    the diamonds between), within ``PLOT_MOST_PX``; at least 120 px."""
+    px, fonts = ROW_LEAST[labelled]
+    row = max(px, fonts * style.font_size)
+    return max(120.0, min(PLOT_MOST_PX[style.presenting], span * row))
+
+
+def _nodes(layers: int, heads: int, mlp: bool) -> list[str]:
+    names = ["input", *(f"a{layer}.h{h}" for layer in range(layers) for h in range(heads))]
+    return names + ([f"m{layer}" for layer in range(layers)] if mlp else []) + ["logits"]
+
+
+def place_diamonds(marks: list, layers: int, heads: int, mlp: bool, labelled: bool, scale: tuple[float, float],
+                   font: int) -> list[tuple]:
+    """Each edge's diamond (x, y, name, score, kind), in ``marks``' order: at the first of ``TRIES`` along its line
+    where it is at least a diamond and a gap from every diamond placed before it and off every node's circle and
+    label (in pixels, at ``scale``: px per x and y unit); where no place is free, the one farthest from them."""
+    sx, sy = scale
+    keep_off = []  # (x, y, half width, half height) in px: each node's circle, and its label above it
+    for node in _nodes(layers, heads, mlp):
+        x, y = node_place(node, layers, heads)
+        keep_off.append((x * sx, y * sy, 7.0, 7.0))
+        if labelled:
+            keep_off.append((x * sx, y * sy - 6 - font / 2, 0.32 * font * len(node.replace(".", "")) + 2, font / 2 + 2))
+    placed: list[tuple[float, float]] = []
+    out = []
+    for (x0, y0), (x1, y1), name, score, kind in marks:
+        best, room = None, -np.inf
+        for t in (ALONG[kind], *TRIES):
+            px, py = (x0 + t * (x1 - x0)) * sx, (y0 + t * (y1 - y0)) * sy
+            gaps = [np.hypot(px - qx, py - qy) - (DIAMOND_PX + 2) for qx, qy in placed]
+            gaps += [max(abs(px - bx) - w, abs(py - by) - h) - DIAMOND_PX / 2 for bx, by, w, h in keep_off]
+            free = min(gaps, default=np.inf)
+            if free > room:
+                best, room = (px, py), free
+            if free >= 0:
+                break
+        placed.append(best)
+        out.append((best[0] / sx, best[1] / sy, name, score, kind))
+    return out
 
 
 def clicked_edge_name(point: dict) -> str | None:
