@@ -13,8 +13,7 @@ s = session.current()
 widgets.header(_("Which heads cause the answer: activation patching"), _(
     "Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the model on a clean "
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
-    "the corrupted one and measure how much of the clean answer comes back. The model is the sidebar's: SmolLM2-135M, "
-    "a causal language model folder or GGUF file, or the tiny model Watch it learn trains."))
+    "the corrupted one and measure how much of the clean answer comes back."))
 # On a projector the chart is the first screen: the prompts and the answer fold away above it.
 inputs = st.expander(_("Prompts and answer")) if s.present else st.container()
 with inputs:

@@ -24,7 +24,7 @@ LABELLED_HEADS = 64  # more heads than this: their names in the hover only (GPT-
 DIAMOND_PX = 11  # a diamond's size; no two closer than this and a gap, none on a node's label or circle
 PLOT_WIDE_PX = 860 - 60 - 40  # the plot's width at a full-width chart (a 1366 px laptop beside the sidebar)
 # A head row's height at least (px, font sizes): with its nodes' labels above them, or without.
-ROW_LEAST = {True: (60, 3.4), False: (34, 1.6)}
+ROW_LEAST = {True: (60, 3.4), False: (30, 1.4)}
 PLOT_MOST_PX = {False: 620, True: 430}  # the plot's height at most: a laptop's screen, a projector's under its title
 # Fractions along an edge where its diamond may sit, the middle first, then outwards.
 TRIES = tuple(sorted((round(0.15 + 0.025 * i, 3) for i in range(29)), key=lambda t: (abs(t - 0.5), t)))

@@ -338,8 +338,9 @@ VIEWS = {v.name: v for v in (
          picks=("head", "query"), describe=U.describe_neurons, record=U.neurons_record, problem=C.qk_problem,
          pages=("explorer", "attention-file", "image-patches")),
     View("patching", N_("Which heads cause the answer"), "two runs", P.draw_heads,
-         (Part("caption", P.tokens_caption), Part("caption", P.definition),
-          Part("figure", selectable=True, plain=False, opens=P.pick_head),
+         # The definition under the chart: above it, with the tokens, it pushed the chart off a laptop's screen.
+         (Part("caption", P.tokens_caption), Part("figure", selectable=True, plain=False, opens=P.pick_head),
+          Part("caption", P.definition),
           Part("subheader", P.chosen_title),
           Part("columns", parts=(Part("figure", P.draw_clean, name="clean", reads=("patched",)),
                                  Part("figure", P.draw_corrupted, name="corrupted", reads=("patched",)))),

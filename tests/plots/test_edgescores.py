@@ -48,7 +48,7 @@ def test_rows_hold_their_labels_and_no_diamond_covers_a_label_or_another(layers,
     marks = next(t for t in fig.data if t.name == "edges")
     nodes = next(t for t in fig.data if t.name == "nodes")
     labelled = "text" in nodes.mode  # the nodes' names drawn above them (else in the hover only)
-    assert sy >= (60 if labelled else 34) or plot >= (430 if font > 14 else 620)  # a row's room, or a screen's
+    assert sy >= (60 if labelled else 30) or plot >= (430 if font > 14 else 620)  # a row's room, or a screen's
     if labelled:
         assert sy >= font * 2.5  # a label, its node and room to spare between two rows
     d = np.stack([np.asarray(marks.x) * sx, np.asarray(marks.y) * sy], 1)  # (edges, 2) px
