@@ -13,6 +13,9 @@ from attnviz.i18n import _
 from attnviz.plots import margins
 from attnviz.plots.style import FigureStyle, axis_labels, figure, layout_for
 
+# A line chart's plot and title on a projector: with its legend below, whole under a page's title and controls on a
+# 1024 × 768 screen (at 450 px Why √d_k's first chart ran 105 px below it).
+PRESENTER_LINES_PX = 330
 
 def token_bars(tokens: list[str], series: dict[str, np.ndarray], title: str,
                style: FigureStyle = FigureStyle(), *, y_title: str = "") -> go.Figure:
@@ -62,7 +65,7 @@ def lines_figure(x: list, series: dict[str, list[float]], title: str, style: Fig
         rows = math.ceil(len(traces) / per_row)
         legend_gap = margins.bottom(["1"], style.font_size, title=bool(x_title))  # the x labels and title
         room = {"b": legend_gap + round(1.6 * style.font_size) * rows}
-        layout["height"] = 450 + room["b"]
+        layout["height"] = PRESENTER_LINES_PX + room["b"]
     layout = layout_for(layout, style, title, room=room)
     if legend_gap is not None:
         plot_px = layout["height"] - layout["margin"]["t"] - room["b"]
