@@ -166,10 +166,7 @@ def kv_keep(model, text, *, policy: str, ratio: float, tile: int = blockstats.TI
                          f"token that the cost runs on the compressed cache); the text has {N}.")
     try:
         if isinstance(subject, LC.RandomReader):
-            scores, consume = _scorer(policy, ratio, tile)
-            subject.run(ids, consume)
-            kept = [kept_from_scores(s, ratio) for s in scores]
-            cost = _random_cost(subject, ids, ratio, policy, tile)
+            kept, cost = _random_cost(subject, ids, policy, ratio, tile)
         else:
             kept, cost = _model_cost(subject, ids, policy, ratio, tile)
     except ModelError as e:
@@ -190,16 +187,18 @@ def _lost(q_last, keys, kept, scale) -> np.ndarray:
     return (a * evicted.repeat_interleave(G, 0)).sum(-1).double().numpy()
 
 
-def _random_cost(subject, ids, ratio, policy, tile) -> dict:
-    """The random layer's prefix kept sets and the last token's attention lost (no next token to compare)."""
-    scores, consume = _scorer(policy, ratio, tile)
-    last: list = []
-    subject.run(ids, lambda q, k, lse, scale, causal: last.append((q, k, scale)))
-    q, k, scale = last[0]
-    consume(q[:, :-1], k[:, :-1], None, scale, True)
-    kept = kept_from_scores(scores[0], ratio)
-    return dict(kept_before_last=[kept.tolist()], lost=_lost(q[:, -1:], k, kept, scale)[None], kl=None,
-                top_changed=None, notes=["The random layer has no language-model head: no next-token cost."])
+def _random_cost(subject, ids, policy, ratio, tile) -> tuple[list[torch.Tensor], dict]:
+    """The random layer's kept sets, the prefix's, and the last token's attention lost (it has no next token to
+    compare), from its one pass: the prefix's q and k are the prompt's without their last position."""
+    whole, score_whole = _scorer(policy, ratio, tile)
+    prefix, score_prefix = _scorer(policy, ratio, tile)
+    q, k, _lse, scale, _causal = LC.layer_args(subject, ids, 0)  # (H, N, D) each
+    score_whole(q, k, None, scale, True)
+    score_prefix(q[:, :-1], k[:, :-1], None, scale, True)
+    kept = kept_from_scores(prefix[0], ratio)
+    return [kept_from_scores(whole[0], ratio)], dict(
+        kept_before_last=[kept.tolist()], lost=_lost(q[:, -1:], k, kept, scale)[None], kl=None, top_changed=None,
+        notes=["The random layer has no language-model head: no next-token cost."])
 
 
 def _model_cost(subject, ids, policy, ratio, tile) -> tuple[list[torch.Tensor], dict]:

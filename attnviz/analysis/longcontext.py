@@ -305,20 +305,26 @@ def _last_layer(rerun):
     return get
 
 
-def _one_layer(subject, ids, layer: int, tile: int):
-    """(q scaled, k, lse) of one layer, from a forward pass stopped after it."""
+def layer_args(subject, ids, layer: int) -> tuple:
+    """What ``capture.each_layer`` hands a consumer for ``layer`` (q, k, lse or None, scale, causal), from one
+    pass of ``subject`` (a reader: ``HFReader``, ``RandomReader``) over ``ids`` stopped after that layer."""
     seen: list = []
 
-    def consume(q, k, lse, scale, causal):
-        if len(seen) == layer:
-            q = (q.float() * scale).contiguous()
-            k = k.float().contiguous()
-            seen.append((q, k, blockstats.row_lse(q, k, causal=causal, tile=tile) if lse is None else lse.float()))
+    def consume(*args):
+        seen.append(args if len(seen) == layer else None)
+        if len(seen) > layer:
             raise _Stop
-        seen.append(None)
 
     try:
         subject.run(ids, consume)
     except _Stop:
         pass
     return seen[layer]
+
+
+def _one_layer(subject, ids, layer: int, tile: int):
+    """(q scaled, k, lse) of one layer, from a forward pass stopped after it."""
+    q, k, lse, scale, causal = layer_args(subject, ids, layer)
+    q = (q.float() * scale).contiguous()
+    k = k.float().contiguous()
+    return q, k, blockstats.row_lse(q, k, causal=causal, tile=tile) if lse is None else lse.float()

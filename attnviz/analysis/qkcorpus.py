@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnviz import cache, jobs, limits
+from attnviz.analysis.longcontext import HFReader, layer_args
 from attnviz.analysis.qkmap import DEFAULT_NORMALISATION, K_NEIGHBOURS, map_record
 from attnviz.i18n import _
 from attnviz.inputs.corpus import corpus_digest
 from attnviz.jobs import Job
-from attnviz.models import capture
 from attnviz.models.door import Cap
 from attnviz.models.door import open as open_model
 from attnviz.models.hf import HFModel
@@ -30,10 +30,6 @@ def reads_one_text(name: str) -> bool:
     """A model whose twin reads one text through one stack (a causal LM or an encoder): its q and k are read."""
     handle = open_model(name)
     return handle.can(Cap.TEXT, Cap.LOADS) and not handle.can(Cap.STACKS)
-
-
-class _Stop(Exception):
-    """The followed layer is read: the rest of the forward pass is not needed."""
 
 
 @dataclass
@@ -133,22 +129,8 @@ def layer_qk(model: HFModel, ids: list[int], layer: int) -> tuple[np.ndarray, np
     key (the argmax of its scores under the model's own mask, which is the softmax's)."""
     import torch
 
-    got: list = []
-
-    def consume(q, k, lse, scale, causal):  # q (H, L, D), k (KV, L, D)
-        if len(got) == layer:
-            got.append((q.float(), k.float().repeat_interleave(q.shape[0] // k.shape[0], 0), causal))
-            raise _Stop
-        got.append(None)
-
-    twin = capture.twin(model, model.model)
-    body = getattr(twin, "base_model", twin)  # no unembedding: nothing past the layer is needed
-    try:
-        with capture.each_layer(consume), torch.no_grad():
-            body(input_ids=torch.tensor([ids]), use_cache=False)
-    except _Stop:
-        pass
-    q, k, causal = got[layer]  # (H, L, D) both
+    q, k, _lse, _scale, causal = layer_args(HFReader(model), ids, layer)  # q (H, L, D), k (KV, L, D)
+    q, k = q.float(), k.float().repeat_interleave(q.shape[0] // k.shape[0], 0)  # each query head beside its keys
     scores = q @ k.transpose(-1, -2)  # (H, L, L)
     if causal:
         scores = scores.masked_fill(torch.ones_like(scores[0], dtype=torch.bool).triu(1), float("-inf"))
