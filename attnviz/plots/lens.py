@@ -35,9 +35,7 @@ COLOUR_UNITS = {"probability": N_("p"), "entropy": N_("nats"), "kl": N_("nats")}
 FIGURE_PX = 860  # a full-width chart's width at a 1366 px laptop (beside the sidebar) and a 1024 px projector
 ROW_PX = 22  # a grid row on a laptop: 25 points (12 layers and their middles) in one screen
 MIN_PLOT_PX = 160
-# The grid whole on a 1024 × 768 projector under the page's title and its two folded sections (at
-# attnviz.plots.style.PROJECTOR_CHART_PX, 680, its foot was 114 px below the screen).
-PRESENTER_CAP_PX = 560
+PRESENTER_CAP_PX = 680  # attnviz.plots.style.PROJECTOR_CHART_PX: the grid whole on a 1024 × 768 projector
 CELL_CHARS = 6  # a cell's token is cut to at most this many characters (its hover spells it whole)
 READABLE_EM = 2.6  # a narrow column's text shrinks (to MIN_CELL_FONT at most) to hold this much: 4 letters
 MIN_CELL_FONT = 9  # smaller than this, a cell shows its colour only
