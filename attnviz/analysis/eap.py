@@ -80,12 +80,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
 
 from attnviz import limits
-from attnviz.analysis.edgegraph import Split, graph_of, node_activations
+from attnviz.analysis.edgegraph import Split, graph_of
 from attnviz.analysis.patching import Runs, metric
 from attnviz.analysis.subjects import Subject, answer_ids, spelled_answer, two_prompts
 from attnviz.models.stacks import Trace
@@ -157,9 +158,20 @@ class EdgeAttribution(Mapping):
     def __post_init__(self) -> None:
         at = np.argwhere(~np.isnan(self.matrix.T))  # receivers in order, senders in order within each
         self._at = at  # (edges, 2): each edge's (receiver, sender)
-        self._names = [f"{self.senders[i]}->{self.receivers[j]}" for j, i in at]
         self._scores = self.matrix.T[~np.isnan(self.matrix.T)]  # (edges,) in the same order
-        self._index = {n: k for k, n in enumerate(self._names)}
+        self._order = np.argsort(-np.abs(self._scores), kind="stable")  # (edges,) largest |score| first
+
+    @cached_property
+    def _names(self) -> list[str]:  # named when first asked (123,211 names on SmolLM2 cost 0.1 s)
+        return [self._name(k) for k in range(len(self._at))]
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {n: k for k, n in enumerate(self._names)}
+
+    def _name(self, k: int) -> str:
+        j, i = self._at[k]
+        return f"{self.senders[i]}->{self.receivers[j]}"
 
     def __getitem__(self, name: str) -> float:
         try:
@@ -171,23 +183,23 @@ class EdgeAttribution(Mapping):
         return iter(self._names)
 
     def __len__(self) -> int:
-        return len(self._names)
+        return len(self._at)
 
     def ranked(self) -> list[str]:
         """Every edge's name by |score|, largest first (graph order among equals)."""
-        return [self._names[k] for k in np.argsort(-np.abs(self._scores), kind="stable")]
+        return [self._names[k] for k in self._order]
 
     def kept_top(self, n: int) -> np.ndarray:
         """(senders, receivers) bool: the ``n`` edges of largest |score| (``ranked``'s first ``n``), without
         naming them (a faithfulness curve's masks over 123,211 edges parsed every name once per point)."""
-        order = np.argsort(-np.abs(self._scores), kind="stable")[:max(0, int(n))]
+        order = self._order[:max(0, int(n))]
         kept = np.zeros(self.matrix.shape, dtype=bool)
         kept[self._at[order, 1], self._at[order, 0]] = True
         return kept
 
     def top(self, n: int = 10) -> list[tuple[str, float]]:
         """The ``n`` edges of largest |score|, as (name, signed score)."""
-        return [(name, self[name]) for name in self.ranked()[:max(0, int(n))]]
+        return [(self._name(k), float(self._scores[k])) for k in self._order[:max(0, int(n))]]
 
     def table(self) -> list[dict]:
         """One row per edge, graph order: edge, sender, receiver, input ("q", "k", "v" or None), score."""
@@ -226,17 +238,18 @@ def both_runs(subject: Subject, clean, corrupted, answer, wrong, ran: Runs | Non
 
 
 def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, method: str = "eap",
-                     steps: int = DEFAULT_STEPS, ran: Runs | None = None) -> EdgeAttribution:
+                     steps: int = DEFAULT_STEPS, ran: Runs | None = None, split: Split | None = None
+                     ) -> EdgeAttribution:
     """Every edge's score between two prompts (texts or ids of one length, as ``patching.patch`` reads
     them) by ``method`` ("eap", "eap-ig-inputs", "eap-ig-activations"; ``steps`` points for the last two):
-    see the module doc. ``ran``: both runs where they were made already."""
+    see the module doc. ``ran``: both runs where they were made already; ``split``: the split run of
+    ``ran.corrupted``'s length where one is made already (``Split``)."""
     method, steps = check_method(method), check_steps(steps)
     ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
     stack, a, w = subject.stack, ran.answer, ran.wrong
     graph = graph_of(stack)
-    split = Split(stack, graph, ran.corrupted)
-    acts_clean = node_activations(stack, graph, ran.clean)  # (L, F, E)
-    acts_corrupted = node_activations(stack, graph, ran.corrupted)
+    split = split or Split(stack, graph, ran.corrupted)
+    acts_clean, acts_corrupted = split.senders(ran.clean), split.senders(ran.corrupted)  # (L, F, E) each
     x_clean, x_corrupted = ran.clean.resid_pre[0][0], ran.corrupted.resid_pre[0][0]  # (L, E)
     L = x_clean.shape[0]
     if method == "eap":
@@ -278,11 +291,12 @@ def score_edges(subject: Subject, clean, corrupted, *, answer, wrong=None, metho
             split.check(logits[clean_row], ran.clean)
             checked = True
     mean = total / len(rows)  # (R, L, E)
-    diff = acts_corrupted - acts_clean  # (L, F, E): corrupted minus clean, as EAP-IG's activation difference
+    diff = (acts_corrupted - acts_clean).double()  # (L, F, E): corrupted minus clean, EAP-IG's activation difference
+    mean = mean.double()
     scores = np.full((len(graph.senders), len(graph.receivers)), np.nan)
     for key in graph.keys():  # each group of receivers against the senders it reads only
         prev, cols = graph.reads(key)
-        scores[:prev, cols] = torch.einsum("lfe,rle->fr", diff[:, :prev].double(), mean[cols].double()).numpy()
+        scores[:prev, cols] = torch.einsum("lfe,rle->fr", diff[:, :prev], mean[cols]).numpy()
     return EdgeAttribution(subject.name, method, None if method == "eap" else steps,
                            spelled_answer(subject, answer, a), None if w is None else spelled_answer(subject, wrong, w),
                            float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0]),

@@ -81,6 +81,13 @@ class Graph:
             out += [("a", layer)] + ([("m", layer)] if self.mlp else [])
         return out + [("logits", 0)]
 
+    def receiver_layers(self) -> np.ndarray:
+        """(receivers,) the layer each receiver reads in (the logits: ``layers``)."""
+        out = np.zeros(len(self.receivers), dtype=int)
+        for kind, layer in self.keys():
+            out[self.reads((kind, layer))[1]] = layer if kind != "logits" else self.layers
+        return out
+
     def allowed(self) -> np.ndarray:
         """(senders, receivers) bool: where there is an edge."""
         out = np.zeros((len(self.senders), len(self.receivers)), dtype=bool)
@@ -136,6 +143,14 @@ class Split:
                 "norm_mlp": first_found(block, NORMS_MLP) if self.hf and graph.mlp else None,
                 "mlp": stack.mlp[layer]})
         self.dtype = stack.model.dtype if self.hf else torch.float32
+        self._senders: dict[int, tuple[Trace, torch.Tensor]] = {}
+
+    def senders(self, trace: Trace) -> torch.Tensor:
+        """(L, F, E) ``node_activations`` of ``trace``, once per run for this split (the scores and the curve
+        read the corrupted run's both)."""
+        if id(trace) not in self._senders:
+            self._senders[id(trace)] = trace, node_activations(self.stack, self.graph, trace)
+        return self._senders[id(trace)][1]
 
     def _module(self, module, x: torch.Tensor) -> torch.Tensor:
         return module(x.to(self.dtype)).float()
@@ -157,22 +172,36 @@ class Split:
         z = torch.softmax(scores, -1) @ v  # (B, H, L, D)
         return torch.einsum("bhld,hde->blhe", z, p["w_o"])  # (B, L, H, E)
 
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, V) at the last position of the stream ``x`` (B, L, E) into the final norm."""
+    def _logits(self, x: torch.Tensor, tokens: list[int] | None = None) -> torch.Tensor:
+        """(B, V) at the last position of the stream ``x`` (B, L, E) into the final norm; (B, len(tokens)) those
+        tokens' only (a logit difference needs two of SmolLM2's 49,152 rows)."""
         if self.hf:
-            return self._module(lambda t: self.stack.lm_head(self.stack.norm(t)), x[:, -1:])[:, 0]
-        return x[:, -1] @ self.stack.model.unembed.T.float()  # (B, V)
+            if tokens is None:
+                return self._module(lambda t: self.stack.lm_head(self.stack.norm(t)), x[:, -1:])[:, 0]
+            head = self.stack.lm_head
+            bias = None if getattr(head, "bias", None) is None else head.bias[tokens]
+            return self._module(lambda t: torch.nn.functional.linear(self.stack.norm(t), head.weight[tokens], bias),
+                                x[:, -1:])[:, 0]
+        unembed = self.stack.model.unembed if tokens is None else self.stack.model.unembed[tokens]
+        return x[:, -1] @ unembed.T.float()  # (B, V) or (B, len(tokens))
 
-    def run(self, x0: torch.Tensor, into=None, out=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run(self, x0: torch.Tensor, into=None, out=None, start: int = 0, before: torch.Tensor | None = None,
+            tokens: list[int] | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """(logits (B, V), every sender's output in order, [(B, L, k, E)]) from the input node's output
         ``x0`` (B, L, E). ``into(key, streams, acts)`` edits the inputs of ``key``'s receivers (("a", l):
         (3H, B, L, E), q then k then v; ("m", l) and ("logits", 0): (1, B, L, E)), ``acts`` the senders'
         outputs so far; ``out(key, outputs)`` edits a sender group's outputs (B, L, k, E) (("input", 0),
-        ("a", l), ("m", l))."""
+        ("a", l), ("m", l)). From layer ``start`` > 0 (``start`` = layers: the logits alone), ``x0`` is the
+        stream into that layer and ``before`` (B, L, k, E) the senders before it, as one group: rows whose
+        edits all lie at or past ``start`` run only from there (a run's layers before are the model's own).
+        ``tokens``: the logits of these tokens only, (B, len(tokens))."""
         g = self.graph
-        x = x0 if out is None else out(("input", 0), x0[:, :, None])[:, :, 0]
-        acts = [x[:, :, None]]
-        for layer, p in enumerate(self.layers):
+        if start:
+            x, acts = x0, [before]
+        else:
+            x = x0 if out is None else out(("input", 0), x0[:, :, None])[:, :, 0]
+            acts = [x[:, :, None]]
+        for layer, p in enumerate(self.layers[start:], start):
             streams = x[None].expand(3 * g.heads, *x.shape)  # (3H, B, L, E)
             if into is not None:
                 streams = into(("a", layer), streams, acts)
@@ -195,7 +224,7 @@ class Split:
         final = x[None]
         if into is not None:
             final = into(("logits", 0), final, acts)
-        return self._logits(final[0]), acts
+        return self._logits(final[0], tokens), acts
 
     def check(self, logits: torch.Tensor, trace: Trace) -> None:
         """``logits`` (V,) of a split run of ``trace``'s prompt against the model's own; ``ModelError``

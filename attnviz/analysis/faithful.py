@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from attnviz.analysis.eap import CURVE_COUNTS, EdgeAttribution, batches, both_runs
-from attnviz.analysis.edgegraph import Graph, Split, graph_of, node_activations
+from attnviz.analysis.edgegraph import Graph, Split, graph_of
 from attnviz.analysis.patching import Runs, metric
 from attnviz.analysis.subjects import Subject
 
@@ -62,7 +62,8 @@ def _kept(graph: Graph, edges, name: str) -> np.ndarray:
     return kept
 
 
-def carried(dropped: torch.Tensor, corrupted: torch.Tensor, acts: list[torch.Tensor]) -> torch.Tensor:
+def carried(dropped: torch.Tensor, corrupted: torch.Tensor, acts: list[torch.Tensor], totals: Totals | None = None
+            ) -> torch.Tensor:
     """(R, B, L, E): Σ_f dropped[b, f, r] · (corrupted[:, f] − now[b, :, f]), what each receiver's input gains
     from the dropped edges carrying their senders' corrupted activations; dropped (B, F, R) of 0 and 1,
     corrupted (L, F, E), now the senders as this run computes them: ``acts`` concatenated along their third
@@ -70,7 +71,8 @@ def carried(dropped: torch.Tensor, corrupted: torch.Tensor, acts: list[torch.Ten
 
     A mask is mostly kept or mostly dropped (a curve keeps the top edges, an edge's effect drops one): the
     sparser side is summed edge by edge, without the (B, L, F, E) difference the dense product needs (on
-    SmolLM2's 123,211 edges that difference and its product were most of the Circuit page's first reading)."""
+    SmolLM2's 123,211 edges that difference and its product were most of the Circuit page's first reading).
+    ``totals``: the run's running sums (``Totals``), where one split run calls this for each of its receivers."""
     B, F, R = dropped.shape
     ones = dropped.sum((1, 2))  # (B,) each row's dropped edges
     few_kept = ones > F * R / 2  # such a row sums every sender's difference, less its kept edges'
@@ -83,7 +85,7 @@ def carried(dropped: torch.Tensor, corrupted: torch.Tensor, acts: list[torch.Ten
         out[:, rows] = torch.einsum("bfr,blfe->rble", dropped[rows], corrupted[None] - now)
     if few_kept.any():
         rows = (few_kept & ~dense).nonzero(as_tuple=True)[0]
-        every = corrupted.sum(1)[None] - sum(_first(acts, F))  # (B, L, E): Σ_f corrupted − now
+        every = (totals or Totals(corrupted)).gap(acts, F)  # (B, L, E): Σ_f corrupted − now
         out[:, rows] = every[rows][None]
     b, f, r = (side * ~dense[:, None, None]).nonzero(as_tuple=True)
     if len(b):
@@ -107,6 +109,26 @@ def _senders(acts: list[torch.Tensor], b: torch.Tensor, f: torch.Tensor) -> torc
     return out
 
 
+class Totals:
+    """Σ_f corrupted[:, f] − now[:, :, f] over the first F senders, for one split run's receivers in turn: the
+    senders' sums are kept as the run goes (each receiver summed every sender before it: a layer's worth of
+    sums more per layer, most of the curve's bookkeeping)."""
+
+    def __init__(self, corrupted: torch.Tensor) -> None:  # (L, F, E)
+        self.cum = corrupted.cumsum(1)  # (L, F, E)
+        self.acts, self.done, self.width, self.now = None, 0, 0, 0
+
+    def gap(self, acts: list[torch.Tensor], F: int) -> torch.Tensor:
+        """(B, L, E) where ``acts`` are the senders so far of the run (groups (B, L, k, E))."""
+        if acts is not self.acts:
+            self.acts, self.done, self.width, self.now = acts, 0, 0, 0
+        for act in acts[self.done:]:
+            self.now, self.width = self.now + act.sum(2), self.width + act.shape[2]
+        self.done = len(acts)
+        now = self.now if self.width == F else sum(_first(acts, F))  # a receiver that reads fewer than are made
+        return self.cum[:, F - 1][None] - now
+
+
 def _first(acts: list[torch.Tensor], F: int):
     """Each group's sum over its senders, of the first ``F`` senders: (B, L, E) each."""
     start = 0
@@ -117,25 +139,40 @@ def _first(acts: list[torch.Tensor], F: int):
         start += act.shape[2]
 
 
-def _faithful(subject: Subject, ran: Runs, masks: list[np.ndarray]) -> list[float]:
-    """The metric of the patched clean run for each kept-edge mask (senders, receivers), batched."""
+def _faithful(subject: Subject, ran: Runs, masks: list[np.ndarray], split: Split | None = None) -> list[float]:
+    """The metric of the patched clean run for each kept-edge mask (senders, receivers), batched. A mask's run
+    starts at the first layer it drops an edge into (before it, the clean run's own streams), and a mask that
+    drops none is the clean run (an edge's exact effect is mostly a late layer's: most of its run is skipped)."""
     stack = subject.stack
     graph = graph_of(stack)
-    split = Split(stack, graph, ran.corrupted)
-    corrupted = node_activations(stack, graph, ran.corrupted)  # (L, F, E)
-    x_clean = ran.clean.resid_pre[0][0]  # (L, E)
-    L = x_clean.shape[0]
-    out = []
-    for chunk in batches(len(masks), L):
-        dropped = torch.from_numpy(~np.stack([masks[i] for i in chunk])).float()  # (B, F, R): 1 carries corrupted
+    split = split or Split(stack, graph, ran.corrupted)
+    corrupted = split.senders(ran.corrupted)  # (L, F, E)
+    clean_senders = split.senders(ran.clean)  # (L, F, E)
+    L = corrupted.shape[0]
+    allowed, layer_of = graph.allowed(), graph.receiver_layers()
+    starts = [None if not (d := (allowed & ~m).any(0)).any() else int(layer_of[d].min()) for m in masks]
+    out = [float(metric(ran.clean.logits, ran.answer, ran.wrong)[0])] * len(masks)
+    # a logit difference reads two tokens' logits: the unembedding of those two alone (columns 0 and 1)
+    tokens, read = (None, (ran.answer, None)) if ran.wrong is None else ([ran.answer, ran.wrong], (0, 1))
+    for start in sorted({s for s in starts if s is not None}):
+        rows = [i for i, s in enumerate(starts) if s == start]
+        x = ran.clean.resid_pre[start][0] if start < graph.layers else ran.clean.resid_final[0]  # (L, E)
+        first = graph.reads(("a", start) if start < graph.layers else ("logits", 0))[0]  # the senders before
+        for chunk in batches(len(rows), L):
+            picked = [rows[i] for i in chunk]
+            dropped = torch.from_numpy(~np.stack([masks[i] for i in picked])).float()  # (B, F, R): 1 carries corrupted
+            totals = Totals(corrupted)
 
-        def into(key, streams, acts, dropped=dropped):  # (k, B, L, E)
-            prev, cols = graph.reads(key)
-            return streams + carried(dropped[:, :prev, cols], corrupted[:, :prev], acts)
+            def into(key, streams, acts, dropped=dropped, totals=totals):  # (k, B, L, E)
+                prev, cols = graph.reads(key)
+                return streams + carried(dropped[:, :prev, cols], corrupted[:, :prev], acts, totals)
 
-        with torch.no_grad():
-            logits, _acts = split.run(x_clean.expand(len(chunk), L, -1), into)
-        out += metric(logits, ran.answer, ran.wrong).tolist()
+            B = len(picked)
+            before = clean_senders[None, :, :first].expand(B, -1, -1, -1) if start else None  # (B, L, first, E)
+            with torch.no_grad():
+                logits, _acts = split.run(x.expand(B, L, -1), into, start=start, before=before, tokens=tokens)
+            for i, v in zip(picked, metric(logits, *read).tolist(), strict=True):
+                out[i] = v
     return out
 
 
@@ -146,26 +183,38 @@ def circuit_metric(subject: Subject, clean, corrupted, *, answer, wrong=None, ed
     ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
     graph = graph_of(subject.stack)
     kept = _kept(graph, list(edges), subject.name)
-    value = _faithful(subject, ran, [kept])[0]
+    return Faithfulness(subject.name, int(kept.sum()), _faithful(subject, ran, [kept])[0], *_ends(ran))
+
+
+def _curve_masks(graph: Graph, attribution: EdgeAttribution, counts: Iterable[int], name: str
+                 ) -> tuple[list[int], list]:
+    """The curve's sizes (``counts`` under the number of edges, then every edge) and their kept-edge masks."""
+    if attribution.senders != graph.senders or attribution.receivers != graph.receivers:
+        raise ValueError(f"The attribution is of another graph than {name}'s: score this model's edges first.")
+    sizes = sorted({int(c) for c in counts if 0 < int(c) < len(attribution)}) + [len(attribution)]
+    return sizes, [attribution.kept_top(n) for n in sizes]
+
+
+def _effect_masks(graph: Graph, edges, name: str) -> tuple[list[str], list]:
+    """The named edges (once each, checked) and each one's mask: every edge kept but that one."""
+    names = list(dict.fromkeys(edges if not isinstance(edges, str) else [edges]))
+    singles = [_kept(graph, [n], name) for n in names]  # checks every name first
+    every = graph.allowed()
+    return names, [every & ~one for one in singles]
+
+
+def _ends(ran: Runs) -> tuple[float, float]:
+    """The metric of the clean run and of the corrupted run."""
     a, w = ran.answer, ran.wrong
-    return Faithfulness(subject.name, int(kept.sum()), value, float(metric(ran.clean.logits, a, w)[0]),
-                        float(metric(ran.corrupted.logits, a, w)[0]))
+    return float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0])
 
 
 def faithfulness_by_count(subject: Subject, clean, corrupted, *, answer, wrong=None, attribution: EdgeAttribution,
                        counts: Iterable[int] = CURVE_COUNTS, ran: Runs | None = None) -> list[Faithfulness]:
     """Faithfulness with the ``counts`` edges of largest |score| in ``attribution`` kept (those under
     the number of edges), then every edge."""
-    ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
-    graph = graph_of(subject.stack)
-    if attribution.senders != graph.senders or attribution.receivers != graph.receivers:
-        raise ValueError(f"The attribution is of another graph than {subject.name}'s: score this model's edges first.")
-    sizes = sorted({int(c) for c in counts if 0 < int(c) < len(attribution)}) + [len(attribution)]
-    masks = [attribution.kept_top(n) for n in sizes]
-    values = _faithful(subject, ran, masks)
-    a, w = ran.answer, ran.wrong
-    c, x = float(metric(ran.clean.logits, a, w)[0]), float(metric(ran.corrupted.logits, a, w)[0])
-    return [Faithfulness(subject.name, n, v, c, x) for n, v in zip(sizes, values, strict=True)]
+    return curve_and_effects(subject, clean, corrupted, answer=answer, wrong=wrong, attribution=attribution,
+                             counts=counts, edges=[], ran=ran)[0]
 
 
 @dataclass
@@ -203,16 +252,24 @@ def edge_effects(subject: Subject, clean, corrupted, *, answer, wrong=None, edge
     one patched run per edge, batched. For an edge between two heads it is TransformerLens's direct path
     patching with the prompts' roles swapped (the clean run, the corrupted sender's write into the
     receiver's one input), minus the clean metric; ``path_patch`` computes it that way too (tested)."""
+    return curve_and_effects(subject, clean, corrupted, answer=answer, wrong=wrong, attribution=None, edges=edges,
+                             ran=ran)[1]
+
+
+def curve_and_effects(subject: Subject, clean, corrupted, *, answer, wrong=None, attribution: EdgeAttribution | None,
+                      edges: Iterable[str], counts: Iterable[int] = CURVE_COUNTS, ran: Runs | None = None,
+                      split: Split | None = None) -> tuple[list[Faithfulness], EdgeEffects]:
+    """``faithfulness_by_count`` (none without ``attribution``) and ``edge_effects``, their patched runs in one
+    batch (the Circuit page's curve and table: 8 rows and 20 cost less as one run of 28); ``split`` as
+    ``score_edges`` takes it."""
     ran = both_runs(subject, clean, corrupted, answer, wrong, ran)
     graph = graph_of(subject.stack)
-    names = list(dict.fromkeys(edges if not isinstance(edges, str) else [edges]))
-    singles = [_kept(graph, [n], subject.name) for n in names]  # checks every name first
-    every = graph.allowed()
-    values = _faithful(subject, ran, [every & ~one for one in singles])
-    a, w = ran.answer, ran.wrong
-    c = float(metric(ran.clean.logits, a, w)[0])
-    return EdgeEffects(subject.name, c, float(metric(ran.corrupted.logits, a, w)[0]),
-                       {n: v - c for n, v in zip(names, values, strict=True)})
+    sizes, curve = ([], []) if attribution is None else _curve_masks(graph, attribution, counts, subject.name)
+    names, singles = _effect_masks(graph, edges, subject.name)
+    values = _faithful(subject, ran, curve + singles, split)
+    c, x = _ends(ran)
+    return ([Faithfulness(subject.name, n, v, c, x) for n, v in zip(sizes, values, strict=False)],
+            EdgeEffects(subject.name, c, x, {n: v - c for n, v in zip(names, values[len(sizes):], strict=True)}))
 
 
 def rank_agreement(attribution: EdgeAttribution, effects: Mapping[str, float]) -> float:

@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 
 from attnviz import jobs
 from attnviz.analysis.eap import CURVE_COUNTS, EdgeAttribution, score_edges
-from attnviz.analysis.edgegraph import Graph, graph_of
-from attnviz.analysis.faithful import EdgeEffects, Faithfulness, edge_effects, faithfulness_by_count, rank_agreement
+from attnviz.analysis.edgegraph import Graph, Split, graph_of
+from attnviz.analysis.faithful import EdgeEffects, Faithfulness, curve_and_effects, edge_effects, rank_agreement
 from attnviz.analysis.patching import runs
 from attnviz.i18n import _
 from attnviz.jobs import Job
@@ -56,14 +56,13 @@ def attribution_run(model, clean, corrupted, answer, wrong=None, method: str = "
     """The attribution graph's numbers (``progress(fraction)`` as it goes)."""
     subject, ran = _runs(model, clean, corrupted, answer, wrong)
     wrong = wrong_of(wrong)
-    scored = score_edges(subject, clean, corrupted, answer=answer, wrong=wrong, method=method, steps=steps, ran=ran)
+    split = Split(subject.stack, graph_of(subject.stack), ran.corrupted)  # the scores' and the curve's, made once
+    scored = score_edges(subject, clean, corrupted, answer=answer, wrong=wrong, method=method, steps=steps, ran=ran,
+                         split=split)
     if progress is not None:
         progress(0.5)
-    curve = faithfulness_by_count(subject, clean, corrupted, answer=answer, wrong=wrong, attribution=scored, ran=ran)
-    if progress is not None:
-        progress(0.8)
-    effects = edge_effects(subject, clean, corrupted, answer=answer, wrong=wrong,
-                           edges=[n for n, _s in scored.top(EXACT_TOP)], ran=ran)
+    curve, effects = curve_and_effects(subject, clean, corrupted, answer=answer, wrong=wrong, attribution=scored,
+                                       edges=[n for n, _s in scored.top(EXACT_TOP)], ran=ran, split=split)
     return AttributionRun(scored, curve, effects, graph_of(subject.stack))
 
 
