@@ -36,6 +36,7 @@ _PRESENT_AT_LOAD = "_attnviz_present_at_load"  # the page opened in presenter mo
 _URL = "_attnviz_url"  # the query string this session last parsed or wrote
 _WARNINGS = "_attnviz_url_warnings"  # [(warning, the fallback value it set)]
 _PAGE = "_attnviz_page"  # the page this run draws (``keep``)
+_ENTERED = "_attnviz_entered"  # this run opens its page (a link, or another page before it), not a click on it
 _KNOWN = "_attnviz_values"  # every setting's last known value, owned by no widget
 MORE = "_attnviz_more"  # the sidebar's "More settings" switch: closed again for each new link
 # The states made from a session's values (a text of up to 20,000 characters among them), shared by every
@@ -63,6 +64,7 @@ def restore() -> None:
         ss[_URL] = url
         ss[_PRESENT_AT_LOAD] = state.present
         ss.pop(MORE, None)  # a new link starts with "More settings" closed (ui.sidebar names what it set)
+        ss.pop(_PAGE, None)  # a new link opens its page anew (``entered``)
     set_language(str(ss.get("lang") or (ss.get(_KNOWN) or DEFAULTS.values())["lang"]))
 
 
@@ -72,11 +74,17 @@ def live_names(page: str) -> frozenset[str]:
     return reads(page)
 
 
+def entered() -> bool:
+    """This run opens its page: a new link, or the first run after another page (not a click on this one)."""
+    return bool(st.session_state.get(_ENTERED))
+
+
 def keep(page: str) -> None:
     """Put the settings of ``page`` (``live_names``) in the session state, from this
     session's values or else the last known ones; move the others out, into the last
     known values. Then apply a chart's pending pick and keep the head count valid."""
     ss = st.session_state
+    ss[_ENTERED] = ss.get(_PAGE) != page
     ss[_PAGE] = page
     now = ss.to_dict()
     known = now.get(_KNOWN) or DEFAULTS.values()

@@ -20,12 +20,12 @@ from attnviz.models.registry import (
     layer_count,
     model_facts,
 )
-from attnviz.views.catalogue import Page, models_for, why_not
+from attnviz.views.catalogue import Page, models_for, opening_model, why_not
 from attnviz.views.markdown import md
 from attnviz.views.state import DEFAULTS, SETTINGS
 from ui import picks
 from ui.controls import MASK_NAMES, control, label_of, row
-from ui.session import MORE, live_names
+from ui.session import MORE, entered, live_names
 
 LAID_OUT = ("lang", "text", "seq", "model", "stack", "layer", "d_model", "heads", "mask", "window", "pad_to", "device",
             "seed", "tokenize", "dropout", "projections", "positional", "colors", "present")
@@ -125,6 +125,9 @@ def sidebar(page: Page) -> None:
     pretrained = False
     if "model" in live:
         models = models_for(page)  # a page that patches, a long context: the models it can run
+        opens = opening_model(page)
+        if opens and entered() and ss.get("model") == DEFAULTS.model and "model" not in st.query_params:
+            ss["model"] = opens  # its own model, opened on with no model named (another one chosen is linked)
         if ss.get("model") not in models:
             dropped, ss["model"] = ss.get("model"), models[0]
             if dropped not in (None, RANDOM):  # the default, moving between pages, goes without saying

@@ -22,7 +22,7 @@ from attnviz.models.door import open as open_model
 from attnviz.plots.export import ExportError, ImageExporter, check_writable, format_of, html_bytes
 from attnviz.plots.html import to_html
 from attnviz.settings.url import shown
-from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, HOME, PAGE_NAMES, models_for, page, why_not
+from attnviz.views.catalogue import FIGURE_VIEWS, FILE_PAGES, HOME, PAGE_NAMES, models_for, opening_model, page, why_not
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.pages import page_figure, page_figures, page_record, page_result
 from attnviz.views.selection import selection_problems, style_for
@@ -64,11 +64,13 @@ def state_from(settings: dict, from_url: str | None = None, page_name: str | Non
     if page_name is None or state.model not in available_models():  # a folder or a hub id: the run says
         return state
     models = models_for(page(page_name))
+    chosen = settings.get("model") is not None or "model" in linked
+    if not chosen and models and models[0] == opening_model(page(page_name)):
+        return state.with_(model=models[0])  # the model the page opens on where a link names none (the app's)
     if state.model in models:
         return state
     if not models:
         raise UsageError(f"No model this server offers runs the {page_name} page.")
-    chosen = settings.get("model") is not None or "model" in linked
     if chosen:
         raise UsageError(f"Model {state.model} {why_not(page(page_name), state.model)}: the {page_name} page runs "
                          f"{', '.join(models)}.")

@@ -60,6 +60,9 @@ class Page:
     # (Long context reads a language model's cache and its next token; the random layer, which has neither,
     # is its fallback where no language model is offered).
     prefers: frozenset = frozenset()
+    # What the model a visit opens on holds, where an offered model does (the Q/K map: a language model's queries
+    # and keys); unlike ``prefers``, every model that runs the page stays offered, and the others are chosen.
+    opens_on: frozenset = frozenset()
     stack: str | None = None  # the attention of an encoder–decoder it always shows ("cross"); None: the sidebar's
     # Its module of the library (attnviz.views.<module>): its own settings, its run, its figure for the CLI
     # (``main_figure``; a module of several pages names each one's) and, where its
@@ -136,7 +139,7 @@ PAGES = (
          settings=(("long_sequences", "Settings"),)),
     Page("attention-file", "attention-file", "attention_file.py", N_("Your attention"), "upload_file", menu=BEYOND,
          text=False, random=False, file="attention", module="attention_file", reads=("layer", "head", "query", "view")),
-    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", menu=BEYOND, module="qkmap",
+    Page("qk-map", "qk-map", "qk_map.py", N_("Q/K map"), "scatter_plot", menu=BEYOND, opens_on=UNEMBEDS, module="qkmap",
          reads=(*MODEL, *RANDOM, *without(EMBED, "dropout"), *MASK, "head"),  # queries and keys: before dropout
          settings=(("qk_map", "Settings"),)),
     Page("watch-it-learn", "watch-it-learn", "watch_it_learn.py", N_("Watch it learn"), "school", menu=CIRCUITS,
@@ -181,12 +184,21 @@ def page(name: str) -> Page:
 
 
 def models_for(entry: Page) -> list[str]:
-    """The models ``entry`` runs, of those this server offers, in the order offered: the first is the one the
-    app opens the page on and ``render --page`` renders: those whose capabilities hold all the page's ``needs``,
-    and of those, where any holds its ``prefers`` too, only those."""
+    """The models ``entry`` runs, of those this server offers: the first is the one the app opens the page on
+    and ``render --page`` renders: those whose capabilities hold all the page's ``needs``, and of those, where
+    any holds its ``prefers`` too, only those; the first of them that holds its ``opens_on`` first, then in the
+    order offered."""
     runs = [m for m in available() if open_model(m).can(*entry.needs)]
-    best = [m for m in runs if open_model(m).can(*entry.prefers)]
-    return best or runs
+    best = [m for m in runs if open_model(m).can(*entry.prefers)] or runs
+    first = [m for m in best if open_model(m).can(*entry.opens_on)][:1]
+    return first + [m for m in best if m not in first]
+
+
+def opening_model(entry: Page) -> str | None:
+    """The model a link to ``entry`` without one opens it on (where it has ``opens_on``; else None: the
+    sidebar's model carries over)."""
+    models = models_for(entry) if entry.opens_on else []
+    return models[0] if models else None
 
 
 def why_not(entry: Page, model: str) -> str:

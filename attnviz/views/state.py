@@ -25,7 +25,8 @@ from attnviz.plots.style import COLOR_SCALES
 from attnviz.run.config import AttentionConfig
 from attnviz.settings import url as U
 from attnviz.settings.spec import BY_ENTRY, OWN, Unavailable, setting
-from attnviz.views.catalogue import PAGES, VIEW_NAMES, page_settings
+from attnviz.views.catalogue import PAGE_NAMES, PAGES, VIEW_NAMES, opening_model, page_settings
+from attnviz.views.catalogue import page as page_entry
 from attnviz.views.pair import PromptPair
 
 # A value this machine does not offer gets its own words, not "must be one of".
@@ -218,9 +219,12 @@ def default_of(name: str, values: Mapping[str, object]):
 
 def link_query(state: ViewState, page: str) -> dict[str, str]:
     """The settings ``page`` reads that differ from their defaults, as the URL carries them: a link
-    that reopens this view and nothing else (the default page's is empty)."""
+    that reopens this view and nothing else (the default page's is empty). A page that opens on a model of
+    its own (``catalogue.opening_model``) writes any other, the random layer among them."""
     values = state.values()
-    return {k: U.as_text(values[k]) for k in SETTINGS if k in reads(page) and values[k] != default_of(k, values)}
+    opens = opening_model(page_entry(page)) if page in PAGE_NAMES else None
+    return {k: U.as_text(values[k]) for k in SETTINGS if k in reads(page) and values[k] != (
+        opens if k == "model" and opens else default_of(k, values))}
 
 
 def parse(params: Mapping) -> tuple[ViewState, list[ParamWarning]]:

@@ -9,7 +9,9 @@ from attnviz.analysis import qkcorpus as QC
 from attnviz.analysis.qkmap import trusted
 from attnviz.views import qkmap as V
 from attnviz.views.state import ViewState
-from tests.support.apphelp import app, figures, warnings_shown
+from streamlit.testing.v1 import AppTest
+
+from tests.support.apphelp import APP, app, figures, warnings_shown
 
 
 @pytest.mark.minilm
@@ -114,3 +116,26 @@ def test_a_map_that_does_not_follow_attention_says_so_above_it(part):
             chart = next(i for i, k in enumerate(kinds) if k == "plotly_chart")
             assert "\n" not in lines[0] and first_warning < chart, order
     assert said["attentionviz"] and not said["mips"]  # the case shows both sides
+
+
+def test_the_page_opens_on_a_language_model_where_one_is_offered_and_links_the_random_layer(tmp_path, monkeypatch):
+    """Its queries and keys are best seen in a language model: with one offered, a visit that names no model opens
+    on it (the random layer stays offered, and once chosen its link names it); a link that names one keeps it."""
+    from attnviz.models import registry
+    from tests.support import longmodels
+
+    longmodels.save(tmp_path, "llama", 512)
+    monkeypatch.setenv(registry.MODEL_DIRS_ENV, str(tmp_path))
+    at = app("heads=2&d_model=16", page="app_pages/qk_map.py")  # from the explorer, on the random layer
+    assert not at.exception and not at.error
+    assert at.session_state["model"] == "llama" and "model" not in dict(at.query_params)
+    assert figures(at)
+    at.sidebar.selectbox(key="model").set_value("random").run()
+    assert at.session_state["model"] == "random" and dict(at.query_params)["model"] == "random"
+    at.run()  # a click elsewhere on the page keeps the chosen layer
+    assert at.session_state["model"] == "random"
+    linked = AppTest.from_file(APP, default_timeout=60)  # the link opened: the page itself, first
+    for k, v in at.query_params.items():
+        linked.query_params[k] = v
+    linked.switch_page("app_pages/qk_map.py").run()
+    assert not linked.exception and linked.session_state["model"] == "random"

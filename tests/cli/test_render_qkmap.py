@@ -70,3 +70,23 @@ def test_tokens_and_sentences_are_escaped_in_the_figure():
     texts = [t for trace in fig.data for t in trace.text]
     assert texts and not any("<b>" in t or "<a " in t for t in texts)
     assert any("&lt;b&gt;" in t for t in texts)
+
+
+def test_cli_opens_on_a_language_model_as_the_app_does_and_keeps_a_named_one(tmp_path, monkeypatch):
+    """With a causal LM offered, ``render --page qk-map`` and a link that names no model render on it; a link or a
+    flag naming the random layer keeps it."""
+    from attnviz.models import registry
+    from tests.support import longmodels
+
+    longmodels.save(tmp_path, "llama", 512)
+    monkeypatch.setenv(registry.MODEL_DIRS_ENV, str(tmp_path))
+    runs = {"page alone": ("--page", "qk-map"), "link": ("--from-url", "http://localhost:8501/qk-map?head=1"),
+            "link naming random": ("--from-url", "http://localhost:8501/qk-map?model=random&head=1"),
+            "flag naming random": ("--page", "qk-map", "--model", "random")}
+    models = {}
+    for name, args in runs.items():
+        code, _out, err = run_cli("render", *args, "--out", "m.json", cwd=tmp_path)
+        assert code == 0, (name, err)
+        models[name] = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))["model"]
+    assert models == {"page alone": "llama", "link": "llama", "link naming random": "random",
+                      "flag naming random": "random"}

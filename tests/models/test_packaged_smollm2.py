@@ -94,6 +94,8 @@ def test_the_pages_about_language_open_on_it_and_the_others_on_their_own(smol):
         assert models_for(page(name))[:2] == [registry.SMOLLM2, registry.TRAINED], name
     assert models_for(page("explorer"))[:2] == ["random", registry.SMOLLM2]
     assert models_for(page("long-context"))[0] == registry.SMOLLM2  # a language model's cache, not the random layer
+    qk = models_for(page("qk-map"))  # a language model's queries and keys first, the random layer still offered
+    assert qk[0] == registry.SMOLLM2 and "random" in qk
     assert registry.SMOLLM2 not in models_for(page("vision-language"))
 
 
