@@ -9,21 +9,26 @@ from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-widgets.header(_("Cross-attention"),
-               _("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
-                 "(the encoder side). Weights have shape L_target × S_source per head."))
-control("source", kind="text_area", height=80)
+NOTE = _("Queries come from the target (the decoder side, the sidebar's text); keys and values from the source "
+         "(the encoder side). Weights have shape L_target × S_source per head.")
+# On a projector the source text and the notes fold under the title (the source chosen before the class): the grid
+# of heads whole on the first screen.
+widgets.header(_("Cross-attention"), "" if s.present else NOTE)
+about = st.expander(_("The source text, and what this page shows")) if s.present else st.container()
+if s.present:
+    about.caption(NOTE)
+control("source", about, kind="text_area", height=80)
 s = session.current()
 if s.model != "random" and cross_config(s).model == "random":
     st.info(_("Cross-attention runs on the random model here: {model} attends within one text. Choose an "
               "encoder–decoder (T5, BART) to see a real model's.").format(model=s.model), icon=":material/info:")
 result = compute.result(cross_config(s))
 seq = min(s.seq, len(result.tokens) - 1)
-st.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
+about.info(_("Every target token may look at every real source token: causal and window masks compare positions within "
           "one sentence, and target position i has no relation to source position i. So here only padded source keys "
           "are blocked (mask: {mask}); the sidebar draws no mask here.").format(mask=CROSS_MASK),
         icon=":material/info:")
-st.caption(_("weights {shape} = (N, H, L_target, S_source) · target {target} tokens, source {source} tokens").format(
+about.caption(_("weights {shape} = (N, H, L_target, S_source) · target {target} tokens, source {source} tokens").format(
     shape=tuple(result.weights.shape), target=result.lengths[seq], source=result.source_lengths[seq]))
 for note in result.notes:
     st.info(note, icon=":material/info:")

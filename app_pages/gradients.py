@@ -7,21 +7,26 @@ from attnviz.views.gradients import GRADIENT_OF, gradient_figures, gradients_of
 from attnviz.views.markdown import md, quoted
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
-from ui.controls import control
+from ui.controls import control, row
 
 s = session.current()
 st.title(_("Gradients"))
 result = compute.result(s.config)
 seq = min(s.seq, len(result.tokens) - 1)
 tokens = result.tokens[seq]
-_head, query = widgets.head_and_query(result, seq, with_head=False)
-control("grad_of", format_func=lambda k, t=fixed(): t(GRADIENT_OF[k]))
+# On a projector the two choices share a row and the sentence of numbers folds: the first chart whole on the
+# first screen.
+controls = row() if s.present else None
+_head, query = widgets.head_and_query(result, seq, with_head=False, into=controls)
+control("grad_of", controls, format_func=lambda k, t=fixed(): t(GRADIENT_OF[k]),
+        **({"width": 420} if s.present else {}))
 s = session.current()
 g = compute.guard(lambda: compute.cached(("gradients", s.config, seq, query, s.gradients.grad_of),
                                          lambda: gradients_of(s.config, seq, query, s.gradients.grad_of)))
 tok = g.tokens[query]
 style = style_for(s)
-st.markdown(_(
+said = st.expander(_("What autograd differentiated")) if s.present else st.container()
+said.markdown(_(
     "Autograd differentiates the **{scalar}** of the output of {token} (value {value}) with respect to every input, "
     "on **{device}**. {token} may attend to {visible} of {keys} keys. Hooks registered on Q, K and V saw gradients "
     "of total norm Q {q}, K {k}, V {v}.").format(

@@ -4,19 +4,26 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.markdown import md
 from attnviz.views.masklab import MASK_CHOICES, STAGE_NAMES, blocked_rows, mask_kinds, mask_lab_figure
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
-from ui.controls import MASK_NAMES, control
+from ui.controls import MASK_NAMES, control, row
 
 s = session.current()
-widgets.header(_("Mask lab"),
-               _("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
-                 "Every mask but 'none' also blocks [PAD] keys."))
+NOTE = _("Every mask adds 0 where a query may look and −∞ where it may not; softmax turns −∞ into exactly 0. "
+         "Every mask but 'none' also blocks [PAD] keys.")
+# On a projector the masks to compare (chosen before the class) fold under the title with the note, and the head
+# and the picture shown share a row: the first mask's picture whole on the first screen.
+widgets.header(_("Mask lab"), "" if s.present else NOTE)
+where = st.expander(_("Masks to compare, and what this page shows")) if s.present else st.container()
+if s.present:
+    where.caption(NOTE)
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = mask_kinds(session.current())
-kinds = control("masks", kind="multiselect", options=MASK_CHOICES, format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))
+kinds = control("masks", where, kind="multiselect", options=MASK_CHOICES,
+                format_func=lambda k, t=fixed(): t(MASK_NAMES[k]))
 if not kinds:
     st.info(_("Choose at least one mask to compare."), icon=":material/info:")
     st.stop()
@@ -27,10 +34,12 @@ if s.model != "random":
 base = compute.result(s.config)
 compute.guard(base.require_complete)
 seq = min(s.seq, len(base.tokens) - 1)
-head, _query = widgets.head_and_query(base, seq, with_query=False)
-stage = control("stage", kind="segmented", format_func=lambda k, t=fixed(): t(STAGE_NAMES[k])) if s.present else None
+controls = row() if s.present else None
+head, _query = widgets.head_and_query(base, seq, with_query=False, into=controls)
+stage = (control("stage", controls, kind="segmented", format_func=lambda k, t=fixed(): t(STAGE_NAMES[k]))
+         if s.present else None)
 s = session.current().with_(model="random", layer=0)
-style = style_for(s)
+style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
 
 
 def chart(name: str, kind: str, build) -> None:
@@ -47,8 +56,8 @@ def draw(kind: str) -> None:
     # one picture a screen, the one chosen above (in the page itself: no container per chart).
     if s.present:
         chart(stage, kind, lambda: mask_lab_figure(r, stage, seq, head, style))
-    for row in () if s.present else (("mask", "before"), ("after", "weights")):
-        for column, part in zip(st.columns(2), row, strict=True):
+    for pair in () if s.present else (("mask", "before"), ("after", "weights")):
+        for column, part in zip(st.columns(2), pair, strict=True):
             with column:
                 chart(part, kind, lambda part=part: mask_lab_figure(r, part, seq, head, style))
     full = [f"{i}: {toks[i]}" for i in r.fully_masked_rows(seq)]

@@ -106,12 +106,13 @@ def _download_list(files: Sequence[Download]) -> None:
 
 
 def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None = None,
-                   with_head: bool = True, with_query: bool = True) -> tuple[int, int]:
+                   with_head: bool = True, with_query: bool = True, into=None) -> tuple[int, int]:
     """Selectboxes for the head and the query token (URL keys ``head`` and ``query``), their
     options from the run; ``with_head=False`` for a page that shows every head at once,
     ``with_query=False`` for a view that reads no query. The query's first option, -1 (its
     default), follows the last real token of whatever sentence is typed, and stays out of the
-    link; a chosen head or query that the new input no longer has is said, and falls back."""
+    link; a chosen head or query that the new input no longer has is said, and falls back. ``into``: a row
+    (``ui.controls.row``) to draw them in, beside the page's own controls."""
     H, L = result.heads, result.weights.shape[2]
     last = result.lengths[seq] - 1
     ss = st.session_state
@@ -127,7 +128,7 @@ def head_and_query(result: AttentionResult, seq: int, *, query_label: str | None
     def spelled(i: int) -> str:
         return t("last token ({i}: {token})").format(i=last, token=tokens[last]) if i < 0 else f"{i}: {tokens[i]}"
 
-    pair = row() if with_head and with_query else st
+    pair = into or (row() if with_head and with_query else st)
     h = control("head", pair, options=range(H), width=140) if with_head else ss.get("head", 0)
     q = control("query", pair, options=[-1, *range(L)], label=query_label, format_func=spelled,
                 width=280) if with_query else ss.get("query", -1)

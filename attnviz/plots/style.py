@@ -66,6 +66,9 @@ def presenting(font_size: int) -> bool:
 
 # The tallest chart in presenter mode: a projector's screen (1024 × 768) holds it whole, with the line above it.
 PROJECTOR_CHART_PX = 680
+# A page's first chart in presenter mode, under the title and one row of controls (its top at about 330 px): the
+# first screen of a 1024 × 768 projector holds it whole.
+PROJECTOR_FIRST_CHART_PX = 400
 
 
 def fit_screen(layout: dict) -> dict:
