@@ -10,23 +10,30 @@ from attnviz.views.attention_file import file_run, sample_file
 from attnviz.views.catalogue import VIEW_TITLES, views_on
 from attnviz.views.selection import clamp_selection
 from ui import compute, rendering, session, widgets
-from ui.controls import control
+from ui.controls import control, row
 
 OFFERED = views_on("attention-file")
 
 s = session.current()
-widgets.header(_("Your attention"),
-               _("Attention weights computed anywhere — a Hugging Face model with output_attentions=True, "
-                 "TransformerLens, your own code — saved with attnviz.save_attention(path, attention, tokens) as "
-                 ".safetensors or .npz, then seen here with every view of the explorer. Never a pickle: those run "
-                 "code when loaded."))
-upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz"],
-                                key="attention_upload",
-                                help=_("Up to the server's upload limit. Not part of the link. A .pt, .bin or .pkl "
-                                       "file is a pickle, which runs code when loaded: load it where you trust it and "
-                                       "save it with attnviz.save_attention(path, attention, tokens)."))
+NOTE = _("Attention weights computed anywhere — a Hugging Face model with output_attentions=True, "
+         "TransformerLens, your own code — saved with attnviz.save_attention(path, attention, tokens) as "
+         ".safetensors or .npz, then seen here with every view of the explorer. Never a pickle: those run "
+         "code when loaded.")
+# On a projector the file (uploaded before the class) and the notes fold under the title, and the view, the head
+# and the query share a row: the first chart whole on the first screen.
+widgets.header(_("Your attention"), "" if s.present else NOTE)
+about = st.expander(_("Your file, and what this page shows")) if s.present else st.container()
+if s.present:
+    about.caption(NOTE)
+with about:
+    upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz"],
+                                    key="attention_upload",
+                                    help=_("Up to the server's upload limit. Not part of the link. A .pt, .bin or "
+                                           ".pkl file is a pickle, which runs code when loaded: load it where you "
+                                           "trust it and save it with attnviz.save_attention(path, attention, "
+                                           "tokens)."))
 if upload is None:
-    st.info(_("No file yet: showing a sample made in code (the random model on the default sentence)."),
+    about.info(_("No file yet: showing a sample made in code (the random model on the default sentence)."),
             icon=":material/upload_file:")
     data, name = compute.cached(("attention-sample",), sample_file, limited=False)
 else:
@@ -37,16 +44,17 @@ layers = compute.guard(lambda: compute.cached(("attention-file", digest, 0), lam
 if layers > 1:
     if not 0 <= int(st.session_state.get("layer", 0)) < layers:
         st.session_state["layer"] = 0
-    control("layer", options=range(layers))
+    control("layer", about, options=range(layers))
 layer = int(st.session_state.get("layer", 0)) if layers > 1 else 0
 result = compute.guard(lambda: compute.cached(("attention-file", digest, layer),
                                               lambda: file_run(data, name, layer), limited=False))
-st.caption(_("{name}: {layers} layer(s) × {H} heads × {L} tokens").format(
+about.caption(_("{name}: {layers} layer(s) × {H} heads × {L} tokens").format(
     name=name, layers=result.layers, H=result.heads, L=result.weights.shape[-1]))
 if st.session_state.get("view") not in OFFERED:
     st.session_state["view"] = "grid"
-control("view", kind="segmented", options=OFFERED, format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
-widgets.head_and_query(result, 0)
+controls = row() if s.present else None
+control("view", controls, kind="segmented", options=OFFERED, format_func=lambda v, t=fixed(): t(VIEW_TITLES[v]))
+widgets.head_and_query(result, 0, into=controls)
 s, fixes = clamp_selection(result, session.current().with_(seq=0))
 for note in fixes:
     st.info(note, icon=":material/info:")

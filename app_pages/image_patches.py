@@ -3,6 +3,7 @@
 import streamlit as st
 
 from attnviz.i18n import N_, _, fixed
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.catalogue import VIEW_TITLES, VIEWS
 from attnviz.views.markdown import md
 from attnviz.views.modality import (
@@ -23,22 +24,26 @@ from ui.controls import control
 s = session.current()
 vit = is_vision(s.model)  # the sidebar's model is a vision transformer: its own patches
 st.title(_("Image patches"))
+# On a projector the picture and its patches (chosen before the class) and the notes fold under the title, and the
+# counts go under the picture: the picture whole on the first screen.
+about = st.expander(_("The picture, its patches, and what this page shows")) if s.present else st.container()
 if vit:
-    st.caption(_("{model} is a vision transformer: its own image processor resizes and normalises the picture, "
+    about.caption(_("{model} is a vision transformer: its own image processor resizes and normalises the picture, "
                  "the model cuts it into its patches, and every layer's attention runs over [CLS] and the "
                  "patches. The overlay follows [CLS] (what its classifier reads) or any patch you click.").format(
         model=md(s.model)))
 else:
-    st.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch "
+    about.caption(_("The image is cut with `image.unfold(2, p, s).unfold(3, p, s)` into patches; each flattened patch "
                  "is projected to d_model and given a 2-D position. The same multi-head attention then runs over "
                  "them. Without projections (Q = K = V = X, the default here) it is plain similarity: alike patches "
                  "attend to each other."))
-source, read = widgets.upload_or_sample(
-    _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
-    _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", read_image)
-own = _("(the random layer only)") if vit else ""
-widgets.projections_toggle(disabled=vit)
-c1, c2, c3, c4 = st.columns(4)
+with about:
+    source, read = widgets.upload_or_sample(
+        _("Your own image (PNG or JPEG)"), ["png", "jpg", "jpeg"], "image_upload",
+        _("Up to 5 MB; shrunk to 256 pixels a side. Not part of the link."), "image_sample", read_image)
+    own = _("(the random layer only)") if vit else ""
+    widgets.projections_toggle(disabled=vit)
+c1, c2, c3, c4 = about.columns(4)
 control("patch", c1, disabled=vit, suffix=own)
 control("stride", c2, disabled=vit, suffix=own)
 control("patch_mask", c3, disabled=vit, suffix=own)
@@ -68,10 +73,12 @@ s = session.current()
 at = followed(s, inp)
 for note in inp.notes:
     st.info(note, icon=":material/info:")
-st.caption(_("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · weights {shape} · following "
-             "**{patch}**").format(nH=nH, nW=nW, n=len(patches), p=inp.meta["patch"], stride=inp.meta["stride"],
-                                   shape=tuple(result.weights.shape), patch=md(inp.labels[at])))
-style = style_for(s)
+counts = _("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · weights {shape} · following "
+           "**{patch}**").format(nH=nH, nW=nW, n=len(patches), p=inp.meta["patch"], stride=inp.meta["stride"],
+                                 shape=tuple(result.weights.shape), patch=md(inp.labels[at]))
+if not s.present:
+    st.caption(counts)
+style = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 60 if s.present else None)
 fig = compute.cached_figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))
 event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", on_select="rerun",
@@ -79,6 +86,8 @@ event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", o
 points = getattr(getattr(event, "selection", None), "points", None) or []
 if points and isinstance(points[0].get("customdata"), (int, float)):
     picks.pick({"patch_at": int(points[0]["customdata"])}, ("patch", int(points[0]["customdata"])))
+if s.present:
+    st.caption(counts)
 # Below the overlay, one view at a time, built only when chosen: the weights (every head and
 # their mean), does the head matter, or the neuron view of the followed token. The random
 # layer keeps every step, so it gives all three, as a vision transformer does.

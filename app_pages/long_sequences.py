@@ -6,28 +6,37 @@ import streamlit as st
 
 from attnviz import limits
 from attnviz.i18n import _, fixed
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views import longseq as V
 from attnviz.views.selection import style_for
 from ui import compute, session, widgets
 from ui.controls import control
 
 s = session.current()
-widgets.header(_("Long sequences"),
-               _("Attention holds an L × L matrix of weights per head: memory and time grow with L². Three ideas get "
-                 "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
-                 "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens."))
-c1, c2, c3 = st.columns(3)
-control("length", c1, kind="slider", step=16)
+NOTE = _("Attention holds an L × L matrix of weights per head: memory and time grow with L². Three ideas get "
+         "around it — tiles that never hold the matrix (flash attention), computing only some entries (sparse "
+         "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens.")
+# On a projector the tiles' sizes, the counts and the notes fold under the title and the length stays in sight: the
+# cost's first chart whole on the first screen.
+widgets.header(_("Long sequences"), "" if s.present else NOTE)
+about = st.expander(_("Tile sizes, the text, and what this page shows")) if s.present else st.container()
+if s.present:
+    about.caption(NOTE)
+    control("length", kind="slider", step=16, width=480)
+    c2, c3 = about.columns(2)
+else:
+    c1, c2, c3 = st.columns(3)
+    control("length", c1, kind="slider", step=16)
 control("block_q", c2, step=16)
 control("block_k", c3, step=16)
 s = session.current()
-style = style_for(s)
+style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
 key = (s.config, s.long_sequences.length)
 inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input_of(s)))
 H, L, D = inp.heads, inp.L, s.d_model // s.heads
 mem = V.memory(s, L, H, D)
 fits = V.naive_fits(L, H, D)
-st.caption(_("{L} tokens: the first line ({n} tokens) repeated {r} times · {H} heads of d_k = {D} · on {device} · "
+about.caption(_("{L} tokens: the first line ({n} tokens) repeated {r} times · {H} heads of d_k = {D} · on {device} · "
              "{mask}").format(L=L, n=round(L / inp.repeats), r=f"{inp.repeats:.1f}", H=H, D=D, device=inp.device,
                               mask=_("causal") if V.causal(s) else _("no mask")))
 if not fits:
@@ -36,13 +45,17 @@ if not fits:
               "length.").format(mb=f"{mem['naive'] / 2**20:,.0f}",
                                 budget=f"{limits.memory_budget_bytes() / 2**20:,.0f}"), icon=":material/memory:")
 
-st.header(_("1. The cost of the L × L matrix"))
+if not s.present:  # on a projector the section's name is its counts' expander's: one line less above its chart
+    st.header(_("1. The cost of the L × L matrix"))
 per_head = L * L * 4
-st.markdown(_("At L = {L}: one head's scores take {one}, scores and weights of all {H} heads {all}; the tiled path "
-              "holds {tiled}.").format(L=L, H=H, one=f"{per_head / 2**20:,.1f} MB",
+counted = (st.expander("**" + _("1. The cost of the L × L matrix") + "** · " + _("Every count, in bytes"))
+           if s.present else st.container())
+counted.markdown(_("At L = {L}: one head's scores take {one}, scores and weights of all {H} heads {all}; the tiled "
+                   "path holds {tiled}.").format(L=L, H=H, one=f"{per_head / 2**20:,.1f} MB",
                                        all=f"{mem['naive'] / 2**20:,.1f} MB", tiled=f"{mem['tiled'] / 2**20:,.2f} MB"))
 block_q, block_k = s.long_sequences.block_q, s.long_sequences.block_k
-with st.expander(_("Every count, in bytes")):  # folded: open, it pushed the first chart below a laptop's screen
+with counted if s.present else st.expander(_("Every count, in bytes")):  # folded: open, it pushed the first chart
+    # below a laptop's screen
     st.dataframe(pd.DataFrame({
         _("what"): [_("scores, one head"), _("weights, one head"), _("scores + weights, all heads"),
                     _("tiled: one step's tile, all heads"), _("tiled: everything it holds")],

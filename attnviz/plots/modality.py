@@ -99,7 +99,8 @@ def spectrogram_figure(spec: np.ndarray, times: list[str], weights: np.ndarray, 
               "yaxis": {"domain": [0, 0.38], "title": {"text": _("weight")},  # the title names the frame: a
                         # longer axis title outgrows this short lower panel at a projector's font
                         "rangemode": "tozero"},
-              "yaxis2": {"domain": [0.45, 1], "title": {"text": _("frequency (Hz)")}, "anchor": "x"},
+              # the unit alone: "frequency (Hz)" ran into the lower panel's title on a projector
+              "yaxis2": {"domain": [0.45, 1], "title": {"text": "Hz"}, "anchor": "x"},
               "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,
                           "line": {"color": "#2a9d8f", "width": 2, "dash": "dot"}}]}
     return figure(traces, layout_for(layout, style, _("spectrogram, and what frame {n} ({time}) attends to").format(

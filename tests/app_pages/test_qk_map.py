@@ -3,14 +3,13 @@
 import re
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from attnviz import limits
 from attnviz.analysis import qkcorpus as QC
 from attnviz.analysis.qkmap import trusted
 from attnviz.views import qkmap as V
 from attnviz.views.state import ViewState
-from streamlit.testing.v1 import AppTest
-
 from tests.support.apphelp import APP, app, figures, warnings_shown
 
 
