@@ -1,8 +1,8 @@
 """Every page as a newcomer at a 1366 × 768 laptop and a teacher at a 1024 × 768 projector (presenter mode)
 meet it, in Chromium: no error drawn; each chart's title, axis titles, legend, colour bar title and
-annotations inside the chart and clear of one another; the first chart in the first screen; in presenter
-mode charts one above another, none taller than the screen, the body text enlarged; and nothing asked of a
-host other than the app's own."""
+annotations inside the chart and clear of one another; the first chart whole in the first screen (but on the
+pages ``layoutkit.NOT_WHOLE_ON_A_PROJECTOR`` names, where its top is); in presenter mode charts one above another,
+none taller than the screen, the body text enlarged; and nothing asked of a host other than the app's own."""
 
 from __future__ import annotations
 

@@ -14,6 +14,11 @@ from tests.support.browserkit import SCREENSHOTS_ENV, SHOTS
 LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
 LAPTOP_BODY_PX = 14  # Streamlit's body text
 README_SHOTS = ("step-by-step", "mask-lab", "vision-language")  # what a projector shows first: the README's
+# The pages whose first chart a projector's first screen does not yet hold whole (the README says so): the Q/K
+# map's and the Logit lens' shorter lost their plot to their titles or their rows past reading, Patching's sweep
+# stands under its prompts and its sliders, and Watch it learn's under its training's controls. Every other page's
+# first chart must be whole.
+NOT_WHOLE_ON_A_PROJECTOR = frozenset({"qk-map", "logit-lens", "patching", "watch-it-learn"})
 
 # The parts of a Plotly chart that carry words a reader must read whole: the title, each axis's
 # title, the legend, each colour bar's title and tick labels, each annotation (a grid's subplot titles among them).
@@ -80,10 +85,10 @@ def _overlap(a: dict, b: dict, slack: float = 1.0) -> bool:
             and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > slack)
 
 
-def problems(drawn: dict, screen: tuple[int, int], present: bool) -> list[str]:
+def problems(drawn: dict, screen: tuple[int, int], present: bool, whole: bool = False) -> list[str]:
     """Everything wrong with a page as ``measure`` saw it, in words (empty: nothing): an error shown; a
     part of a chart outside it or over another part; the first chart (or the progress of one being computed)
-    below the first screen; in
+    below the first screen (with ``whole``: its foot below it); in
     presenter mode, charts side by side or taller than the screen."""
     out = [f"error shown: {e}" for e in drawn["errors"]]
     out += [f"invisible characters in a label: {t}" for t in drawn.get("invisible", [])]
@@ -102,6 +107,10 @@ def problems(drawn: dict, screen: tuple[int, int], present: bool) -> list[str]:
     tops = [c["top"] for c in charts] + drawn.get("pending", [])
     if tops and min(tops) + drawn["scroll"] >= screen[1]:
         out.append(f"first chart starts at {min(tops) + drawn['scroll']:.0f} px, below the first screen")
+    if whole and charts:
+        first = min(charts, key=lambda c: c["top"])
+        if first["bottom"] + drawn["scroll"] > screen[1] + 1:
+            out.append(f"first chart ends at {first['bottom'] + drawn['scroll']:.0f} px, below the first screen")
     if present:
         for c in charts:
             if c["bottom"] - c["top"] > screen[1]:
@@ -181,7 +190,7 @@ def check_whole(server: str, browser, entry, size: tuple[int, int], present: boo
             page.screenshot(path=str(SHOTS / f"presenter-{entry.name}.png"))
         if not os.environ.get(SCREENSHOTS_ENV):  # every page's, to look at after a run (build/screenshots)
             page.screenshot(path=str(SHOTS / f"layout-{entry.name}-{mode}.png"))
-        assert problems(drawn, size, present) == []
+        assert problems(drawn, size, present, whole=present and entry.name not in NOT_WHOLE_ON_A_PROJECTOR) == []
         if present and entry.name == "vision-language":  # the picture and its overlay, whole on the first screen
             assert drawn["charts"][0]["bottom"] <= size[1], drawn["charts"][0]
         if present:
