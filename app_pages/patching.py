@@ -10,12 +10,16 @@ from ui import compute, rendering, session, widgets
 from ui.controls import control, row
 
 s = session.current()
-widgets.header(_("Which heads cause the answer: activation patching"), _(
+NOTE = _(
     "Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the model on a clean "
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
-    "the corrupted one and measure how much of the clean answer comes back."))
-# On a projector the chart is the first screen: the prompts and the answer fold away above it.
-inputs = st.expander(_("Prompts and answer")) if s.present else st.container()
+    "the corrupted one and measure how much of the clean answer comes back.")
+widgets.header(_("Which heads cause the answer: activation patching"), "" if s.present else NOTE)
+# On a projector the chart is the first screen: the prompts, the answer, the head chosen (a click on the chart
+# chooses it) and the notes fold away above it.
+inputs = st.expander(_("Prompts, answer, and what this page shows")) if s.present else st.container()
+if s.present:
+    inputs.caption(NOTE)
 with inputs:
     s = widgets.prompt_pair("patching", P.example_for)
 
@@ -40,5 +44,5 @@ job = compute.guard(lambda: P.sweep_job(s, compute.on_worker))  # the server may
 sweep = widgets.job_value(
     job, _("Patching every head and every position: {p:.0%}").format(p=job.fraction),
     _("It runs once for this server and is shared by everyone who opens the same model and prompts."))
-control("patched")
+control("patched", inputs if s.present else None)
 rendering.render("patching", sweep, s, run_key=P.sweep_key(s))

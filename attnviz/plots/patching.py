@@ -71,7 +71,10 @@ def head_patching_figure(values: np.ndarray, title: str, style: FigureStyle = Fi
     """(layers, H) normalised patching results, a cell per head; a click on a cell reports its
     head (customdata layer · H + head), so that the page opens it."""
     layers, H = values.shape
-    return _heatmap(values, [_("head {h}").format(h=h) for h in range(H)], [f"L{layer}" for layer in range(layers)],
+    # On a projector the heads by number under the axis title "head": "head 0" turned upright took the plot's
+    # height, and its colour bar's ticks ran together.
+    heads = [str(h) for h in range(H)] if style.presenting else [_("head {h}").format(h=h) for h in range(H)]
+    return _heatmap(values, heads, [f"L{layer}" for layer in range(layers)],
                     title, style, _("share brought back"), x_title=_("head"), x_word="head", clickable=True)
 
 

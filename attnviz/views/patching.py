@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import plotly.graph_objects as go
@@ -27,6 +27,7 @@ from attnviz.learn.trained import subject_of
 from attnviz.models.door import open as open_model
 from attnviz.models.stacks import Trace
 from attnviz.plots.patching import attribution_figure, head_patching_figure, residual_patching_figure
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX, presenting
 from attnviz.run.run import RESULTS
 from attnviz.settings.spec import OWN, layer_head, setting
 from attnviz.views.markdown import md
@@ -198,8 +199,10 @@ def definition(run: PatchRun, state=None) -> str:
                                                                    corrupted=f"{p.corrupted:.3f}")
 
 
-def tokens_caption(run: PatchRun, state=None) -> str:
-    """Both prompts' tokens, the ones that differ in bold."""
+def tokens_caption(run: PatchRun, state=None) -> str | None:
+    """Both prompts' tokens, the ones that differ in bold (none in presenter mode: the prompts fold above)."""
+    if state is not None and getattr(state, "present", False):
+        return None
     p = run.patching
     differ = set(p.differ)
 
@@ -213,6 +216,8 @@ def tokens_caption(run: PatchRun, state=None) -> str:
 
 def draw_heads(run: PatchRun, state, style: F.FigureStyle) -> go.Figure:
     title = _("each head patched from the clean run: the share of the answer it brings back")
+    if style.height is None and presenting(style.font_size):  # the page's first chart, whole on a projector
+        style = replace(style, height=PROJECTOR_FIRST_CHART_PX + 100)
     return head_patching_figure(normalised_heads(run), title, style)
 
 
