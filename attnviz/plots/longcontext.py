@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from attnviz.i18n import _
-from attnviz.plots.style import FigureStyle, colour_bar, wrap_title
+from attnviz.plots.style import FigureStyle, colour_bar, short_bar_ticks, wrap_title
 
 MULTIPLES_CELLS = 60_000  # cells of the small multiples at most, every head together
 MULTIPLES_SIDE = (4, 32)  # blocks a side of one small multiple: at least, at most
@@ -125,10 +125,14 @@ def kept_strip_figure(kept: list[list[list[int]]], n: int, style: FigureStyle, *
             sizes = np.diff(np.minimum(np.arange(0, n + b, b), n))
             rows.append(pad.reshape(-1, b).sum(-1) / sizes)
             labels.append(f"L{layer} KV{g}")
+    # A row per layer and KV head, and at least eight font heights of plot (its titles and labels take about 160 px):
+    # a few rows left the colour bar too short for its own two tick labels at a projector's size.
+    height = max(250, 80 + 18 * len(rows), 160 + 8 * style.font_size)
     fig = go.Figure(go.Heatmap(z=np.stack(rows).astype(np.float32), x=np.arange(len(rows[0])) * b, y=labels,
-                               colorscale=style.colors, zmin=0, zmax=1, colorbar=colour_bar("kept"),
+                               colorscale=style.colors, zmin=0, zmax=1,
+                               colorbar=colour_bar("kept", **short_bar_ticks(height - 160, style.font_size)),
                                hovertemplate="%{y}, tokens %{x}…: %{z:.0%} kept<extra></extra>"))
-    fig.update_layout(**_frame(title, style), xaxis_title="token", height=max(250, 80 + 18 * len(rows)))
+    fig.update_layout(**_frame(title, style), xaxis_title="token", height=height)
     fig.update_yaxes(autorange="reversed")
     return fig
 

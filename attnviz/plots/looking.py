@@ -13,7 +13,16 @@ import plotly.graph_objects as go
 from attnviz.i18n import _
 from attnviz.plots.images import image_uri
 from attnviz.plots.modality import picture_panel
-from attnviz.plots.style import FigureStyle, colorscale, colour_bar, figure, layout_for
+from attnviz.plots.style import (
+    FigureStyle,
+    colorscale,
+    colour_bar,
+    figure,
+    layout_for,
+    short_bar_ticks,
+    title_line_px,
+    wrap_title,
+)
 
 
 def box_edges(boxes: np.ndarray) -> tuple[list[float], list[float]]:
@@ -79,9 +88,14 @@ def share_map(share: np.ndarray, marked: list[tuple[int, int]], style: FigureSty
     """(layers, heads) shares of one token's attention on the picture, layer 0 at the top; ``marked`` heads
     (the localization heads) outlined, numbered in their rank."""
     L, H = share.shape
+    # A row a layer, and a plot tall enough for its colour bar's title and ticks (eleven font heights) under the
+    # title's lines: a model of two layers under a four-line title left the bar shorter than its two tick labels on a
+    # projector.
+    above = 100 + (wrap_title(title, style.font_size).count("<br>") + 1) * title_line_px(style.font_size)
+    height = max(320, 22 * L + 160, above + 11 * style.font_size)
     heat = {"type": "heatmap", "z": np.asarray(share, dtype=np.float32), "x": list(range(H)), "y": list(range(L)),
             "zmin": 0.0, "zmax": 1.0, "colorscale": colorscale(style.colors),
-            "colorbar": colour_bar(_("share on<br>the picture")),
+            "colorbar": colour_bar(_("share on<br>the picture"), **short_bar_ticks(height - above, style.font_size)),
             "hovertemplate": _("layer {l}, head {h}").format(l="%{y}", h="%{x}") + ": %{z:.3f}<extra></extra>"}
     shapes = [{"type": "rect", "x0": h - 0.5, "x1": h + 0.5, "y0": layer - 0.5, "y1": layer + 0.5,
                "line": {"color": "#ff2d55", "width": 3}} for layer, h in marked]
@@ -98,5 +112,5 @@ def share_map(share: np.ndarray, marked: list[tuple[int, int]], style: FigureSty
                                + _("click to open its overlay") + "<extra></extra>"}
     layout = {"xaxis": {"title": {"text": _("head")}, "dtick": 1}, "shapes": shapes, "annotations": notes,
               "yaxis": {"title": {"text": _("layer")}, "autorange": "reversed", "dtick": 1},
-              "height": max(320, 22 * L + 160), "clickmode": "event+select"}
+              "height": height, "clickmode": "event+select"}
     return figure([heat, clicks], layout_for(layout, style, title))

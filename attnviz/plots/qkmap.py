@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from attnviz.i18n import _
 from attnviz.plots.style import (
+    PROJECTOR_FIRST_CHART_PX,
     FigureStyle,
     colorscale,
     colour_bar,
@@ -99,6 +100,13 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
               "annotations": [{"text": wrap_title(agreement_line(record), style.font_size), "xref": "paper",
                                "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left",
                                "align": "left", "yanchor": "bottom"}]}
+    if style.presenting and head is not None and not style.height:
+        # On a projector the page says the agreement under the map and the method above it: the title is the head's
+        # alone, and the map whole on the first screen (its two title lines and note left it a strip at 460 px).
+        title = _("layer {layer}, head {head}: queries (●) and keys (◆)").format(layer=record.get("layer", 0),
+                                                                                 head=head)
+        layout.update(height=PROJECTOR_FIRST_CHART_PX + 60, annotations=[])
+        return figure(traces, layout_for(layout, style, title, room={"b": 40}))
     agreement = layout["annotations"][0]["text"]  # already wrapped: the room above the plot holds its lines
     return figure(traces, layout_for(layout, style, title, room={"b": 40}, note_lines=agreement.count("<br>") + 1))
 

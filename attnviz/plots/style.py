@@ -150,6 +150,13 @@ def colour_bar(title: str, **more) -> dict:
     return {"title": {"text": title + _UNDER_BAR_TITLE if title else title}, **more}
 
 
+def short_bar_ticks(plot_px: float, font_size: int, lo: float = 0.0, hi: float = 1.0) -> dict:
+    """A colour bar's ticks where its bar is too short for three tick labels a line and a half apart (eight font
+    heights; the bar is its plot's height, ``plot_px``, less its title's three lines): its two ends only; else none
+    given (Plotly's own 0, 0.5, 1 ran together on a chart of a few rows)."""
+    return {"tickvals": [lo, hi]} if plot_px - 3 * font_size < 8 * font_size else {}
+
+
 def colorscale(name: str) -> list:
     """A named scale as explicit [position, colour] stops. Plotly's Python names
     ("Magma", "RdBu_r") are not all known to plotly.js, and the figures skip the
