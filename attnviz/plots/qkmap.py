@@ -62,7 +62,7 @@ def agreement_line(record: dict) -> str:
 
 def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, title: str = "") -> go.Figure:
     """One head's map: queries and keys, coloured by ``color`` (position, kind or sentence)."""
-    pts = record["points"]
+    pts, own_title = record["points"], bool(title)
     hover = hover_texts(record)
     traces = []
     names = {"query": _("queries"), "key": _("keys")}
@@ -100,11 +100,14 @@ def map_figure(record: dict, color: str, style: FigureStyle = FigureStyle(), *, 
               "annotations": [{"text": wrap_title(agreement_line(record), style.font_size), "xref": "paper",
                                "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left",
                                "align": "left", "yanchor": "bottom"}]}
-    if style.presenting and head is not None and not style.height:
-        # On a projector the page says the agreement under the map and the method above it: the title is the head's
-        # alone, and the map whole on the first screen (its two title lines and note left it a strip at 460 px).
-        title = _("layer {layer}, head {head}: queries (●) and keys (◆)").format(layer=record.get("layer", 0),
-                                                                                 head=head)
+    if style.presenting and head is not None and not style.height and not own_title:
+        # On a projector the title is one line, the head and its agreement against the baseline (the method is in
+        # the page's row above, the queries' and keys' marks in the legend): the map whole on the first screen (its
+        # two title lines and two-line note left it a strip at 460 px).
+        title = ("⚠ " if record.get("warning") else "") + _("L{layer} H{head}: agreement {a:.0%} (random placement "
+                                                             "{b:.0%})").format(layer=record.get("layer", 0), head=head,
+                                                                                a=record["agreement"],
+                                                                                b=record["baseline"])
         layout.update(height=PROJECTOR_FIRST_CHART_PX + 60, annotations=[])
         return figure(traces, layout_for(layout, style, title, room={"b": 40}))
     agreement = layout["annotations"][0]["text"]  # already wrapped: the room above the plot holds its lines

@@ -63,7 +63,8 @@ def test_each_normalisation_has_its_own_overview_job():
 
 def test_the_agreement_line_sits_between_the_title_and_the_map_at_both_sizes():
     """The map's title (centred in the top margin, its lines from the first down) ends above the
-    agreement line, which the builder anchors at the plot's top: on a projector both wrap."""
+    agreement line, which the builder anchors at the plot's top: on a projector both wrap (under a title of its
+    own: the map of a head there says its agreement in its one-line title instead)."""
     from attnviz.plots.style import FigureStyle, title_line_px
 
     points = [{"kind": kind, "token": "a", "x": float(i), "y": 0.0, "sentence": 0, "position": 0, "token_kind": "word"}
@@ -72,6 +73,13 @@ def test_the_agreement_line_sits_between_the_title_and_the_map_at_both_sizes():
                            "sentences": ["a"], "points": points}
     for fs in (12, 24):
         lay = map_figure(rec, "kind", FigureStyle(font_size=fs)).layout
+        if fs == 24:  # on a projector one title line says the head's agreement and baseline, and no note is drawn
+            assert not lay.annotations and "<br>" not in lay.title.text
+            assert f"{rec['agreement']:.0%}" in lay.title.text and f"{rec['baseline']:.0%}" in lay.title.text
+            # a title of its own (a docs author's): the note under it, as on a laptop
+            lay = map_figure(rec, "kind", FigureStyle(font_size=fs),
+                             title="layer 4, head 3: queries (●) and keys (◆), t-SNE · AttentionViz, a title of its "
+                                   "own").layout
         t, plot_h = lay.margin.t, lay.height - lay.margin.t - lay.margin.b
         title_lines = lay.title.text.count("<br>") + 1
         note_lines = lay.annotations[0].text.count("<br>") + 1
