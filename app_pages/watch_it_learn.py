@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views import learn as V
 from attnviz.views.markdown import md
 from attnviz.views.roles import roles_legend
@@ -13,16 +14,21 @@ from ui import compute, picks, session, widgets
 from ui.controls import control
 
 s = session.current()
-widgets.header(_("Watch it learn"),
-               _("An attention-only transformer (embeddings, causal attention layers, no MLP) learns to continue "
-                 "random tokens in which a block repeats. With two layers it forms an induction head — \"I saw this "
-                 "token before: predict what followed it\" — suddenly, at a phase change in the loss (Olsson et al., "
-                 "2022). One layer cannot. Training runs in a worker process shared by everyone who opens the same "
-                 "settings."))
-cols = st.columns(4)
+NOTE = _("An attention-only transformer (embeddings, causal attention layers, no MLP) learns to continue "
+         "random tokens in which a block repeats. With two layers it forms an induction head — \"I saw this "
+         "token before: predict what followed it\" — suddenly, at a phase change in the loss (Olsson et al., "
+         "2022). One layer cannot. Training runs in a worker process shared by everyone who opens the same "
+         "settings.")
+# On a projector the training's settings (chosen before the class) fold under the title with the notes, and the
+# replay's note goes under the loss: Train, Stop, the progress and the loss whole on the first screen.
+widgets.header(_("Watch it learn"), "" if s.present else NOTE)
+about = st.expander(_("The training's settings, and what this page shows")) if s.present else st.container()
+if s.present:
+    about.caption(NOTE)
+cols = about.columns(4)
 for col, name in zip(cols, ("learn_layers", "learn_heads", "learn_width", "learn_task"), strict=True):
     control(name, col)
-cols = st.columns(4)
+cols = about.columns(4)
 for col, name in zip(cols[:3], ("learn_steps", "learn_lr", "learn_seed"), strict=True):
     control(name, col, **({"format": "%.4f", "step": 1e-3} if name == "learn_lr" else {}))
 with cols[3]:
@@ -62,22 +68,25 @@ def live() -> None:
                                     "seconds)…").format(steps=settings.steps))
         return
     last = p.checkpoints[-1]
-    if p.done:
-        st.caption(_(":material/replay: **A replay** of exactly this training, which ran on this server: drag the "
-                     "checkpoint slider (or Play) to walk through it, or press Train to watch it run again live."))
-    else:
-        st.caption(_(":material/play_circle: **Live:** training now; the charts are redrawn every second."))
+    said = (_(":material/replay: **A replay** of exactly this training, which ran on this server: drag the "
+              "checkpoint slider (or Play) to walk through it, or press Train to watch it run again live.") if p.done
+            else _(":material/play_circle: **Live:** training now; the charts are redrawn every second."))
+    if not s.present:
+        st.caption(said)
     st.progress(min(1.0, last["step"] / settings.steps),
                 text=_("step {step} of {steps} · {t} s · {status}").format(step=last["step"], steps=settings.steps,
                                                                           t=f"{last['seconds']:.1f}", status=p.status))
     if p.status.startswith(("diverged", "failed")):
         st.error(_("The training stopped: {status}. Nothing after that is drawn.").format(status=p.status),
                  icon=":material/error:")
-    style = style_for(s)
     n = len(p.checkpoints)
-    fig = compute.cached_figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(style)),
-                         lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, style))
+    first = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 40 if s.present else None)  # the loss, whole on a projector
+    fig = compute.cached_figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(first)),
+                                lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, first))
     compute.chart(fig, key="learn_loss", filename="attnviz-learn-loss")
+    if s.present:
+        st.caption(said)
+    style = style_for(s)
     score_cols = widgets.chart_columns(3)
     for col, score in zip(score_cols, V.CHECKPOINT_SCORES, strict=True):
         with col:

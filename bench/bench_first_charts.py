@@ -19,6 +19,9 @@ from attnviz.views.catalogue import PAGES  # noqa: E402
 from tests.support.browserkit import Profile, streamlit_server, wait_idle  # noqa: E402
 
 SCREEN = 768
+# No progress bar short of its end (a finished training's stays on Watch it learn, full)
+UNFINISHED = """() => ![...document.querySelectorAll('[data-testid=stProgress] [role=progressbar]')]
+  .some(b => Number(b.getAttribute('aria-valuenow')) < 100)"""
 FIRST = """() => { const c = document.querySelector('.js-plotly-plot, [data-testid=stImage] img');
   if (!c) return null; const r = c.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; }"""
 
@@ -46,8 +49,7 @@ def main() -> None:
                     tab.goto(f"{base}/{p.path}" + ("?present=1" if present else ""))
                     try:
                         wait_idle(tab, timeout=args.wait * 1000)
-                        tab.wait_for_function("() => !document.querySelector('[data-testid=stProgress]')",
-                                              timeout=args.wait * 1000)
+                        tab.wait_for_function(UNFINISHED, timeout=args.wait * 1000)
                         wait_idle(tab, timeout=args.wait * 1000)
                         tab.wait_for_timeout(1500)
                         box = tab.evaluate(FIRST)

@@ -15,9 +15,8 @@ LAPTOP, PROJECTOR = (1366, 768), (1024, 768)
 LAPTOP_BODY_PX = 14  # Streamlit's body text
 README_SHOTS = ("step-by-step", "mask-lab", "vision-language")  # what a projector shows first: the README's
 # The pages whose first chart a projector's first screen does not yet hold whole (the README says so): the Logit
-# lens' grid shorter shrinks its rows past reading, and Watch it learn's stands under its training's controls.
-# Every other page's first chart must be whole.
-NOT_WHOLE_ON_A_PROJECTOR = frozenset({"logit-lens", "watch-it-learn"})
+# lens' grid shorter shrinks its rows past reading. Every other page's first chart must be whole.
+NOT_WHOLE_ON_A_PROJECTOR = frozenset({"logit-lens"})
 
 # The parts of a Plotly chart that carry words a reader must read whole: the title, each axis's
 # title, the legend, each colour bar's title and tick labels, each annotation (a grid's subplot titles among them).
