@@ -28,7 +28,7 @@ widgets.header(_("How heads work together: the circuit"), "" if s.present else _
 # away above it.
 inputs = st.expander(_("Prompts, answer, definitions and threshold")) if s.present else st.container()
 with inputs:
-    s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.EXAMPLE))
+    s = widgets.prompt_pair(C.PAGE, lambda state: example_for(state, C.EXAMPLE), C.EXAMPLE)
 
 prompts = s.pair  # the prompts and the answer, shared with Patching
 # Folded on a laptop too: drawn open, the definitions pushed the graph below the first screen. In presenter

@@ -5,6 +5,8 @@ and rank through the points; a click on a cell opens its step, in final-scale fo
 points as bars that sum to it. The lens is the logit lens in either form, a tuned lens folder the server
 offers, or one trained here as a background job."""
 
+from dataclasses import replace
+
 import streamlit as st
 
 from attnviz.i18n import _, language
@@ -13,7 +15,7 @@ from attnviz.views import lenswarm as LW
 from attnviz.views.markdown import md
 from attnviz.views.selection import style_for
 from ui import compute, loading, picks, session, widgets
-from ui.controls import control, row
+from ui.controls import control, label_of, row
 
 s = session.current()
 widgets.header(_("What each layer would predict: the logit lens"), "" if s.present else _(
@@ -61,8 +63,23 @@ if settings.tuned == L.TRAINED_HERE:
                                "and steps."))
 elif settings.tuned != L.NO_LENS:
     lens = compute.guard(lambda: L.folder_lens(s.model, settings.tuned))
+
+
+def _reading(settings):
+    return compute.cached(L.reading_key(s.model, text, settings), lambda: L.lens_reading(s.model, text, settings, lens))
+
+
+reading = None
+if settings.answer or settings.wrong:  # one the model cannot read: its own top token, the field as typed
+    try:
+        reading = _reading(settings)
+    except ValueError as e:
+        st.warning(_("{setting}: {why} Showing the model's own top token instead; mend it in its field.").format(
+            setting=label_of("lens_answer"), why=md(str(e))), icon=":material/warning:")
+        settings = replace(settings, answer="", wrong="")
+if reading is None:
+    reading = compute.guard(lambda: _reading(settings))
 key = L.reading_key(s.model, text, settings)
-reading = compute.guard(lambda: compute.cached(key, lambda: L.lens_reading(s.model, text, settings, lens)))
 r = reading.result
 
 try:

@@ -38,7 +38,7 @@ for prompt, source, target, label in ((s.pair.clean, "answer_pick", "answer", _(
     choosers.selectbox(label, [t for t, _p in top], index=None, key=source, on_change=_picked, args=(source, target),
                         format_func=lambda t, top=dict(top): f"{t}  ({top[t]:.3f})",
                         help=_("The most likely next tokens after that prompt, with their probabilities."))
-s = session.current()
+# (a pick sets the answer before this run: ``s`` is the pair read above, or the model's example where it cannot be)
 
 job = compute.guard(lambda: P.sweep_job(s, compute.on_worker))  # the server may be busy: it says so
 sweep = widgets.job_value(

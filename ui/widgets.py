@@ -14,6 +14,7 @@ from attnviz.i18n import N_, _, fixed
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
+from attnviz.views.patching import EXAMPLE, example_pair, pair_problem
 from attnviz.views.selection import fallbacks
 from ui import compute, loading, session
 from ui.controls import control, row
@@ -232,11 +233,13 @@ def _rerun_when_done(job) -> None:
         st.rerun()
 
 
-def prompt_pair(page: str, example: Callable[[object], dict | None]):
+def prompt_pair(page: str, example: Callable[[object], dict | None], kind: str = EXAMPLE):
     """Two prompts and the answer (shared by the pages that patch): the model loaded or trained first, the
     model's own example pair in place of the defaults (``example(state)``: the page's own,
     ``attnviz.views.patching.example_for``), then the prompts' boxes and, side by side, the answer's and the
-    wrong token's. The state with them."""
+    wrong token's. The state with them; where they cannot be read on the model (``pair_problem``), a warning
+    that says why, the fields as typed, and the state with the model's example pair of ``kind``, so that the
+    page and its charts stay."""
     s = session.current()
     loading.ready(s.model)  # a folder loads, the trained model trains, in the background
     found = compute.guard(lambda: example(s))
@@ -250,4 +253,14 @@ def prompt_pair(page: str, example: Callable[[object], dict | None]):
     pair = row()
     control("answer", pair)
     control("wrong", pair)
-    return session.current()
+    s = session.current()
+    problem = compute.guard(lambda: pair_problem(s))
+    if not problem:
+        return s
+    instead = compute.guard(lambda: example_pair(s, kind))
+    if compute.guard(lambda: pair_problem(instead)):  # a model with no pair of its own that it reads: the reason
+        st.warning(_("The prompts and the answer: {why}").format(why=md(problem)), icon=":material/warning:")
+        st.stop()
+    st.warning(_("The prompts and the answer: {why} Showing the model's example pair instead; mend them in their "
+                 "fields.").format(why=md(problem)), icon=":material/warning:")
+    return instead

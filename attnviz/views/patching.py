@@ -20,6 +20,7 @@ from attnviz import jobs
 from attnviz import plots as F
 from attnviz.analysis.examples import DEFAULT_PAIR, example_prompts
 from attnviz.analysis.patching import DEFINITION, Attribution, Patching, logit_attribution_of, patch, runs
+from attnviz.analysis.subjects import answer_ids, two_prompts
 from attnviz.core.nexttoken import top_tokens
 from attnviz.i18n import N_, _
 from attnviz.jobs import Job
@@ -157,6 +158,28 @@ def example_for(state, kind: str = EXAMPLE) -> dict[str, str] | None:
 
     pair = RESULTS.get_or_compute(("example-pair", kind, *model_identity(state.model)), find)  # once per model
     return None if pair is None or pair == DEFAULT_PAIR else dict(pair)
+
+
+def pair_problem(state) -> str | None:
+    """Why ``state``'s prompts and answer cannot be patched on its model, in the sentence the sweep would stop
+    with (None: they can): read as the sweep reads them, before it starts, so that a page shows its model's
+    example in their place and keeps the fields as typed."""
+    subject = subject_of(state.model)
+    pair = state.pair
+    try:
+        two_prompts(subject, pair.clean, pair.corrupted)
+        answer_ids(subject, pair.answer, wrong_of(pair.wrong))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def example_pair(state, kind: str = EXAMPLE):
+    """``state`` with its model's own example pair of ``kind`` (the defaults where it knows none): what a page
+    shows while the pair typed cannot be read (``pair_problem``)."""
+    subject = subject_of(state.model)
+    found = example_prompts(subject, kind, trace=lambda ids: trace_of(subject, state.model, ids))
+    return state.with_(**(found or DEFAULT_PAIR))
 
 
 def with_example(state, kind: str = EXAMPLE):

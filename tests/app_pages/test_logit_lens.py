@@ -105,8 +105,18 @@ def test_a_tuned_lens_folder_and_one_trained_here(dirs, monkeypatch):
     assert L.TRAININGS.get(L.training_key("gpt2", 3)).value.fit["steps"] == 3
 
 
+def test_an_answer_the_model_cannot_read_falls_back_to_its_own_top_token(dirs, monkeypatch):
+    """The warning says why; the grid and the answer's chart stay, on the model's own top token; the field keeps
+    what was typed."""
+    monkeypatch.setenv("ATTNVIZ_MODEL_DIRS", str(dirs))
+    at = _run(f"model=gpt2&text={TEXT}&lens_answer=was tired")
+    no_errors(at)
+    assert any("is not one token for gpt2" in w and "Showing the model's own top token" in w
+               for w in warnings_shown(at)), warnings_shown(at)
+    assert len(figures(at)) >= 2 and at.session_state["lens_answer"] == "was tired"
+
+
 @pytest.mark.parametrize("query, says", [
-    ("lens_answer=was tired", "is not one token for gpt2"),
     ("lens_cell=e.40", "Position 40 is out of range: the text has 8 tokens (positions 0 to 7)."),
     ("lens_tuned=wide", "was tuned for a model of 2 layers and width 64; gpt2 has 2 layers and width 32."),
 ])

@@ -85,13 +85,24 @@ def test_the_sweep_runs_in_the_background_with_a_progress_bar(monkeypatch):
 @pytest.mark.parametrize("query, words", [
     ("corrupted=BOS 10 12", "The clean prompt has 19 tokens and the corrupted one 3"),
     ("answer=99", "“99” is not one of watch-it-learn's tokens"),
-    ("corrupted=BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8", "give the same logit difference"),
 ])
-def test_bad_prompts_and_tokens_get_a_message(query, words):
+def test_a_pair_the_model_cannot_read_falls_back_with_a_warning_and_the_page_stays_whole(query, words):
+    """The warning says why; the page shows the model's example pair's sweep, every chart of it; the field keeps
+    what was typed, to be mended there."""
     at = app(query, page=PAGE, timeout=120)
+    assert not at.exception and not at.error
+    shown = [plain(w.value) for w in at.warning]
+    assert any(words in m for m in shown), shown
+    assert len(figures(at)) == len(TITLES)
+    name, value = query.split("=")
+    assert at.session_state[name] == value
+
+
+def test_prompts_that_change_nothing_get_the_sweeps_message():
+    at = app("corrupted=BOS 10 28 11 18 27 9 20 25 8 12 4 13 15 27 9 20 25 8", page=PAGE, timeout=120)
     assert not at.exception
     shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
-    assert any(words in m for m in shown), shown
+    assert any("give the same logit difference" in m for m in shown), shown
     assert not figures(at)
 
 
@@ -102,9 +113,9 @@ def test_a_prompt_over_patchings_bound_gets_its_message(tmp_path, monkeypatch):
     at = app(f"model=llama&clean={words}cat&corrupted={words}mat&answer=it", page=PAGE, timeout=120)
     after_loads(at, 120)
     assert not at.exception
-    shown = [plain(e.value) for e in at.error] + [plain(i.value) for i in at.info]
+    shown = [plain(w.value) for w in at.warning]  # the fields as typed; this folder reads no example pair of its own
     assert any(f"patching takes at most {limits.MAX_PATCH_TOKENS}" in m for m in shown), shown
-    assert not figures(at)
+    assert not at.error and not figures(at)
 
 
 def test_a_model_with_no_next_token_gives_way_with_its_reason(tmp_path, monkeypatch):
