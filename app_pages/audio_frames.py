@@ -3,10 +3,9 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.markdown import md
 from attnviz.views.modality import audio_run, followed, input_figure, input_view_figure, read_wav, sample_audio
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from ui import compute, session, widgets
 from ui.controls import control, row
 
@@ -53,7 +52,7 @@ counts = (_("{seconds} s at {rate} Hz → {n} frames of {frame} samples every {h
                                                      label=md(labels[at])))
 if not s.present:
     st.caption(counts)
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 60 if s.present else None)  # two plots, two axis titles
+style = first_chart_style(s, 60)  # two plots, two axis titles
 compute.chart(compute.cached_figure(("audio-spec", key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),
               key="audio_spec", filename="attnviz-audio-frames")

@@ -3,9 +3,8 @@
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.modality import followed, graph_run, input_figure, input_view_figure
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from ui import compute, session, widgets
 from ui.controls import control, row
 
@@ -43,7 +42,7 @@ counts = _("{n} nodes, {e} edges · weights {shape} · {blocked} of {pairs} node
     pairs=len(labels) ** 2)
 if not s.present:
     st.caption(counts)
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
+style = first_chart_style(s)
 key = ("graph", s.config, s.input_projections, s.graph_nodes.graph, s.graph_nodes.edges, s.graph_nodes.graph_mask)
 compute.chart(compute.cached_figure(("graph-draw", *key, at, compute.style_key(style)),
                              lambda: input_figure(inp, result, s, style)),

@@ -3,7 +3,6 @@
 import streamlit as st
 
 from attnviz.i18n import N_, _, fixed
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.catalogue import VIEW_TITLES, VIEWS
 from attnviz.views.markdown import md
 from attnviz.views.modality import (
@@ -17,7 +16,7 @@ from attnviz.views.modality import (
     read_image,
     sample_image,
 )
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from ui import compute, loading, picks, rendering, session, widgets
 from ui.controls import control
 
@@ -78,7 +77,7 @@ counts = _("{nH} × {nW} = {n} patches of {p} × {p} px (stride {stride}) · wei
                                  shape=tuple(result.weights.shape), patch=md(inp.labels[at]))
 if not s.present:
     st.caption(counts)
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 60 if s.present else None)
+style = first_chart_style(s, 60)
 fig = compute.cached_figure(("image-overlay", key, at, compute.style_key(style)),
                      lambda: input_figure(inp, result, s, style, image=image))
 event = st.plotly_chart(fig, key="image_overlay", theme=None, width="stretch", on_select="rerun",

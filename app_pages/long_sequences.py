@@ -6,9 +6,8 @@ import streamlit as st
 
 from attnviz import limits
 from attnviz.i18n import _, fixed
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views import longseq as V
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from ui import compute, session, widgets
 from ui.controls import control
 
@@ -30,7 +29,7 @@ else:
 control("block_q", c2, step=16)
 control("block_k", c3, step=16)
 s = session.current()
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
+style = first_chart_style(s)
 key = (s.config, s.long_sequences.length)
 inp = compute.guard(lambda: compute.cached(("long-input", *key), lambda: V.long_input_of(s)))
 H, L, D = inp.heads, inp.L, s.d_model // s.heads

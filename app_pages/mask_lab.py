@@ -4,10 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.markdown import md
 from attnviz.views.masklab import MASK_CHOICES, STAGE_NAMES, blocked_rows, mask_kinds, mask_lab_figure
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from ui import compute, session, widgets
 from ui.controls import MASK_NAMES, control, row
 
@@ -39,7 +38,7 @@ head, _query = widgets.head_and_query(base, seq, with_query=False, into=controls
 stage = (control("stage", controls, kind="segmented", format_func=lambda k, t=fixed(): t(STAGE_NAMES[k]))
          if s.present else None)
 s = session.current().with_(model="random", layer=0)
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
+style = first_chart_style(s)
 
 
 def chart(name: str, kind: str, build) -> None:

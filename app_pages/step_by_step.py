@@ -4,9 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views.markdown import md, quoted
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from attnviz.views.stepbystep import output_terms, walk_step_figure, walk_steps
 from ui import compute, session, widgets
 from ui.controls import control, row
@@ -26,7 +25,7 @@ seq = min(s.seq, len(result.tokens) - 1)
 controls = row() if s.present else None
 head, query = widgets.head_and_query(result, seq, query_label=_("Follow this token"), into=controls)
 tok = result.tokens[seq][query]
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX if s.present else None)
+style = first_chart_style(s)
 about.caption(_("Following **{token}** (position {q}) through head {h}: its row is outlined in each heatmap and "
                 "listed in the table beside it. Every number is the one the computation used.").format(
     token=md(tok), q=query, h=head))

@@ -4,8 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style
 from attnviz.views.verify import verify_figure, verify_run
 from ui import compute, session, widgets
 from ui.controls import control
@@ -21,7 +20,7 @@ widgets.header(_("Verify against PyTorch"),
 if not s.present:
     control("float64")
 s = session.current()
-style = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 80 if s.present else None)
+style = first_chart_style(s, 80)
 tables = []
 for f64 in [False, True] if s.verify.float64 else [False]:
     v = compute.guard(lambda f64=f64: compute.cached(("verify", s.config, f64),

@@ -4,12 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from attnviz.i18n import _, fixed
-from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.views import learn as V
 from attnviz.views.markdown import md
 from attnviz.views.roles import roles_legend
 from attnviz.views.roles import thresholds as roles_thresholds
-from attnviz.views.selection import style_for
+from attnviz.views.selection import first_chart_style, style_for
 from ui import compute, picks, session, widgets
 from ui.controls import control
 
@@ -80,7 +79,7 @@ def live() -> None:
         st.error(_("The training stopped: {status}. Nothing after that is drawn.").format(status=p.status),
                  icon=":material/error:")
     n = len(p.checkpoints)
-    first = style_for(s, height=PROJECTOR_FIRST_CHART_PX + 40 if s.present else None)  # the loss, whole on a projector
+    first = first_chart_style(s, 40)  # the loss, whole on a projector
     fig = compute.cached_figure(("learn-loss", keys[0], n, len(pc.checkpoints) if pc else 0, compute.style_key(first)),
                                 lambda: V.loss_figure(p.checkpoints, pc.checkpoints if pc else None, first))
     compute.chart(fig, key="learn_loss", filename="attnviz-learn-loss")

@@ -14,7 +14,7 @@ from attnviz.i18n import N_, _, fixed
 from attnviz.run.result import AttentionResult
 from attnviz.views.exports import run_json, weights_csv
 from attnviz.views.markdown import md
-from attnviz.views.patching import EXAMPLE, example_pair, pair_problem
+from attnviz.views.patching import EXAMPLE, example_state, pair_problem
 from attnviz.views.selection import fallbacks
 from ui import compute, loading, session
 from ui.controls import control, row
@@ -257,7 +257,7 @@ def prompt_pair(page: str, example: Callable[[object], dict | None], kind: str =
     problem = compute.guard(lambda: pair_problem(s))
     if not problem:
         return s
-    instead = compute.guard(lambda: example_pair(s, kind))
+    instead = compute.guard(lambda: example_state(s, kind))
     if compute.guard(lambda: pair_problem(instead)):  # a model with no pair of its own that it reads: the reason
         st.warning(_("The prompts and the answer: {why}").format(why=md(problem)), icon=":material/warning:")
         st.stop()

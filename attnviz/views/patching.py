@@ -174,7 +174,7 @@ def pair_problem(state) -> str | None:
     return None
 
 
-def example_pair(state, kind: str = EXAMPLE):
+def example_state(state, kind: str = EXAMPLE):
     """``state`` with its model's own example pair of ``kind`` (the defaults where it knows none): what a page
     shows while the pair typed cannot be read (``pair_problem``)."""
     subject = subject_of(state.model)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from attnviz import plots as F
 from attnviz.i18n import _
+from attnviz.plots.style import PROJECTOR_FIRST_CHART_PX
 from attnviz.run.result import AttentionResult
 
 
@@ -33,6 +34,13 @@ def style_for(state: Selection, *, theme: str = "light", width=None, height=None
     """Presenter mode: fonts and ticks large enough for the back of a room."""
     return F.FigureStyle(colors=state.colors, theme=theme, width=width, height=height,
                          font_size=PRESENTER_FONT if state.present else 12, lang=state.lang)
+
+
+def first_chart_style(state: Selection, more_px: int = 0) -> F.FigureStyle:
+    """``style_for(state)``, and in presenter mode a page's first chart's height (``PROJECTOR_FIRST_CHART_PX``,
+    ``more_px`` more for a chart with a legend or two plots): under the title and one row of controls, whole on a
+    1024 × 768 projector's first screen."""
+    return style_for(state, height=PROJECTOR_FIRST_CHART_PX + more_px if state.present else None)
 
 
 def selection_problems(result: AttentionResult, state: Selection) -> dict[str, str]:
