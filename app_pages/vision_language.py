@@ -112,6 +112,8 @@ if looking:
         at = int(st.session_state.get("vl_checkpoint", -1))
         st.session_state["vl_checkpoint"] = -1 if at >= n else at
         control("vl_checkpoint", kind="slider", bounds=(-1, max(0, n - 1)))
+        # A move of the slider reruns this fragment alone, not app.py, which writes the link: written here
+        session.write_url(session.current(), "vision-language")
         chosen = p.checkpoints[int(st.session_state["vl_checkpoint"])]
         record = p.record or {"checkpoints": p.checkpoints, "probe": V.probe_record(s.look.seed)}
         fig = compute.cached_figure(("vl-probe", keys[0], n, chosen["step"], compute.style_key(style)),
