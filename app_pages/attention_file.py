@@ -21,10 +21,7 @@ NOTE = _("Attention weights computed anywhere — a Hugging Face model with outp
          "code when loaded.")
 # On a projector the file (uploaded before the class) and the notes fold under the title, and the view, the head
 # and the query share a row: the first chart whole on the first screen.
-widgets.header(_("Your attention"), "" if s.present else NOTE)
-about = st.expander(_("Your file, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Your attention"), NOTE, _("Your file, and what this page shows"))
 with about:
     upload = widgets.uploaded_bytes(_("Attention file (.safetensors or .npz)"), ["safetensors", "npz"],
                                     key="attention_upload",

@@ -15,10 +15,7 @@ NOTE = _("The sound is cut into frames; the log-magnitude spectrum of each (torc
          "sound can attend to its earlier self.")
 # On a projector the sound and its frames (chosen before the class) and the notes fold under the title, the
 # player and the frame followed stay, and the counts go under the chart: the spectrogram whole on the first screen.
-widgets.header(_("Audio frames"), "" if s.present else NOTE)
-about = st.expander(_("The sound, its frames, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Audio frames"), NOTE, _("The sound, its frames, and what this page shows"))
 with about:
     source, read = widgets.upload_or_sample(
         _("Your own sound (WAV)"), ["wav"], "audio_upload",

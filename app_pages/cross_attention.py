@@ -13,10 +13,7 @@ NOTE = _("Queries come from the target (the decoder side, the sidebar's text); k
          "(the encoder side). Weights have shape L_target × S_source per head.")
 # On a projector the source text and the notes fold under the title (the source chosen before the class): the grid
 # of heads whole on the first screen.
-widgets.header(_("Cross-attention"), "" if s.present else NOTE)
-about = st.expander(_("The source text, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Cross-attention"), NOTE, _("The source text, and what this page shows"))
 control("source", about, kind="text_area", height=80)
 s = session.current()
 if s.model != "random" and cross_config(s).model == "random":

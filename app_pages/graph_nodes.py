@@ -14,10 +14,7 @@ NOTE = _("Each node is a token: a seeded embedding plus its degree. With the adj
          "no mask it attends to every node, for contrast.")
 # On a projector the graph (chosen before the class) and the notes fold under the title, the mask and the node
 # followed share a row and the counts go under the chart: the graph whole on the first screen.
-widgets.header(_("Graph nodes"), "" if s.present else NOTE)
-about = st.expander(_("The graph, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Graph nodes"), NOTE, _("The graph, and what this page shows"))
 c1, c2 = about.columns([1, 2])
 control("graph", c1, disabled=bool(str(st.session_state.get("edges", "")).strip()))
 control("edges", c2, placeholder="0-1, 1-2, 2-0")

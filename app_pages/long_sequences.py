@@ -17,10 +17,8 @@ NOTE = _("Attention holds an L × L matrix of weights per head: memory and time 
          "patterns) and approximating it (low rank) — shown here on your text, repeated to L tokens.")
 # On a projector the tiles' sizes, the counts and the notes fold under the title and the length stays in sight: the
 # cost's first chart whole on the first screen.
-widgets.header(_("Long sequences"), "" if s.present else NOTE)
-about = st.expander(_("Tile sizes, the text, and what this page shows")) if s.present else st.container()
+about = widgets.header_folding(_("Long sequences"), NOTE, _("Tile sizes, the text, and what this page shows"))
 if s.present:
-    about.caption(NOTE)
     control("length", kind="slider", step=16, width=480)
     c2, c3 = about.columns(2)
 else:

@@ -15,10 +15,7 @@ NOTE = _("Every mask adds 0 where a query may look and −∞ where it may not; 
          "Every mask but 'none' also blocks [PAD] keys.")
 # On a projector the masks to compare (chosen before the class) fold under the title with the note, and the head
 # and the picture shown share a row: the first mask's picture whole on the first screen.
-widgets.header(_("Mask lab"), "" if s.present else NOTE)
-where = st.expander(_("Masks to compare, and what this page shows")) if s.present else st.container()
-if s.present:
-    where.caption(NOTE)
+where = widgets.header_folding(_("Mask lab"), NOTE, _("Masks to compare, and what this page shows"))
 if isinstance(st.session_state.get("masks"), str):  # URL form "a,b" -> the multiselect's list
     st.session_state["masks"] = mask_kinds(session.current())
 kinds = control("masks", where, kind="multiselect", options=MASK_CHOICES,

@@ -14,12 +14,10 @@ NOTE = _(
     "Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the model on a clean "
     "prompt and on a corrupted one that differs in a token or two, then put one head's output from the clean run into "
     "the corrupted one and measure how much of the clean answer comes back.")
-widgets.header(_("Which heads cause the answer: activation patching"), "" if s.present else NOTE)
 # On a projector the chart is the first screen: the prompts, the answer, the head chosen (a click on the chart
 # chooses it) and the notes fold away above it.
-inputs = st.expander(_("Prompts, answer, and what this page shows")) if s.present else st.container()
-if s.present:
-    inputs.caption(NOTE)
+inputs = widgets.header_folding(_("Which heads cause the answer: activation patching"), NOTE,
+                                _("Prompts, answer, and what this page shows"))
 with inputs:
     s = widgets.prompt_pair("patching", P.example_for)
 

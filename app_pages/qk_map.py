@@ -22,10 +22,7 @@ NOTE = (_(
     "token as the query."))
 # On a projector the sentences, the normalisation and the notes fold under the title, and the measured agreement
 # goes under the map (its subtitle says it too): the map starts high on the first screen.
-widgets.header(_("Q/K map"), "" if s.present else NOTE)
-about = st.expander(_("Sentences, normalisation, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Q/K map"), NOTE, _("Sentences, normalisation, and what this page shows"))
 t = fixed()
 SOURCES = {"default": _("the shipped sentences"), "own": _("your own lines")}
 source = about.segmented_control(_("Sentences"), list(SOURCES), format_func=SOURCES.get, default="default",

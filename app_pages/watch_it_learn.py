@@ -20,10 +20,7 @@ NOTE = _("An attention-only transformer (embeddings, causal attention layers, no
          "settings.")
 # On a projector the training's settings (chosen before the class) fold under the title with the notes, and the
 # replay's note goes under the loss: Train, Stop, the progress and the loss whole on the first screen.
-widgets.header(_("Watch it learn"), "" if s.present else NOTE)
-about = st.expander(_("The training's settings, and what this page shows")) if s.present else st.container()
-if s.present:
-    about.caption(NOTE)
+about = widgets.header_folding(_("Watch it learn"), NOTE, _("The training's settings, and what this page shows"))
 cols = about.columns(4)
 for col, name in zip(cols, ("learn_layers", "learn_heads", "learn_width", "learn_task"), strict=True):
     control(name, col)

@@ -53,6 +53,19 @@ def header(title: str, *notes: str) -> None:
     st.markdown(f"# {title}" + (f"\n\n{small}" if small else ""))
 
 
+def header_folding(title: str, note: str, fold: str):
+    """A page's title and notes (``header``), and where what its lesson is chosen from before a class goes: on a
+    projector one expander named ``fold``, the notes first in it (one fold above the first chart, not two); on a
+    laptop the page itself, the notes under the title."""
+    if not st.session_state.get("present"):
+        header(title, note)
+        return st.container()
+    header(title)
+    about = st.expander(fold)
+    about.caption(note)
+    return about
+
+
 @dataclass(frozen=True)
 class Download:
     """One file a page offers: made only when it is asked for (``data``)."""
